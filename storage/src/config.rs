@@ -1,0 +1,70 @@
+//! Per-partition log settings and their bounds.
+
+use std::time::Duration;
+
+use crate::batch::BATCH_BYTES_MAX;
+use crate::StorageError;
+
+/// Default segment size: 1 GiB, as in Kafka; big enough that rolls are rare,
+/// small enough that retention can free space in useful steps.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+/// Largest segment: index positions are `u32`.
+pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
+/// Default distance between sparse index entries: one per 4 KiB of log keeps
+/// a lookup to one small read while the index stays 256x smaller than the log.
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+/// Default largest batch a caller may append (8 MiB). The broker's request
+/// limits sit below it.
+pub const BATCH_BYTES_MAX_DEFAULT: usize = 8 << 20;
+
+/// How a partition log rolls segments and indexes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment when the active one would pass this size.
+    pub segment_bytes: u64,
+    /// Roll when the active segment has been open this long (measured from
+    /// when this process opened or created it). `None`: never by age.
+    pub segment_age: Option<Duration>,
+    /// Add an index entry after this many bytes of log.
+    pub index_interval_bytes: u32,
+    /// Refuse an append whose encoded batch is larger than this.
+    pub batch_bytes_max: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
+            segment_age: None,
+            index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
+            batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every bound; the log refuses to open with a bad config.
+    pub fn validate(&self) -> Result<(), StorageError> {
+        if self.segment_bytes == 0 || self.segment_bytes > SEGMENT_BYTES_MAX {
+            return Err(StorageError::Invalid(format!(
+                "segment_bytes must be in 1..={SEGMENT_BYTES_MAX}, got {}",
+                self.segment_bytes
+            )));
+        }
+        if self.index_interval_bytes == 0 {
+            return Err(StorageError::Invalid(
+                "index_interval_bytes must be at least 1".into(),
+            ));
+        }
+        if self.batch_bytes_max == 0 || self.batch_bytes_max > BATCH_BYTES_MAX {
+            return Err(StorageError::Invalid(format!(
+                "batch_bytes_max must be in 1..={BATCH_BYTES_MAX}, got {}",
+                self.batch_bytes_max
+            )));
+        }
+        if self.segment_age.is_some_and(|d| d.is_zero()) {
+            return Err(StorageError::Invalid("segment_age must be positive".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,45 @@
+//! Operating errors of the storage engine. Programmer errors are asserts.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything the storage engine can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// An I/O call failed. The partition that saw it may be poisoned.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// An earlier write or fsync failed; the partition refuses writes until
+    /// the broker restarts and recovery has run.
+    #[error("partition {path} refuses writes after an earlier failure: {reason}")]
+    Poisoned { path: PathBuf, reason: String },
+    /// The partition was closed (shutdown in progress).
+    #[error("partition {path} is closed")]
+    Closed { path: PathBuf },
+    /// A caller asked for something the log cannot do.
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    /// Bytes on disk fail their checksum or framing where they must be valid.
+    #[error("corrupt data in {path} at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+}
+
+impl StorageError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+        StorageError::Io {
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Result alias of the storage crate.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -1,0 +1,751 @@
+//! `PartitionLog`: the ordered, durable log of one partition.
+//!
+//! Lives on the shard that owns the partition (`!Send`, no locks). Appends
+//! complete in two stages:
+//!
+//! 1. **written**: offsets are assigned at once, in call order; a detached
+//!    writer task writes queued batches back to back (coalescing whatever
+//!    queued up meanwhile into one write) and advances `written`. Written
+//!    records are readable by callers that ask for them (replication).
+//! 2. **durable**: the shard's [`FsyncBatcher`] fdatasyncs the active segment
+//!    and advances `durable`. Nothing may be acknowledged before this.
+//!
+//! Invariant: `durable <= written <= next_offset` (the "dirty" mark),
+//! asserted on every update. A failed write or fsync poisons the partition:
+//! it refuses writes until restart, when recovery decides what survived.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+
+use glommio::io::BufferedFile;
+
+use crate::batch::{self, BatchHeader};
+use crate::dirs;
+use crate::fsync::{FsyncBatcher, SyncTarget};
+use crate::index::IndexEntry;
+use crate::record::{ProducerStamp, Record, StoredRecord};
+use crate::recovery::{self, Trimmed};
+use crate::segment::{self, IndexState, RawBatch, Scan, Segment};
+use crate::watermark::Watermark;
+use crate::{LogConfig, Offset, Result, StorageError};
+
+/// A handle to a partition log; clones share the same log.
+#[derive(Clone)]
+pub struct PartitionLog {
+    shared: Rc<Shared>,
+}
+
+/// Where an append landed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Offset of the first record.
+    pub base_offset: Offset,
+    /// Offset after the last record: durable once `durable_offset()` reaches it.
+    pub next_offset: Offset,
+}
+
+/// What opening a partition found, for logs and tests.
+#[derive(Clone, Debug, Default)]
+pub struct OpenReport {
+    pub segments: usize,
+    /// Log files whose batches were scanned (not cleanly closed, or with a
+    /// missing or mismatched index), and what each scan trimmed.
+    pub scanned: Vec<(PathBuf, Option<Trimmed>)>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    config: LogConfig,
+    inner: RefCell<Inner>,
+    written: Watermark,
+    durable: Watermark,
+    batcher: FsyncBatcher,
+}
+
+struct Inner {
+    segments: BTreeMap<Offset, Segment>,
+    next_offset: Offset,
+    pending: VecDeque<Pending>,
+    writer_running: bool,
+    failure: Option<String>,
+    closed: bool,
+}
+
+/// Batches placed but not yet written: contiguous bytes of one segment.
+struct Pending {
+    segment: Offset,
+    position: u64,
+    bytes: Vec<u8>,
+    end: Offset,
+    appends: u64,
+}
+
+impl PartitionLog {
+    /// Opens (creating if needed) the partition log in `dir`, recovering it:
+    /// sealed segments whose index matches their log are trusted without
+    /// reading the log; the active segment and any other is scanned and
+    /// trimmed after its last valid batch.
+    pub async fn open(
+        dir: &Path,
+        config: LogConfig,
+        batcher: FsyncBatcher,
+    ) -> Result<(PartitionLog, OpenReport)> {
+        config.validate()?;
+        dirs::create_dir_all(dir).await?;
+        let bases = dirs::list_segments(dir).await?;
+        let mut report = OpenReport {
+            segments: bases.len().max(1),
+            ..Default::default()
+        };
+        let mut segments = BTreeMap::new();
+        if bases.is_empty() {
+            let mut seg = Segment::empty(dir, Offset(0));
+            seg.file = Some(Rc::new(segment::create_new(&seg.log_path).await?));
+            seg.created = true;
+            dirs::sync_dir(dir).await?;
+            segments.insert(seg.base, seg);
+        }
+        for (i, &base) in bases.iter().enumerate() {
+            let active = i + 1 == bases.len();
+            let seg = open_segment(dir, base, active, config.index_interval_bytes, &mut report).await?;
+            if let Some((_, prev)) = segments.last_key_value() {
+                let prev: &Segment = prev;
+                if prev.next_offset > base {
+                    return Err(StorageError::Corrupt {
+                        path: seg.log_path.clone(),
+                        position: 0,
+                        reason: format!(
+                            "segment starts at {base} but the one before ends at {}",
+                            prev.next_offset
+                        ),
+                    });
+                }
+            }
+            segments.insert(base, seg);
+        }
+        let next = segments
+            .last_key_value()
+            .map(|(_, s)| s.next_offset)
+            .expect("one segment at least");
+        let shared = Rc::new(Shared {
+            dir: dir.to_path_buf(),
+            config,
+            inner: RefCell::new(Inner {
+                segments,
+                next_offset: next,
+                pending: VecDeque::new(),
+                writer_running: false,
+                failure: None,
+                closed: false,
+            }),
+            written: Watermark::new(next.0),
+            durable: Watermark::new(next.0),
+            batcher,
+        });
+        Ok((PartitionLog { shared }, report))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        *self
+            .shared
+            .inner
+            .borrow()
+            .segments
+            .keys()
+            .next()
+            .expect("one segment at least")
+    }
+
+    /// The offset the next appended record will get.
+    pub fn next_offset(&self) -> Offset {
+        self.shared.inner.borrow().next_offset
+    }
+
+    /// Every record below this is in the segment files.
+    pub fn written_offset(&self) -> Offset {
+        Offset(self.shared.written.get())
+    }
+
+    /// Every record below this is fsynced: the high watermark of a single node.
+    pub fn durable_offset(&self) -> Offset {
+        Offset(self.shared.durable.get())
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.shared.inner.borrow().segments.len()
+    }
+
+    /// Why the partition refuses writes, if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.inner.borrow().failure.clone()
+    }
+
+    /// Appends `records` as one batch and returns once it is written (stage
+    /// one). Offsets are assigned in call order. Call [`wait_durable`] with
+    /// the returned `next_offset` before acknowledging anything.
+    ///
+    /// [`wait_durable`]: PartitionLog::wait_durable
+    pub async fn append(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
+        let appended = self.place(records, producer)?;
+        self.shared
+            .written
+            .wait_for(appended.next_offset.0)
+            .await
+            .map_err(|_| self.shared.refusal())?;
+        Ok(appended)
+    }
+
+    /// Appends and waits until the batch is fsynced: the only form whose
+    /// result may be acknowledged to a client.
+    pub async fn append_durable(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
+        let appended = self.place(records, producer)?;
+        self.wait_durable(appended.next_offset).await?;
+        Ok(appended)
+    }
+
+    /// Resolves once every record below `offset` is fsynced.
+    pub async fn wait_durable(&self, offset: Offset) -> Result<()> {
+        self.shared
+            .durable
+            .wait_for(offset.0)
+            .await
+            .map_err(|_| self.shared.refusal())
+    }
+
+    /// Assigns offsets and a file position to a new batch and queues it for
+    /// the writer. Synchronous, so call order is offset order.
+    fn place(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
+        let shared = &self.shared;
+        let mut inner = shared.inner.borrow_mut();
+        if inner.closed || inner.failure.is_some() {
+            drop(inner);
+            return Err(shared.refusal());
+        }
+        if records.is_empty() {
+            return Err(StorageError::Invalid(
+                "an append needs at least one record".into(),
+            ));
+        }
+        let len = batch::encoded_len(records);
+        if len > shared.config.batch_bytes_max {
+            return Err(StorageError::Invalid(format!(
+                "batch of {len} bytes exceeds batch_bytes_max {}",
+                shared.config.batch_bytes_max
+            )));
+        }
+        let base = inner.next_offset;
+        let count = records.len() as u64;
+        let roll = {
+            let active = inner.segments.values().next_back().expect("one segment at least");
+            !active.is_empty()
+                && (active.dirty_bytes + len as u64 > shared.config.segment_bytes
+                    || shared
+                        .config
+                        .segment_age
+                        .is_some_and(|age| active.opened_at.elapsed() >= age)
+                    || base.0 + count - active.base.0 > u32::MAX as u64)
+        };
+        if roll {
+            inner.segments.insert(base, Segment::empty(&shared.dir, base));
+        }
+        let Inner {
+            segments, pending, ..
+        } = &mut *inner;
+        let seg = segments.values_mut().next_back().expect("one segment at least");
+        let position = seg.dirty_bytes;
+        let joins_tail = pending
+            .back()
+            .is_some_and(|p| p.segment == seg.base && p.position + p.bytes.len() as u64 == position);
+        if !joins_tail {
+            pending.push_back(Pending {
+                segment: seg.base,
+                position,
+                bytes: Vec::with_capacity(len),
+                end: base,
+                appends: 0,
+            });
+        }
+        let job = pending.back_mut().expect("just pushed");
+        let start = job.bytes.len();
+        batch::encode(base, records, producer, &mut job.bytes);
+        let header = BatchHeader::parse(&job.bytes[start..]).expect("we just encoded it");
+        seg.note_batch(&header, position, shared.config.index_interval_bytes);
+        seg.sealed = false;
+        job.end = header.next_offset();
+        job.appends += 1;
+        inner.next_offset = header.next_offset();
+        let start_writer = !std::mem::replace(&mut inner.writer_running, true);
+        drop(inner);
+        if start_writer {
+            glommio::spawn_local(write_loop(shared.clone())).detach();
+        }
+        Ok(Appended {
+            base_offset: base,
+            next_offset: header.next_offset(),
+        })
+    }
+
+    /// Reads whole batches holding offsets from `from` up to (not including)
+    /// `upto`, stopping after about `max_bytes` (always at least one batch
+    /// when one is there). Pass `durable_offset()` as `upto` to serve clients.
+    pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
+        let mut out = Vec::new();
+        let mut used = 0usize;
+        let mut cursor = from;
+        while cursor < upto {
+            let Some(base) = self.shared.segment_for(cursor) else {
+                break;
+            };
+            self.shared.ensure_index(base).await?;
+            let (file, path, start, end, next_base) =
+                self.shared.reader(base, |s| s.position_for(cursor)).await?;
+            let mut stopped = false;
+            let got = segment::read_batches(&file, &path, start, end, max_bytes.saturating_sub(used), |h| {
+                if h.base_offset >= upto {
+                    stopped = true;
+                    Scan::Stop
+                } else if h.next_offset() <= cursor {
+                    Scan::Skip
+                } else {
+                    Scan::Take
+                }
+            })
+            .await?;
+            used += got.iter().map(|b| b.bytes.len()).sum::<usize>();
+            out.extend(got);
+            match next_base {
+                Some(next) if !stopped && used < max_bytes => cursor = cursor.max(next),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Like [`read_batches`](PartitionLog::read_batches), decoded into records
+    /// with offsets in `[from, upto)`.
+    pub async fn read(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<StoredRecord>> {
+        let batches = self.read_batches(from, max_bytes, upto).await?;
+        let mut out = Vec::new();
+        for b in batches {
+            let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
+                path: self.shared.dir.clone(),
+                position: 0,
+                reason: format!("batch at offset {}: {e}", b.header.base_offset),
+            })?;
+            out.extend(
+                records
+                    .into_iter()
+                    .filter(|r| r.offset >= from && r.offset < upto),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The first offset below `upto` whose record timestamp is at or after
+    /// `timestamp_ms`; `None` if there is none yet.
+    pub async fn offset_for_timestamp(&self, timestamp_ms: i64, upto: Offset) -> Result<Option<Offset>> {
+        let candidates: Vec<Offset> = {
+            let inner = self.shared.inner.borrow();
+            inner
+                .segments
+                .values()
+                .filter(|s| s.max_timestamp_ms >= timestamp_ms && s.base < upto)
+                .map(|s| s.base)
+                .collect()
+        };
+        for base in candidates {
+            self.shared.ensure_index(base).await?;
+            let (file, path, start, end, _) = self
+                .shared
+                .reader(base, |s| s.position_for_time(timestamp_ms))
+                .await?;
+            let found = segment::read_batches(&file, &path, start, end, 1, |h| {
+                if h.base_offset >= upto {
+                    Scan::Stop
+                } else if h.max_timestamp_ms < timestamp_ms {
+                    Scan::Skip
+                } else {
+                    Scan::Take
+                }
+            })
+            .await?;
+            for b in found {
+                let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
+                    path: path.clone(),
+                    position: 0,
+                    reason: e.to_string(),
+                })?;
+                if let Some(r) = records
+                    .iter()
+                    .find(|r| r.timestamp_ms >= timestamp_ms && r.offset < upto)
+                {
+                    return Ok(Some(r.offset));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Closes the log cleanly: refuses new appends, waits for queued writes,
+    /// fsyncs, and writes the active segment's index so that the next open
+    /// scans nothing.
+    pub async fn close(&self) -> Result<()> {
+        let shared = &self.shared;
+        let end = {
+            let mut inner = shared.inner.borrow_mut();
+            if inner.closed {
+                return Ok(());
+            }
+            inner.closed = true;
+            inner.next_offset
+        };
+        if shared.written.wait_for(end.0).await.is_err() {
+            return Err(shared.refusal());
+        }
+        let (file, log_path, index_path, index_bytes) = {
+            let mut inner = shared.inner.borrow_mut();
+            let seg = inner
+                .segments
+                .values_mut()
+                .next_back()
+                .expect("one segment at least");
+            (
+                seg.file.clone(),
+                seg.log_path.clone(),
+                seg.index_path.clone(),
+                seg.index_file_bytes(),
+            )
+        };
+        let file = match file {
+            Some(f) => f,
+            None => Rc::new(segment::open_rw(&log_path).await?),
+        };
+        file.fdatasync()
+            .await
+            .map_err(|e| StorageError::io(&log_path, e))?;
+        if end.0 > shared.durable.get() {
+            shared.durable.advance(end.0);
+        }
+        segment::write_file_synced(&index_path, index_bytes).await?;
+        dirs::sync_dir(&shared.dir).await?;
+        shared.written.fail("partition closed");
+        shared.durable.fail("partition closed");
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// The error an append gets from a closed or poisoned partition.
+    fn refusal(&self) -> StorageError {
+        let inner = self.inner.borrow();
+        match &inner.failure {
+            Some(reason) => StorageError::Poisoned {
+                path: self.dir.clone(),
+                reason: reason.clone(),
+            },
+            None => StorageError::Closed {
+                path: self.dir.clone(),
+            },
+        }
+    }
+
+    fn poison(&self, err: &StorageError) {
+        let reason = err.to_string();
+        tracing::error!(partition = %self.dir.display(), %reason, "partition refuses writes until restart");
+        let mut inner = self.inner.borrow_mut();
+        inner.failure.get_or_insert(reason.clone());
+        inner.pending.clear();
+        inner.writer_running = false;
+        drop(inner);
+        self.written.fail(&reason);
+        self.durable.fail(&reason);
+    }
+
+    /// The segment holding `offset`, or the first one if it is below them all.
+    fn segment_for(&self, offset: Offset) -> Option<Offset> {
+        let inner = self.inner.borrow();
+        inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .or_else(|| inner.segments.iter().next())
+            .map(|(b, _)| *b)
+    }
+
+    /// A file handle and the readable byte range of segment `base`, starting
+    /// where `start` says, and the base of the segment after it.
+    async fn reader(
+        &self,
+        base: Offset,
+        start: impl Fn(&Segment) -> u64,
+    ) -> Result<(Rc<BufferedFile>, PathBuf, u64, u64, Option<Offset>)> {
+        let (file, path) = {
+            let inner = self.inner.borrow();
+            let seg = &inner.segments[&base];
+            (seg.file.clone(), seg.log_path.clone())
+        };
+        let file = match file {
+            Some(f) => f,
+            None => {
+                let f = Rc::new(
+                    BufferedFile::open(&path)
+                        .await
+                        .map_err(|e| StorageError::io(&path, e))?,
+                );
+                let mut inner = self.inner.borrow_mut();
+                let seg = inner
+                    .segments
+                    .get_mut(&base)
+                    .expect("segments are not removed while read");
+                seg.file.get_or_insert(f).clone()
+            }
+        };
+        let inner = self.inner.borrow();
+        let seg = &inner.segments[&base];
+        let next = inner
+            .segments
+            .range((Bound::Excluded(base), Bound::Unbounded))
+            .next()
+            .map(|(b, _)| *b);
+        Ok((file, path, start(seg), seg.written_bytes, next))
+    }
+
+    /// Loads a sealed segment's index on first use, rebuilding it from the
+    /// log if the file turns out damaged.
+    async fn ensure_index(&self, base: Offset) -> Result<()> {
+        let (footer, index_path) = {
+            let inner = self.inner.borrow();
+            let seg = &inner.segments[&base];
+            match &seg.index {
+                IndexState::Loaded(_) => return Ok(()),
+                IndexState::OnDisk(f) => (*f, seg.index_path.clone()),
+            }
+        };
+        let loaded = match segment::read_index(&index_path, &footer).await {
+            Some(ix) => ix,
+            None => {
+                tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
+                let mut report = OpenReport::default();
+                let seg = open_segment(
+                    &self.dir,
+                    base,
+                    false,
+                    self.config.index_interval_bytes,
+                    &mut report,
+                )
+                .await?;
+                let mut inner = self.inner.borrow_mut();
+                let slot = inner
+                    .segments
+                    .get_mut(&base)
+                    .expect("segments are not removed while read");
+                seg_replace_keep_file(slot, seg);
+                return Ok(());
+            }
+        };
+        let mut inner = self.inner.borrow_mut();
+        let seg = inner
+            .segments
+            .get_mut(&base)
+            .expect("segments are not removed while read");
+        if matches!(seg.index, IndexState::OnDisk(_)) {
+            seg.index = IndexState::Loaded(loaded);
+        }
+        Ok(())
+    }
+
+    /// Seals segment `base`'s predecessor and creates `base`'s file: the
+    /// roll, in the order recovery relies on (old log fsynced and its index
+    /// written before the new log exists).
+    async fn create_rolled(&self, base: Offset) -> Result<()> {
+        let prev = {
+            let mut inner = self.inner.borrow_mut();
+            let prev = inner.segments.range_mut(..base).next_back().map(|(_, s)| s);
+            prev.map(|s| {
+                (
+                    s.file.clone(),
+                    s.log_path.clone(),
+                    s.index_path.clone(),
+                    s.index_file_bytes(),
+                )
+            })
+        };
+        if let Some((file, log_path, index_path, index_bytes)) = prev {
+            if let Some(file) = file {
+                file.fdatasync()
+                    .await
+                    .map_err(|e| StorageError::io(&log_path, e))?;
+            }
+            segment::write_file_synced(&index_path, index_bytes).await?;
+            let mut inner = self.inner.borrow_mut();
+            if let Some((_, s)) = inner.segments.range_mut(..base).next_back() {
+                s.sealed = true;
+            }
+        }
+        let path = dirs::log_path(&self.dir, base);
+        let file = Rc::new(segment::create_new(&path).await?);
+        dirs::sync_dir(&self.dir).await?;
+        let mut inner = self.inner.borrow_mut();
+        let seg = inner
+            .segments
+            .get_mut(&base)
+            .expect("the writer's segment exists");
+        seg.file = Some(file);
+        seg.created = true;
+        Ok(())
+    }
+}
+
+fn seg_replace_keep_file(slot: &mut Segment, mut fresh: Segment) {
+    if fresh.file.is_none() {
+        fresh.file = slot.file.take();
+    }
+    *slot = fresh;
+}
+
+impl SyncTarget for Shared {
+    fn sync(self: Rc<Self>) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            let (file, path, upto) = {
+                let inner = self.inner.borrow();
+                if inner.failure.is_some() {
+                    return;
+                }
+                let seg = inner
+                    .segments
+                    .values()
+                    .rev()
+                    .find(|s| s.created)
+                    .expect("a partition has a created segment");
+                (seg.file.clone(), seg.log_path.clone(), self.written.get())
+            };
+            if upto <= self.durable.get() {
+                return;
+            }
+            let file = file.expect("a created active segment is open");
+            match file.fdatasync().await {
+                Ok(()) => {
+                    if upto > self.durable.get() {
+                        assert!(upto <= self.written.get(), "durable <= written");
+                        self.durable.advance(upto);
+                    }
+                }
+                Err(e) => self.poison(&StorageError::io(&path, e)),
+            }
+        })
+    }
+}
+
+/// Writes queued batches in order, one write per contiguous run, and hands
+/// the partition to the fsync batcher. Detached: a caller that stops waiting
+/// does not stop the write its offsets were promised to.
+async fn write_loop(shared: Rc<Shared>) {
+    loop {
+        let job = {
+            let mut inner = shared.inner.borrow_mut();
+            match inner.pending.pop_front() {
+                Some(job) => job,
+                None => {
+                    inner.writer_running = false;
+                    return;
+                }
+            }
+        };
+        let (file, path) = {
+            let inner = shared.inner.borrow();
+            let seg = &inner.segments[&job.segment];
+            (seg.file.clone(), seg.log_path.clone())
+        };
+        let file = match file {
+            Some(f) => f,
+            None => {
+                if let Err(e) = shared.create_rolled(job.segment).await {
+                    shared.poison(&e);
+                    return;
+                }
+                let inner = shared.inner.borrow();
+                inner.segments[&job.segment].file.clone().expect("just created")
+            }
+        };
+        let len = job.bytes.len() as u64;
+        if let Err(e) = segment::write_all(&file, &path, job.bytes, job.position).await {
+            shared.poison(&e);
+            return;
+        }
+        {
+            let mut inner = shared.inner.borrow_mut();
+            if inner.failure.is_some() {
+                return;
+            }
+            let next = inner.next_offset;
+            let seg = inner
+                .segments
+                .get_mut(&job.segment)
+                .expect("the writer's segment exists");
+            assert_eq!(seg.written_bytes, job.position, "writes land back to back");
+            seg.written_bytes = job.position + len;
+            assert!(seg.written_bytes <= seg.dirty_bytes, "written <= dirty");
+            assert!(job.end <= next, "written <= next offset");
+        }
+        shared.written.advance(job.end.0);
+        shared.batcher.mark_dirty(shared.clone(), job.appends);
+    }
+}
+
+/// Opens one segment found on disk: trusts it if its index footer matches
+/// the log exactly (and, for the active segment, the index loads), else
+/// scans and trims it and, unless active, seals it with a fresh index.
+async fn open_segment(
+    dir: &Path,
+    base: Offset,
+    active: bool,
+    interval: u32,
+    report: &mut OpenReport,
+) -> Result<Segment> {
+    let log_path = dirs::log_path(dir, base);
+    let index_path = dirs::index_path(dir, base);
+    let file = segment::open_rw(&log_path).await?;
+    let log_len = file
+        .file_size()
+        .await
+        .map_err(|e| StorageError::io(&log_path, e))?;
+    if let Some(footer) = segment::read_index_footer(&index_path).await {
+        if footer.log_bytes == log_len && footer.next_offset >= base {
+            if !active {
+                let _ = file.close().await;
+                return Ok(Segment::from_footer(dir, base, footer));
+            }
+            if let Some(ix) = segment::read_index(&index_path, &footer).await {
+                let mut seg = Segment::from_footer(dir, base, footer);
+                let last: Option<IndexEntry> = ix.last();
+                seg.resume(ix, last);
+                seg.file = Some(Rc::new(file));
+                return Ok(seg);
+            }
+        }
+    }
+    let mut seg = Segment::empty(dir, base);
+    let trimmed = recovery::recover_segment(&file, &mut seg, interval).await?;
+    report.scanned.push((log_path.clone(), trimmed));
+    seg.created = true;
+    if active {
+        seg.file = Some(Rc::new(file));
+    } else {
+        segment::write_file_synced(&index_path, seg.index_file_bytes()).await?;
+        dirs::sync_dir(dir).await?;
+        seg.sealed = true;
+        let _ = file.close().await;
+    }
+    Ok(seg)
+}

@@ -1,0 +1,354 @@
+//! One segment of a partition log: a `.log` file of batches and its sparse
+//! index. Lives on the shard that owns its partition.
+//!
+//! Byte counts: `dirty_bytes` counts every batch given a position (some may
+//! still wait to be written); `written_bytes` those whose write completed.
+//! `written_bytes <= dirty_bytes` always; durability is tracked per partition.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use glommio::io::{BufferedFile, OpenOptions};
+
+use crate::batch::{self, BatchError, BatchHeader};
+use crate::dirs;
+use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
+use crate::{Offset, Result, StorageError};
+
+/// A batch as read from disk: its checked header and its exact bytes.
+#[derive(Clone, Debug)]
+pub struct RawBatch {
+    pub header: BatchHeader,
+    pub bytes: Vec<u8>,
+}
+
+/// The index of a segment: in memory, or only its footer until first needed.
+#[derive(Debug)]
+pub(crate) enum IndexState {
+    Loaded(SparseIndex),
+    OnDisk(Footer),
+}
+
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base: Offset,
+    pub log_path: PathBuf,
+    pub index_path: PathBuf,
+    /// Open handle; `None` for a sealed segment not read yet, or for a new
+    /// segment the writer has not created yet.
+    pub file: Option<Rc<BufferedFile>>,
+    /// The file exists on disk.
+    pub created: bool,
+    pub written_bytes: u64,
+    pub dirty_bytes: u64,
+    /// Offset after the last batch given a position in this segment.
+    pub next_offset: Offset,
+    pub max_timestamp_ms: i64,
+    pub index: IndexState,
+    /// Its index file is on disk and matches the log (rolled or clean close).
+    pub sealed: bool,
+    bytes_since_entry: u64,
+    last_batch: Option<IndexEntry>,
+    pub opened_at: Instant,
+}
+
+impl Segment {
+    /// A segment with no batches, starting at `base`.
+    pub fn empty(dir: &Path, base: Offset) -> Segment {
+        Segment {
+            base,
+            log_path: dirs::log_path(dir, base),
+            index_path: dirs::index_path(dir, base),
+            file: None,
+            created: false,
+            written_bytes: 0,
+            dirty_bytes: 0,
+            next_offset: base,
+            max_timestamp_ms: i64::MIN,
+            index: IndexState::Loaded(SparseIndex::default()),
+            sealed: false,
+            bytes_since_entry: 0,
+            last_batch: None,
+            opened_at: Instant::now(),
+        }
+    }
+
+    /// A sealed segment known from its index footer.
+    pub fn from_footer(dir: &Path, base: Offset, footer: Footer) -> Segment {
+        Segment {
+            created: true,
+            written_bytes: footer.log_bytes,
+            dirty_bytes: footer.log_bytes,
+            next_offset: footer.next_offset,
+            max_timestamp_ms: footer.max_timestamp_ms,
+            index: IndexState::OnDisk(footer),
+            sealed: true,
+            ..Segment::empty(dir, base)
+        }
+    }
+
+    /// Makes a cleanly closed segment active again: its index in memory and
+    /// the index rule resumed after its last batch (the sealed index always
+    /// ends with an entry for the last batch).
+    pub fn resume(&mut self, index: SparseIndex, last: Option<IndexEntry>) {
+        self.bytes_since_entry = last.map_or(0, |e| self.written_bytes - e.position as u64);
+        self.last_batch = last;
+        self.index = IndexState::Loaded(index);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dirty_bytes == 0
+    }
+
+    /// Accounts for a batch placed at `position` (its bytes follow the ones
+    /// before it): offsets, timestamps and the sparse-index rule, in one
+    /// place for appends and recovery alike.
+    pub fn note_batch(&mut self, h: &BatchHeader, position: u64, interval: u32) {
+        assert_eq!(position, self.dirty_bytes, "batches are placed back to back");
+        assert!(h.base_offset >= self.next_offset, "offsets only grow");
+        let relative = h.base_offset.0 - self.base.0;
+        assert!(relative <= u32::MAX as u64 && position <= u32::MAX as u64);
+        self.max_timestamp_ms = self.max_timestamp_ms.max(h.max_timestamp_ms);
+        let entry = IndexEntry {
+            relative_offset: relative as u32,
+            position: position as u32,
+            max_timestamp_ms: self.max_timestamp_ms,
+        };
+        let index = self.loaded_index_mut();
+        if index.last().is_none() || self.bytes_since_entry >= interval as u64 {
+            self.loaded_index_mut().push(entry);
+            self.bytes_since_entry = 0;
+        }
+        self.bytes_since_entry += h.batch_len as u64;
+        self.last_batch = Some(entry);
+        self.next_offset = h.next_offset();
+        self.dirty_bytes += h.batch_len as u64;
+    }
+
+    fn loaded_index_mut(&mut self) -> &mut SparseIndex {
+        match &mut self.index {
+            IndexState::Loaded(ix) => ix,
+            IndexState::OnDisk(_) => panic!("only a loaded segment takes batches"),
+        }
+    }
+
+    /// The index file bytes for this segment as it stands, with an entry for
+    /// its last batch so the footer's running max timestamp is covered.
+    pub fn index_file_bytes(&mut self) -> Vec<u8> {
+        assert_eq!(
+            self.written_bytes, self.dirty_bytes,
+            "seal only a fully written segment"
+        );
+        let last = self.last_batch;
+        let ix = self.loaded_index_mut();
+        if let Some(last) = last {
+            if ix.last() != Some(last) {
+                ix.push(last);
+            }
+        }
+        let ix = match &self.index {
+            IndexState::Loaded(ix) => ix,
+            IndexState::OnDisk(_) => unreachable!(),
+        };
+        ix.encode_file(self.written_bytes, self.next_offset, self.max_timestamp_ms)
+    }
+
+    /// Where to start reading for `offset` in this segment's log.
+    pub fn position_for(&self, offset: Offset) -> u64 {
+        let rel = offset.0.saturating_sub(self.base.0).min(u32::MAX as u64) as u32;
+        match &self.index {
+            IndexState::Loaded(ix) => ix.floor(rel).map_or(0, |e| e.position as u64),
+            IndexState::OnDisk(_) => 0,
+        }
+    }
+
+    /// Where to start reading for the first record at or after `timestamp_ms`.
+    pub fn position_for_time(&self, timestamp_ms: i64) -> u64 {
+        match &self.index {
+            IndexState::Loaded(ix) => ix.time_floor(timestamp_ms) as u64,
+            IndexState::OnDisk(_) => 0,
+        }
+    }
+}
+
+/// Opens a log file for reading and writing.
+pub(crate) async fn open_rw(path: &Path) -> Result<BufferedFile> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| StorageError::io(path, e))
+}
+
+/// Creates a new, empty log file; fails if it exists.
+pub(crate) async fn create_new(path: &Path) -> Result<BufferedFile> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .buffered_open(path)
+        .await
+        .map_err(|e| StorageError::io(path, e))
+}
+
+/// Writes all of `buf` at `pos`, continuing after short writes.
+pub(crate) async fn write_all(
+    file: &BufferedFile,
+    path: &Path,
+    mut buf: Vec<u8>,
+    mut pos: u64,
+) -> Result<()> {
+    while !buf.is_empty() {
+        let n = file
+            .write_at(buf.clone(), pos)
+            .await
+            .map_err(|e| StorageError::io(path, e))?;
+        if n == 0 {
+            return Err(StorageError::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::WriteZero, "write returned 0 bytes"),
+            ));
+        }
+        if n == buf.len() {
+            break;
+        }
+        buf.drain(..n);
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes at `pos` (fewer only at end of file).
+pub(crate) async fn read_exact(file: &BufferedFile, path: &Path, pos: u64, len: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let got = file
+            .read_at(pos + out.len() as u64, len - out.len())
+            .await
+            .map_err(|e| StorageError::io(path, e))?;
+        if got.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&got);
+    }
+    Ok(out)
+}
+
+/// Writes `bytes` as a file (created or truncated) and fdatasyncs it. The
+/// caller syncs the directory.
+pub(crate) async fn write_file_synced(path: &Path, bytes: Vec<u8>) -> Result<()> {
+    let file = BufferedFile::create(path)
+        .await
+        .map_err(|e| StorageError::io(path, e))?;
+    write_all(&file, path, bytes, 0).await?;
+    file.fdatasync().await.map_err(|e| StorageError::io(path, e))?;
+    file.close().await.map_err(|e| StorageError::io(path, e))
+}
+
+/// Reads the footer of an index file, if it exists and is intact.
+pub(crate) async fn read_index_footer(path: &Path) -> Option<Footer> {
+    let file = BufferedFile::open(path).await.ok()?;
+    let len = file.file_size().await.ok()?;
+    let tail = if len >= FOOTER_BYTES as u64 {
+        read_exact(&file, path, len - FOOTER_BYTES as u64, FOOTER_BYTES)
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let _ = file.close().await;
+    Footer::decode(&tail?)
+}
+
+/// Reads and checks a whole index file against its footer.
+pub(crate) async fn read_index(path: &Path, footer: &Footer) -> Option<SparseIndex> {
+    let len = footer.entry_count as usize * crate::index::ENTRY_BYTES + FOOTER_BYTES;
+    let file = BufferedFile::open(path).await.ok()?;
+    let bytes = read_exact(&file, path, 0, len).await.ok();
+    let _ = file.close().await;
+    SparseIndex::decode_entries(&bytes?, footer)
+}
+
+/// Reads whole, checked batches from `file` starting at `start` (a batch
+/// boundary) and ending before `end`, stopping once `budget_bytes` is
+/// reached (always at least one batch if any is there) or `stop(header)` says
+/// so. Bytes that fail their checks are reported as corruption.
+pub(crate) async fn read_batches(
+    file: &BufferedFile,
+    path: &Path,
+    start: u64,
+    end: u64,
+    budget_bytes: usize,
+    mut keep: impl FnMut(&BatchHeader) -> Scan,
+) -> Result<Vec<RawBatch>> {
+    /// Read-ahead when the budget is small: one read usually holds several batches.
+    const READ_CHUNK_BYTES_MIN: usize = 64 << 10;
+    let mut out = Vec::new();
+    let mut used = 0usize;
+    let mut pos = start;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_pos = start; // file position of buf[0]
+    while pos < end {
+        let at = (pos - buf_pos) as usize;
+        match batch::check(&buf[at..]) {
+            Ok(h) => {
+                let len = h.batch_len as usize;
+                match keep(&h) {
+                    Scan::Skip => {}
+                    Scan::Take => {
+                        out.push(RawBatch {
+                            header: h,
+                            bytes: buf[at..at + len].to_vec(),
+                        });
+                        used += len;
+                    }
+                    Scan::Stop => break,
+                }
+                pos += len as u64;
+                if used >= budget_bytes {
+                    break;
+                }
+            }
+            Err(BatchError::Incomplete { needed, .. }) => {
+                let left = end - pos;
+                if left < needed as u64 {
+                    return Err(StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        position: pos,
+                        reason: format!("batch of {needed} bytes runs past the written end"),
+                    });
+                }
+                let want = (needed
+                    .max(budget_bytes.saturating_sub(used))
+                    .max(READ_CHUNK_BYTES_MIN) as u64)
+                    .min(left) as usize;
+                buf = read_exact(file, path, pos, want).await?;
+                buf_pos = pos;
+                if buf.len() < want {
+                    return Err(StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        position: pos,
+                        reason: "file shorter than its written length".into(),
+                    });
+                }
+            }
+            Err(BatchError::Malformed(reason)) => {
+                return Err(StorageError::Corrupt {
+                    path: path.to_path_buf(),
+                    position: pos,
+                    reason,
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a reader wants done with the next batch.
+pub(crate) enum Scan {
+    Skip,
+    Take,
+    Stop,
+}

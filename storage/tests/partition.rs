@@ -1,0 +1,281 @@
+//! PartitionLog behaviour against a temp dir: offsets, reads across
+//! segments, reopen, seek by time, group commit.
+
+mod common;
+
+use std::rc::Rc;
+
+use common::{rec, run};
+use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, StorageError};
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 400,
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn offsets_are_assigned_in_order_and_read_back_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        for i in 0..50 {
+            let a = log
+                .append_durable(&[rec(Some("k"), &format!("value-{i}"), i)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+            assert_eq!(a.base_offset, Offset(i as u64));
+            assert_eq!(a.next_offset, Offset(i as u64 + 1));
+        }
+        assert!(
+            log.segment_count() > 5,
+            "small segments roll: {}",
+            log.segment_count()
+        );
+        assert_eq!(log.durable_offset(), Offset(50));
+        for from in 0..50u64 {
+            let got = log
+                .read(Offset(from), 1 << 20, log.durable_offset())
+                .await
+                .unwrap();
+            assert_eq!(got.len() as u64, 50 - from, "from {from}");
+            for (i, r) in got.iter().enumerate() {
+                assert_eq!(r.offset, Offset(from + i as u64));
+                assert_eq!(r.value, format!("value-{}", from + i as u64).into_bytes());
+            }
+        }
+        // A byte budget still returns at least one batch and stops early.
+        let one = log.read(Offset(7), 1, log.durable_offset()).await.unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].offset, Offset(7));
+        // Nothing at or past upto.
+        assert!(log
+            .read(Offset(10), 1 << 20, Offset(10))
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(log.read(Offset(8), 1 << 20, Offset(10)).await.unwrap().len(), 2);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn clean_close_reopens_without_scanning_and_crash_scans_only_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, report) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(report.scanned.is_empty());
+        for i in 0..40 {
+            log.append_durable(&[rec(None, &format!("v{i}"), 1000 + i)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+        }
+        let segments = log.segment_count();
+        log.close().await.unwrap();
+        assert!(matches!(
+            log.append(&[rec(None, "late", 0)], ProducerStamp::NONE).await,
+            Err(StorageError::Closed { .. })
+        ));
+
+        let (log, report) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(
+            report.scanned.is_empty(),
+            "clean reopen scanned {:?}",
+            report.scanned
+        );
+        assert_eq!(log.segment_count(), segments);
+        assert_eq!(log.next_offset(), Offset(40));
+        let a = log
+            .append_durable(&[rec(None, "after", 2000)], ProducerStamp::NONE)
+            .await
+            .unwrap();
+        assert_eq!(a.base_offset, Offset(40));
+        drop(log); // no close: as after a crash
+
+        let (log, report) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.scanned.len(),
+            1,
+            "only the active segment: {:?}",
+            report.scanned
+        );
+        assert_eq!(report.scanned[0].1, None, "nothing to trim");
+        assert_eq!(log.next_offset(), Offset(41));
+        let all = log.read(Offset(0), 1 << 20, log.durable_offset()).await.unwrap();
+        assert_eq!(all.len(), 41);
+        assert_eq!(all[40].value, b"after");
+    });
+}
+
+#[test]
+fn a_damaged_sealed_index_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        for i in 0..30 {
+            log.append_durable(&[rec(None, &format!("v{i}"), i)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+        }
+        log.close().await.unwrap();
+    });
+    // Corrupt one entry of the first index, keep its footer intact.
+    let ix = es_storage::index_path(dir.path(), Offset(0));
+    let mut bytes = std::fs::read(&ix).unwrap();
+    bytes[4] ^= 0xff;
+    std::fs::write(&ix, &bytes).unwrap();
+    // And delete another index outright.
+    let second = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().into_string().unwrap()))
+        .filter(|n| n.ends_with(".index") && !n.starts_with("00000000000000000000"))
+        .min()
+        .unwrap();
+    std::fs::remove_file(dir.path().join(&second)).unwrap();
+    run(async {
+        let (log, report) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert_eq!(report.scanned.len(), 1, "the segment without an index is scanned");
+        let all = log.read(Offset(0), 1 << 20, log.durable_offset()).await.unwrap();
+        assert_eq!(all.len(), 30);
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(r.value, format!("v{i}").into_bytes());
+        }
+    });
+}
+
+#[test]
+fn seek_by_time_finds_the_first_record_at_or_after() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        // Timestamps 0, 10, 20, ... with one out-of-order record at offset 12.
+        for i in 0..40i64 {
+            let ts = if i == 12 { 395 } else { i * 10 };
+            log.append_durable(&[rec(None, "x", ts)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+        }
+        let hw = log.durable_offset();
+        assert_eq!(log.offset_for_timestamp(0, hw).await.unwrap(), Some(Offset(0)));
+        assert_eq!(log.offset_for_timestamp(55, hw).await.unwrap(), Some(Offset(6)));
+        assert_eq!(log.offset_for_timestamp(110, hw).await.unwrap(), Some(Offset(11)));
+        assert_eq!(log.offset_for_timestamp(115, hw).await.unwrap(), Some(Offset(12)));
+        assert_eq!(log.offset_for_timestamp(390, hw).await.unwrap(), Some(Offset(12)));
+        assert_eq!(log.offset_for_timestamp(391, hw).await.unwrap(), Some(Offset(12)));
+        assert_eq!(log.offset_for_timestamp(396, hw).await.unwrap(), None);
+        assert_eq!(
+            log.offset_for_timestamp(200, Offset(15)).await.unwrap(),
+            Some(Offset(12))
+        );
+        assert_eq!(log.offset_for_timestamp(200, Offset(12)).await.unwrap(), None);
+        log.close().await.unwrap();
+        // Same answers from sealed indexes after reopen.
+        let (log, _) = PartitionLog::open(dir.path(), small_segments(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let hw = log.durable_offset();
+        assert_eq!(log.offset_for_timestamp(55, hw).await.unwrap(), Some(Offset(6)));
+        assert_eq!(log.offset_for_timestamp(391, hw).await.unwrap(), Some(Offset(12)));
+    });
+}
+
+#[test]
+fn concurrent_appenders_share_fsyncs_and_get_distinct_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let batcher = FsyncBatcher::new();
+        let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), batcher.clone())
+            .await
+            .unwrap();
+        let log = Rc::new(log);
+        const TASKS: usize = 256;
+        const EACH: usize = 8;
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    let mut got = Vec::new();
+                    for i in 0..EACH {
+                        let a = log
+                            .append_durable(&[rec(None, &format!("{t}-{i}"), 0)], ProducerStamp::NONE)
+                            .await
+                            .unwrap();
+                        got.push((a.base_offset, format!("{t}-{i}")));
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await);
+        }
+        all.sort();
+        for (i, (off, _)) in all.iter().enumerate() {
+            assert_eq!(*off, Offset(i as u64), "offsets are dense and distinct");
+        }
+        let read = log
+            .read(Offset(0), usize::MAX, log.durable_offset())
+            .await
+            .unwrap();
+        for (r, (off, value)) in read.iter().zip(&all) {
+            assert_eq!(r.offset, *off);
+            assert_eq!(r.value, value.as_bytes());
+        }
+        let stats = batcher.stats();
+        assert_eq!(stats.appends, (TASKS * EACH) as u64);
+        assert!(
+            stats.rounds * 4 < stats.appends,
+            "group commit shares fsyncs: {} rounds for {} appends",
+            stats.rounds,
+            stats.appends
+        );
+    });
+}
+
+#[test]
+fn bad_appends_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let cfg = LogConfig {
+            batch_bytes_max: 1000,
+            ..LogConfig::default()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), cfg, FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(matches!(
+            log.append(&[], ProducerStamp::NONE).await,
+            Err(StorageError::Invalid(_))
+        ));
+        let big = "x".repeat(2000);
+        assert!(matches!(
+            log.append(&[rec(None, &big, 0)], ProducerStamp::NONE).await,
+            Err(StorageError::Invalid(_))
+        ));
+        assert_eq!(log.next_offset(), Offset(0));
+        let bad = LogConfig {
+            segment_bytes: 0,
+            ..LogConfig::default()
+        };
+        assert!(PartitionLog::open(dir.path(), bad, FsyncBatcher::new())
+            .await
+            .is_err());
+    });
+}
