@@ -108,6 +108,9 @@ impl PartitionLog {
             seg.file = Some(Rc::new(segment::create_new(&seg.log_path).await?));
             seg.created = true;
             dirs::sync_dir(dir).await?;
+            if let Some(parent) = dir.parent() {
+                dirs::sync_dir(parent).await?;
+            }
             segments.insert(seg.base, seg);
         }
         for (i, &base) in bases.iter().enumerate() {
@@ -404,17 +407,33 @@ impl PartitionLog {
         let shared = &self.shared;
         let end = {
             let mut inner = shared.inner.borrow_mut();
-            if inner.closed {
+            if inner.closed && inner.failure.is_none() {
                 return Ok(());
             }
             inner.closed = true;
             inner.next_offset
         };
-        if shared.written.wait_for(end.0).await.is_err() {
+        // A poisoned log is never sealed: sealing would let the next open
+        // trust bytes whose fsync failed. Recovery decides at restart.
+        if shared.written.wait_for(end.0).await.is_err() || shared.inner.borrow().failure.is_some() {
             return Err(shared.refusal());
         }
+        if let Err(e) = shared.seal_active(end).await {
+            shared.poison(&e);
+            return Err(e);
+        }
+        shared.written.fail("partition closed");
+        shared.durable.fail("partition closed");
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// fsyncs the fully written active segment and writes its index, so the
+    /// next open trusts it without a scan.
+    async fn seal_active(&self, end: Offset) -> Result<()> {
         let (file, log_path, index_path, index_bytes) = {
-            let mut inner = shared.inner.borrow_mut();
+            let mut inner = self.inner.borrow_mut();
             let seg = inner
                 .segments
                 .values_mut()
@@ -427,25 +446,17 @@ impl PartitionLog {
                 seg.index_file_bytes(),
             )
         };
-        let file = match file {
-            Some(f) => f,
-            None => Rc::new(segment::open_rw(&log_path).await?),
-        };
+        let file = file.expect("a fully written active segment is open");
         file.fdatasync()
             .await
             .map_err(|e| StorageError::io(&log_path, e))?;
-        if end.0 > shared.durable.get() {
-            shared.durable.advance(end.0);
+        if end.0 > self.durable.get() {
+            self.durable.advance(end.0);
         }
         segment::write_file_synced(&index_path, index_bytes).await?;
-        dirs::sync_dir(&shared.dir).await?;
-        shared.written.fail("partition closed");
-        shared.durable.fail("partition closed");
-        Ok(())
+        dirs::sync_dir(&self.dir).await
     }
-}
 
-impl Shared {
     /// The error an append gets from a closed or poisoned partition.
     fn refusal(&self) -> StorageError {
         let inner = self.inner.borrow();
@@ -536,15 +547,10 @@ impl Shared {
             Some(ix) => ix,
             None => {
                 tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
-                let mut report = OpenReport::default();
-                let seg = open_segment(
-                    &self.dir,
-                    base,
-                    false,
-                    self.config.index_interval_bytes,
-                    &mut report,
-                )
-                .await?;
+                let file = segment::open_rw(&dirs::log_path(&self.dir, base)).await?;
+                let seg = scan_segment(&self.dir, base, file, false, self.config.index_interval_bytes)
+                    .await?
+                    .0;
                 let mut inner = self.inner.borrow_mut();
                 let slot = inner
                     .segments
@@ -735,17 +741,40 @@ async fn open_segment(
             }
         }
     }
+    let (seg, trimmed) = scan_segment(dir, base, file, active, interval).await?;
+    report.scanned.push((log_path, trimmed));
+    Ok(seg)
+}
+
+/// Rebuilds a segment from its log: scans and trims it, then seals it with
+/// a fresh index, or, for the active segment, removes any stale index (it
+/// would describe a log that recovery may have cut and that will grow again).
+async fn scan_segment(
+    dir: &Path,
+    base: Offset,
+    file: BufferedFile,
+    active: bool,
+    interval: u32,
+) -> Result<(Segment, Option<Trimmed>)> {
     let mut seg = Segment::empty(dir, base);
     let trimmed = recovery::recover_segment(&file, &mut seg, interval).await?;
-    report.scanned.push((log_path.clone(), trimmed));
     seg.created = true;
     if active {
+        match glommio::io::remove(&seg.index_path)
+            .await
+            .map_err(std::io::Error::from)
+        {
+            Ok(()) => dirs::sync_dir(dir).await?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::io(&seg.index_path, e)),
+        }
         seg.file = Some(Rc::new(file));
     } else {
-        segment::write_file_synced(&index_path, seg.index_file_bytes()).await?;
+        let bytes = seg.index_file_bytes();
+        segment::write_file_synced(&seg.index_path, bytes).await?;
         dirs::sync_dir(dir).await?;
         seg.sealed = true;
         let _ = file.close().await;
     }
-    Ok(seg)
+    Ok((seg, trimmed))
 }

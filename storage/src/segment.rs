@@ -193,29 +193,23 @@ pub(crate) async fn create_new(path: &Path) -> Result<BufferedFile> {
         .map_err(|e| StorageError::io(path, e))
 }
 
-/// Writes all of `buf` at `pos`, continuing after short writes.
-pub(crate) async fn write_all(
-    file: &BufferedFile,
-    path: &Path,
-    mut buf: Vec<u8>,
-    mut pos: u64,
-) -> Result<()> {
-    while !buf.is_empty() {
-        let n = file
-            .write_at(buf.clone(), pos)
-            .await
-            .map_err(|e| StorageError::io(path, e))?;
-        if n == 0 {
-            return Err(StorageError::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::WriteZero, "write returned 0 bytes"),
-            ));
-        }
-        if n == buf.len() {
-            break;
-        }
-        buf.drain(..n);
-        pos += n as u64;
+/// Writes all of `buf` at `pos`. A short write (the disk is full, a file
+/// size limit) is an error like any other: the caller poisons the partition
+/// and recovery trims the partial batch at restart.
+pub(crate) async fn write_all(file: &BufferedFile, path: &Path, buf: Vec<u8>, pos: u64) -> Result<()> {
+    let len = buf.len();
+    let n = file
+        .write_at(buf, pos)
+        .await
+        .map_err(|e| StorageError::io(path, e))?;
+    if n != len {
+        return Err(StorageError::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                format!("short write: {n} of {len} bytes at {pos} (disk full?)"),
+            ),
+        ));
     }
     Ok(())
 }

@@ -155,6 +155,13 @@ fn a_damaged_sealed_index_is_rebuilt_from_the_log() {
             assert_eq!(r.value, format!("v{i}").into_bytes());
         }
     });
+    // The damaged index was rewritten whole from the log.
+    let bytes = std::fs::read(&ix).unwrap();
+    let footer = es_storage::index::Footer::decode(&bytes).expect("footer");
+    assert!(
+        es_storage::index::SparseIndex::decode_entries(&bytes, &footer).is_some(),
+        "index rebuilt"
+    );
 }
 
 #[test]

@@ -1,0 +1,111 @@
+//! A failed write poisons the partition: the failing append and every later
+//! one get a clear error, nothing is retried and forgotten, data made durable
+//! before the failure stays readable, and a restart recovers.
+//!
+//! The failure is real: a child process (this test binary, running the
+//! ignored `poison_child`) lowers RLIMIT_FSIZE so the kernel refuses writes
+//! past a size (EFBIG), as a full disk would.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{rec, run};
+use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, StorageError};
+
+const CHILD_DIR_ENV: &str = "ES_POISON_CHILD_DIR";
+const FILE_LIMIT_BYTES: u64 = 64 << 10;
+
+#[test]
+#[ignore = "run by a_failed_write_poisons_the_partition as a child process"]
+fn poison_child() {
+    let dir = std::env::var(CHILD_DIR_ENV).expect("set by the parent test");
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let lim = libc::rlimit {
+            rlim_cur: FILE_LIMIT_BYTES,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+    run(async move {
+        let (log, _) = PartitionLog::open(Path::new(&dir), LogConfig::default(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let value = "v".repeat(1000);
+        let mut durable = 0u64;
+        let err = loop {
+            match log
+                .append_durable(&[rec(None, &value, 1)], ProducerStamp::NONE)
+                .await
+            {
+                Ok(a) => durable = a.next_offset.0,
+                Err(e) => break e,
+            }
+            assert!(durable < 1000, "the file limit never hit");
+        };
+        assert!(
+            matches!(err, StorageError::Io { .. } | StorageError::Poisoned { .. }),
+            "{err}"
+        );
+        assert!(log.failure().is_some());
+        let again = log
+            .append_durable(&[rec(None, "x", 1)], ProducerStamp::NONE)
+            .await;
+        assert!(matches!(again, Err(StorageError::Poisoned { .. })), "{again:?}");
+        let read = log
+            .read(Offset(0), usize::MAX, log.durable_offset())
+            .await
+            .unwrap();
+        assert_eq!(read.len() as u64, durable);
+        println!("POISON OK {durable}");
+    });
+}
+
+#[test]
+fn a_failed_write_poisons_the_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "poison_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_DIR_ENV, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let durable: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("POISON OK ").nth(1))
+        .unwrap_or_else(|| panic!("child did not report: {stdout}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(durable > 0);
+    run(async move {
+        let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let next = log.next_offset();
+        assert!(next.0 >= durable, "no durable append lost");
+        let a = log
+            .append_durable(&[rec(None, "after restart", 2)], ProducerStamp::NONE)
+            .await
+            .unwrap();
+        assert_eq!(a.base_offset, next);
+        let all = log
+            .read(Offset(0), usize::MAX, log.durable_offset())
+            .await
+            .unwrap();
+        assert_eq!(all.last().unwrap().value, b"after restart");
+    });
+}
