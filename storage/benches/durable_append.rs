@@ -2,7 +2,10 @@
 //!
 //! Prints, from one run on one disk:
 //! - raw: `write` + `fdatasync` of the same bytes one append writes
-//!   (a 1 KiB record encodes to 1100 bytes), back to back, std I/O;
+//!   (a 1 KiB record encodes to 1100 bytes), back to back, std I/O: the
+//!   disk's limit, and the 100% every other row is compared with;
+//! - raw io_uring: the same loop through glommio's io_uring files, the floor
+//!   for an engine whose I/O goes through io_uring;
 //! - engine: `append_durable` of one 1 KiB record with 1, 16 and 256
 //!   concurrent appenders on one shard, through the group-commit batcher.
 //!
@@ -87,53 +90,88 @@ fn raw(dir: &std::path::Path, secs: Duration) -> Figures {
     }
 }
 
-fn engine(dir: &std::path::Path, appenders: usize, secs: Duration) -> Figures {
-    let part = dir.join(format!("engine-{appenders}"));
-    let fig = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+fn executor() -> glommio::LocalExecutor {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
         .spin_before_park(Duration::from_micros(SPIN_BEFORE_PARK_US))
         .make()
         .unwrap()
-        .run(async move {
-            let batcher = FsyncBatcher::new();
-            let (log, _) = PartitionLog::open(&part, LogConfig::default(), batcher.clone())
+}
+
+/// The same write + fdatasync loop as `raw`, through glommio's io_uring
+/// files: the floor for an engine whose I/O must go through io_uring.
+fn raw_uring(dir: &std::path::Path, secs: Duration) -> Figures {
+    let write_bytes = batch::encoded_len(&[record()]);
+    let path = dir.join("raw-uring.log");
+    let fig = executor().run(async {
+        let f = glommio::io::BufferedFile::create(&path).await.unwrap();
+        let mut hist = Histogram::<u64>::new(3).unwrap();
+        let start = Instant::now();
+        let mut appends = 0u64;
+        while start.elapsed() < secs {
+            let t = Instant::now();
+            f.write_at(vec![b'x'; write_bytes], appends * write_bytes as u64)
                 .await
                 .unwrap();
-            let log = Rc::new(log);
-            let hist = Rc::new(RefCell::new(Histogram::<u64>::new(3).unwrap()));
-            let start = Instant::now();
-            let tasks: Vec<_> = (0..appenders)
-                .map(|_| {
-                    let (log, hist) = (log.clone(), hist.clone());
-                    glommio::spawn_local(async move {
-                        let recs = [record()];
-                        let mut n = 0u64;
-                        while start.elapsed() < secs {
-                            let t = Instant::now();
-                            log.append_durable(&recs, ProducerStamp::NONE).await.unwrap();
-                            hist.borrow_mut().record(t.elapsed().as_micros() as u64).unwrap();
-                            n += 1;
-                        }
-                        n
-                    })
+            f.fdatasync().await.unwrap();
+            hist.record(t.elapsed().as_micros() as u64).unwrap();
+            appends += 1;
+        }
+        Figures {
+            name: format!("raw io_uring {write_bytes}B"),
+            appends,
+            bytes: appends * write_bytes as u64,
+            elapsed: start.elapsed(),
+            hist,
+            fsyncs: appends,
+        }
+    });
+    std::fs::remove_file(&path).unwrap();
+    fig
+}
+
+fn engine(dir: &std::path::Path, appenders: usize, secs: Duration) -> Figures {
+    let part = dir.join(format!("engine-{appenders}"));
+    let fig = executor().run(async move {
+        let batcher = FsyncBatcher::new();
+        let (log, _) = PartitionLog::open(&part, LogConfig::default(), batcher.clone())
+            .await
+            .unwrap();
+        let log = Rc::new(log);
+        let hist = Rc::new(RefCell::new(Histogram::<u64>::new(3).unwrap()));
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..appenders)
+            .map(|_| {
+                let (log, hist) = (log.clone(), hist.clone());
+                glommio::spawn_local(async move {
+                    let recs = [record()];
+                    let mut n = 0u64;
+                    while start.elapsed() < secs {
+                        let t = Instant::now();
+                        log.append_durable(&recs, ProducerStamp::NONE).await.unwrap();
+                        hist.borrow_mut().record(t.elapsed().as_micros() as u64).unwrap();
+                        n += 1;
+                    }
+                    n
                 })
-                .collect();
-            let mut appends = 0;
-            for t in tasks {
-                appends += t.await;
-            }
-            let elapsed = start.elapsed();
-            log.close().await.unwrap();
-            let hist = hist.borrow().clone();
-            Figures {
-                name: format!("engine, {appenders} appenders"),
-                appends,
-                bytes: appends * batch::encoded_len(&[record()]) as u64,
-                elapsed,
-                hist,
-                fsyncs: batcher.stats().rounds,
-            }
-        });
+            })
+            .collect();
+        let mut appends = 0;
+        for t in tasks {
+            appends += t.await;
+        }
+        let elapsed = start.elapsed();
+        log.close().await.unwrap();
+        let hist = hist.borrow().clone();
+        Figures {
+            name: format!("engine, {appenders} appenders"),
+            appends,
+            bytes: appends * batch::encoded_len(&[record()]) as u64,
+            elapsed,
+            hist,
+            fsyncs: batcher.stats().rounds,
+        }
+    });
     std::fs::remove_dir_all(dir.join(format!("engine-{appenders}"))).unwrap();
     fig
 }
@@ -161,6 +199,7 @@ fn main() {
     let r = raw(dir.path(), secs);
     let raw_mb_s = r.mb_s();
     r.row(raw_mb_s);
+    raw_uring(dir.path(), secs).row(raw_mb_s);
     for appenders in [1, 16, 256] {
         engine(dir.path(), appenders, secs).row(raw_mb_s);
     }
