@@ -60,7 +60,7 @@ pub struct OpenReport {
 
 struct Shared {
     dir: PathBuf,
-    config: LogConfig,
+    config: RefCell<LogConfig>,
     inner: RefCell<Inner>,
     written: Watermark,
     durable: Watermark,
@@ -137,7 +137,7 @@ impl PartitionLog {
             .expect("one segment at least");
         let shared = Rc::new(Shared {
             dir: dir.to_path_buf(),
-            config,
+            config: RefCell::new(config),
             inner: RefCell::new(Inner {
                 segments,
                 next_offset: next,
@@ -182,6 +182,14 @@ impl PartitionLog {
     /// Every record below this is fsynced: the high watermark of a single node.
     pub fn durable_offset(&self) -> Offset {
         Offset(self.shared.durable.get())
+    }
+
+    /// Changes how the log rolls from now on (segment size and age); the
+    /// segments already written stay as they are.
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        *self.shared.config.borrow_mut() = config;
+        Ok(())
     }
 
     /// Number of segments.
@@ -240,11 +248,12 @@ impl PartitionLog {
                 "an append needs at least one record".into(),
             ));
         }
+        let config = shared.config.borrow().clone();
         let len = batch::encoded_len(records);
-        if len > shared.config.batch_bytes_max {
+        if len > config.batch_bytes_max {
             return Err(StorageError::Invalid(format!(
                 "batch of {len} bytes exceeds batch_bytes_max {}",
-                shared.config.batch_bytes_max
+                config.batch_bytes_max
             )));
         }
         let base = inner.next_offset;
@@ -252,9 +261,8 @@ impl PartitionLog {
         let roll = {
             let active = inner.segments.values().next_back().expect("one segment at least");
             !active.is_empty()
-                && (active.dirty_bytes + len as u64 > shared.config.segment_bytes
-                    || shared
-                        .config
+                && (active.dirty_bytes + len as u64 > config.segment_bytes
+                    || config
                         .segment_age
                         .is_some_and(|age| active.opened_at.elapsed() >= age)
                     || base.0 + count - active.base.0 > u32::MAX as u64)
@@ -283,7 +291,7 @@ impl PartitionLog {
         let start = job.bytes.len();
         batch::encode(base, records, producer, &mut job.bytes);
         let header = BatchHeader::parse(&job.bytes[start..]).expect("we just encoded it");
-        seg.note_batch(&header, position, shared.config.index_interval_bytes);
+        seg.note_batch(&header, position, config.index_interval_bytes);
         seg.sealed = false;
         job.end = header.next_offset();
         job.appends += 1;
@@ -547,10 +555,9 @@ impl Shared {
             Some(ix) => ix,
             None => {
                 tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
+                let interval = self.config.borrow().index_interval_bytes;
                 let file = segment::open_rw(&dirs::log_path(&self.dir, base)).await?;
-                let seg = scan_segment(&self.dir, base, file, false, self.config.index_interval_bytes)
-                    .await?
-                    .0;
+                let seg = scan_segment(&self.dir, base, file, false, interval).await?.0;
                 let mut inner = self.inner.borrow_mut();
                 let slot = inner
                     .segments

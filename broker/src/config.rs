@@ -1,0 +1,81 @@
+//! Broker flags. Every flag also reads an `ES_`-prefixed environment
+//! variable; docs/cli.md lists them all.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Default HTTP request body limit: 16 MiB holds a produce of thousands of
+/// 1 KiB records while bounding what one request can make a shard buffer.
+pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// Default fetch response limit: 16 MiB per request.
+pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// Default connection limit for the whole broker (split evenly over shards).
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "es-broker", version, about = "es event-streaming broker")]
+pub struct Config {
+    /// Directory holding topics and all other state.
+    #[arg(long, env = "ES_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Address of the HTTP + JSON API.
+    #[arg(long, env = "ES_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub http_addr: SocketAddr,
+    /// Number of shards (one thread and io_uring each). Default: the cores
+    /// available to the process.
+    #[arg(long, env = "ES_SHARDS")]
+    pub shards: Option<usize>,
+    /// This broker's node id (reported as partition leader).
+    #[arg(long, env = "ES_NODE_ID", default_value_t = 1)]
+    pub node_id: u64,
+    /// Largest HTTP request body accepted; larger gets 413.
+    #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT)]
+    pub http_body_bytes_max: usize,
+    /// Largest fetch response (`max_bytes` is capped at this).
+    #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT)]
+    pub fetch_bytes_max: usize,
+    /// Most client connections open at once, over all shards; more are
+    /// closed at once.
+    #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT)]
+    pub connections_max: usize,
+    /// Segment size for new topics that do not set `segment_bytes`.
+    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT)]
+    pub segment_bytes: u64,
+}
+
+impl Config {
+    /// The shard count to run with.
+    pub fn shard_count(&self) -> usize {
+        self.shards
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+
+    /// Checks the flags' bounds before anything starts.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shards == Some(0) {
+            return Err("--shards must be at least 1".into());
+        }
+        if self.shard_count() > SHARDS_MAX {
+            return Err(format!("--shards must be at most {SHARDS_MAX}"));
+        }
+        if self.http_body_bytes_max == 0 || self.fetch_bytes_max == 0 || self.connections_max == 0 {
+            return Err(
+                "--http-body-bytes-max, --fetch-bytes-max and --connections-max must be positive".into(),
+            );
+        }
+        if self.segment_bytes == 0 || self.segment_bytes > es_storage::SEGMENT_BYTES_MAX {
+            return Err(format!(
+                "--segment-bytes must be in 1..={}",
+                es_storage::SEGMENT_BYTES_MAX
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Most shards: glommio needs locked memory per executor, and beyond this the
+/// mesh of cross-shard channels (n^2) stops paying off.
+pub const SHARDS_MAX: usize = 256;

@@ -1,0 +1,135 @@
+//! Topic create, delete and config changes. They run on the controller
+//! shard (shard 0), one at a time, and are the only writers of the catalog.
+//!
+//! Crash safety: a topic exists once its `meta.json` is renamed into place.
+//! Create writes it only after clearing any leftover directory, then opens
+//! the partitions (a crash in between reopens them, empty, at start). Delete
+//! removes `meta.json` first, so a crash mid-delete never brings the topic
+//! back; leftover partition directories are cleared by the next create.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use futures::future::join_all;
+use hyper::StatusCode;
+
+use crate::error::ApiError;
+use crate::message::{Op, Reply};
+use crate::placement::ShardId;
+use crate::shard::Shard;
+use crate::topic::{self, TopicMeta};
+
+/// Partitions of a topic grouped by the shard that owns them.
+pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId, Vec<u32>> {
+    let mut out: BTreeMap<ShardId, Vec<u32>> = BTreeMap::new();
+    for p in 0..partitions {
+        out.entry(shard.owner(topic, p)).or_default().push(p);
+    }
+    out
+}
+
+/// Sends one operation per owning shard, in parallel, and fails if any does.
+async fn on_owners(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partitions: u32,
+    make: impl Fn(Vec<u32>) -> Op,
+) -> Result<(), ApiError> {
+    let calls = by_owner(shard, topic, partitions)
+        .into_iter()
+        .map(|(owner, ps)| shard.call(owner, make(ps)));
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::Done(Ok(())) => {}
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMeta, ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    if shard.catalog.get(&meta.name).is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "topic_exists",
+            format!("topic {:?} already exists", meta.name),
+        ));
+    }
+    let dir = topic::topic_dir(shard.data_dir(), &meta.name);
+    crate::fsops::remove_dir_all(&dir).await?;
+    topic::write_meta(shard.data_dir(), &meta).await?;
+    let opened = on_owners(shard, &meta.name, meta.partitions, |partitions| Op::Open {
+        meta: meta.clone(),
+        partitions,
+    })
+    .await;
+    if let Err(e) = opened {
+        tracing::error!(topic = %meta.name, error = %e, "create failed; removing the topic");
+        let _ = on_owners(shard, &meta.name, meta.partitions, |partitions| Op::Remove {
+            topic: meta.name.clone(),
+            partitions,
+        })
+        .await;
+        let _ = crate::fsops::remove_dir_all(&dir).await;
+        return Err(e);
+    }
+    shard.catalog.put(meta.clone());
+    tracing::info!(topic = %meta.name, partitions = meta.partitions, "topic created");
+    Ok(meta)
+}
+
+pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let meta = shard
+        .catalog
+        .get(name)
+        .ok_or_else(|| ApiError::topic_not_found(name))?;
+    shard.catalog.remove(name);
+    let dir = topic::topic_dir(shard.data_dir(), name);
+    match glommio::io::remove(dir.join("meta.json"))
+        .await
+        .map_err(std::io::Error::from)
+    {
+        Ok(()) => es_storage::sync_dir(&dir).await.map_err(ApiError::storage)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(ApiError::internal(format!(
+                "removing {}/meta.json: {e}",
+                dir.display()
+            )))
+        }
+    }
+    on_owners(shard, name, meta.partitions, |partitions| Op::Remove {
+        topic: name.to_string(),
+        partitions,
+    })
+    .await?;
+    crate::fsops::remove_dir_all(&dir).await?;
+    tracing::info!(topic = %name, "topic deleted");
+    Ok(())
+}
+
+pub async fn patch_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    changes: &serde_json::Map<String, serde_json::Value>,
+) -> Result<TopicMeta, ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let current = shard
+        .catalog
+        .get(name)
+        .ok_or_else(|| ApiError::topic_not_found(name))?;
+    let mut next = (*current).clone();
+    next.config = current.config.patched(changes)?;
+    topic::write_meta(shard.data_dir(), &next).await?;
+    on_owners(shard, name, next.partitions, |partitions| Op::Configure {
+        topic: name.to_string(),
+        config: next.config.clone(),
+        partitions,
+    })
+    .await?;
+    shard.catalog.put(next.clone());
+    Ok(next)
+}

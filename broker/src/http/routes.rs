@@ -1,0 +1,111 @@
+//! Request routing: method and path to a handler, metrics per endpoint, and
+//! every error rendered in the one JSON shape.
+
+use std::convert::Infallible;
+use std::rc::Rc;
+use std::time::Instant;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::response::{self, Body};
+use super::{records, topics};
+use crate::error::ApiError;
+use crate::shard::Shard;
+
+pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let started = Instant::now();
+    let (endpoint, result) = dispatch(&shard, req).await;
+    let resp = result.unwrap_or_else(|e| response::error(&e));
+    let status = resp.status().as_u16().to_string();
+    metrics::counter!("es_http_requests_total", "endpoint" => endpoint, "status" => status).increment(1);
+    if !resp.status().is_success() {
+        metrics::counter!("es_http_errors_total", "endpoint" => endpoint).increment(1);
+    }
+    metrics::histogram!("es_http_request_duration_seconds", "endpoint" => endpoint)
+        .record(started.elapsed().as_secs_f64());
+    Ok(resp)
+}
+
+type Handled = (&'static str, Result<Response<Body>, ApiError>);
+
+async fn dispatch(shard: &Rc<Shard>, req: Request<Incoming>) -> Handled {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let method = req.method().clone();
+    match (segments.as_slice(), &method) {
+        (["health"], &Method::GET) => (
+            "health",
+            Ok(response::json(
+                StatusCode::OK,
+                &serde_json::json!({"status": "ok"}),
+            )),
+        ),
+        (["ready"], &Method::GET) => ("ready", Ok(ready(shard))),
+        (["metrics"], &Method::GET) => (
+            "metrics",
+            Ok(response::text(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                shard.metrics.render(),
+            )),
+        ),
+        (["v1", "topics"], &Method::GET) => ("list_topics", Ok(topics::list(shard))),
+        (["v1", "topics"], &Method::POST) => ("create_topic", topics::create(shard, req).await),
+        (["v1", "topics", t], &Method::GET) => ("describe_topic", topics::describe(shard, t).await),
+        (["v1", "topics", t], &Method::DELETE) => ("delete_topic", topics::delete(shard, t).await),
+        (["v1", "topics", t, "config"], &Method::PATCH) => {
+            ("patch_config", topics::patch(shard, t, req).await)
+        }
+        (["v1", "topics", t, "records"], &Method::POST) => ("produce", records::produce(shard, t, req).await),
+        (["v1", "topics", t, "partitions", p, "records"], &Method::GET) => {
+            ("fetch", records::fetch(shard, t, p, req.uri().query()).await)
+        }
+        (known, _) if is_known(known) => (
+            "method_not_allowed",
+            Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{method} is not allowed on {path}"),
+            )),
+        ),
+        _ => (
+            "not_found",
+            Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no such endpoint: {method} {path}"),
+            )),
+        ),
+    }
+}
+
+fn is_known(segments: &[&str]) -> bool {
+    matches!(
+        segments,
+        ["health"]
+            | ["ready"]
+            | ["metrics"]
+            | ["v1", "topics"]
+            | ["v1", "topics", _]
+            | ["v1", "topics", _, "config"]
+            | ["v1", "topics", _, "records"]
+            | ["v1", "topics", _, "partitions", _, "records"]
+    )
+}
+
+fn ready(shard: &Shard) -> Response<Body> {
+    if shard.state.is_ready(shard.shards) {
+        response::json(StatusCode::OK, &serde_json::json!({"status": "ready"}))
+    } else if shard.state.is_shutting_down() {
+        response::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "shutting_down"}),
+        )
+    } else {
+        response::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({"status": "recovering"}),
+        )
+    }
+}

@@ -1,0 +1,103 @@
+//! es-broker: the es event-streaming broker.
+//!
+//! Thread-per-core: one glommio shard per core owns its partitions; a small
+//! router forwards requests between shards; the HTTP + JSON API runs on
+//! every shard. See docs/api.md and docs/cli.md.
+
+mod catalog;
+mod config;
+mod controller;
+mod error;
+mod fsops;
+mod http;
+mod message;
+mod ops;
+mod placement;
+mod runtime;
+mod shard;
+mod state;
+mod topic;
+
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use clap::Parser;
+
+/// Histogram buckets (seconds) for every latency histogram: 50 us to 10 s.
+const LATENCY_BUCKETS_S: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+/// Buckets for appends per fsync round.
+const PER_ROUND_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ES_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let config = config::Config::parse();
+    if let Err(e) = config.validate() {
+        eprintln!("es-broker: {e}");
+        return ExitCode::from(2);
+    }
+    match start(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("es-broker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(config: config::Config) -> Result<(), String> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS_S)
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full("es_fsync_appends_per_round".into()),
+                PER_ROUND_BUCKETS,
+            )
+        })
+        .map_err(|e| format!("metrics: {e}"))?
+        .install_recorder()
+        .map_err(|e| format!("metrics: {e}"))?;
+    let topics = topic::load_all(&config.data_dir)
+        .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        http = %config.http_addr,
+        shards = config.shard_count(),
+        topics = topics.len(),
+        "starting"
+    );
+    let state = Arc::new(state::BrokerState::default());
+    let signals_state = state.clone();
+    let mut signals =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
+            .map_err(|e| format!("installing signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("es-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "shutting down: finishing in-flight requests");
+                signals_state.shutting_down.store(true, Ordering::Release);
+            }
+        })
+        .map_err(|e| format!("starting the signal thread: {e}"))?;
+    runtime::run(
+        Arc::new(config),
+        Arc::new(catalog::Catalog::new(topics)),
+        state,
+        Arc::new(recorder),
+    )?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}

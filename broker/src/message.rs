@@ -1,0 +1,88 @@
+//! What shards say to each other over the channel mesh: an operation for the
+//! shard that owns its partition (or, for topic changes, for the controller
+//! on shard 0), and the reply. Owned data only: it crosses threads.
+
+use es_storage::{Record, StoredRecord};
+use futures::channel::oneshot;
+
+use crate::error::ApiError;
+use crate::topic::{TopicConfig, TopicMeta};
+
+#[derive(Debug)]
+pub enum Op {
+    /// Append one batch to a partition; replies `Produced` once fsynced.
+    Produce {
+        topic: String,
+        partition: u32,
+        records: Vec<Record>,
+    },
+    /// Read a partition; replies `Fetched`.
+    Fetch(FetchArgs),
+    /// Open (creating) partitions of a topic on their owning shard.
+    Open {
+        meta: TopicMeta,
+        partitions: Vec<u32>,
+    },
+    /// Close partitions and delete their directories.
+    Remove {
+        topic: String,
+        partitions: Vec<u32>,
+    },
+    /// Apply a new topic config to open partitions.
+    Configure {
+        topic: String,
+        config: TopicConfig,
+        partitions: Vec<u32>,
+    },
+    /// Offsets of partitions; replies `Described`.
+    Describe {
+        topic: String,
+        partitions: Vec<u32>,
+    },
+    /// Controller operations, for shard 0 only.
+    CreateTopic(TopicMeta),
+    DeleteTopic(String),
+    PatchTopic {
+        topic: String,
+        changes: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct FetchArgs {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: Option<u64>,
+    pub max_records: usize,
+    pub max_bytes: usize,
+    pub wait_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Fetched {
+    pub records: Vec<StoredRecord>,
+    pub next_offset: u64,
+    pub high_watermark: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionState {
+    pub partition: u32,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+#[derive(Debug)]
+pub enum Reply {
+    Produced(Result<u64, ApiError>),
+    Fetched(Result<Fetched, ApiError>),
+    Done(Result<(), ApiError>),
+    Described(Result<Vec<PartitionState>, ApiError>),
+    Topic(Result<TopicMeta, ApiError>),
+}
+
+/// A forwarded operation and where to send its reply.
+pub struct Envelope {
+    pub op: Op,
+    pub reply: oneshot::Sender<Reply>,
+}

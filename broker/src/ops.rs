@@ -1,0 +1,221 @@
+//! Operations a shard runs for the partitions it owns (whoever received the
+//! client's request), and the dispatch of forwarded operations.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use es_storage::{Offset, PartitionLog, ProducerStamp, Record};
+use futures::FutureExt;
+
+use crate::controller;
+use crate::error::ApiError;
+use crate::message::{FetchArgs, Fetched, Op, PartitionState, Reply};
+use crate::shard::{Shard, CONTROLLER_SHARD};
+use crate::topic::{self, TopicConfig, TopicMeta};
+
+/// Longest long-poll a fetch may ask for.
+pub const WAIT_MS_MAX: u64 = 30_000;
+
+/// Runs one operation on this shard. Panics inside are caught and turned
+/// into an internal error, so a bug hit by one request never takes the
+/// shard down.
+pub async fn handle(shard: Rc<Shard>, op: Op) -> Reply {
+    let kind = op_kind(&op);
+    match std::panic::AssertUnwindSafe(run(shard, op)).catch_unwind().await {
+        Ok(reply) => reply,
+        Err(_) => {
+            tracing::error!(
+                op = kind,
+                "operation panicked; request failed, shard keeps serving"
+            );
+            Reply::Done(Err(ApiError::internal(format!("{kind} failed unexpectedly"))))
+        }
+    }
+}
+
+fn op_kind(op: &Op) -> &'static str {
+    match op {
+        Op::Produce { .. } => "produce",
+        Op::Fetch(_) => "fetch",
+        Op::Open { .. } => "open",
+        Op::Remove { .. } => "remove",
+        Op::Configure { .. } => "configure",
+        Op::Describe { .. } => "describe",
+        Op::CreateTopic(_) => "create_topic",
+        Op::DeleteTopic(_) => "delete_topic",
+        Op::PatchTopic { .. } => "patch_topic",
+    }
+}
+
+async fn run(shard: Rc<Shard>, op: Op) -> Reply {
+    match op {
+        Op::Produce {
+            topic,
+            partition,
+            records,
+        } => Reply::Produced(produce(&shard, &topic, partition, records).await),
+        Op::Fetch(args) => Reply::Fetched(fetch(&shard, args).await),
+        Op::Open { meta, partitions } => Reply::Done(open(&shard, &meta, &partitions).await),
+        Op::Remove { topic, partitions } => Reply::Done(remove(&shard, &topic, &partitions).await),
+        Op::Configure {
+            topic,
+            config,
+            partitions,
+        } => Reply::Done(configure(&shard, &topic, &config, &partitions)),
+        Op::Describe { topic, partitions } => Reply::Described(describe(&shard, &topic, &partitions)),
+        Op::CreateTopic(meta) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Topic(controller::create_topic(&shard, meta).await)
+        }
+        Op::DeleteTopic(name) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Done(controller::delete_topic(&shard, &name).await)
+        }
+        Op::PatchTopic { topic, changes } => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Topic(controller::patch_topic(&shard, &topic, &changes).await)
+        }
+    }
+}
+
+/// The log of a partition this shard owns.
+fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, ApiError> {
+    debug_assert_eq!(shard.owner(topic, partition), shard.id, "routed to its owner");
+    if let Some(log) = shard.partitions.borrow().get(&(topic.to_string(), partition)) {
+        return Ok(log.clone());
+    }
+    match shard.catalog.get(topic) {
+        None => Err(ApiError::topic_not_found(topic)),
+        Some(meta) if partition >= meta.partitions => Err(ApiError::partition_not_found(
+            topic,
+            partition as u64,
+            meta.partitions,
+        )),
+        Some(_) => Err(ApiError::unavailable(format!(
+            "partition {topic}/{partition} is not open yet"
+        ))),
+    }
+}
+
+async fn produce(shard: &Shard, topic: &str, partition: u32, records: Vec<Record>) -> Result<u64, ApiError> {
+    if shard.is_shutting_down() {
+        return Err(ApiError::unavailable("broker is shutting down"));
+    }
+    let log = log_of(shard, topic, partition)?;
+    let started = Instant::now();
+    let appended = log
+        .append_durable(&records, ProducerStamp::NONE)
+        .await
+        .map_err(ApiError::storage)?;
+    metrics::histogram!("es_append_duration_seconds").record(started.elapsed().as_secs_f64());
+    metrics::counter!("es_records_appended_total").increment(records.len() as u64);
+    set_high_watermark_gauge(topic, partition, log.durable_offset().0);
+    Ok(appended.base_offset.0)
+}
+
+fn set_high_watermark_gauge(topic: &str, partition: u32, hw: u64) {
+    metrics::gauge!("es_partition_high_watermark", "topic" => topic.to_string(), "partition" => partition.to_string())
+        .set(hw as f64);
+}
+
+async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
+    let log = log_of(shard, &args.topic, args.partition)?;
+    let start = log.log_start_offset().0;
+    let mut hw = log.durable_offset().0;
+    let offset = args.offset.unwrap_or(start);
+    if offset < start || offset > hw {
+        return Err(ApiError::new(
+            hyper::StatusCode::RANGE_NOT_SATISFIABLE,
+            "offset_out_of_range",
+            format!("offset {offset} is out of range: log start offset {start}, high watermark {hw}"),
+        ));
+    }
+    if offset == hw && args.wait_ms > 0 {
+        let wait = Duration::from_millis(args.wait_ms.min(WAIT_MS_MAX));
+        let arrived = log.wait_durable(Offset(offset + 1)).fuse();
+        let timeout = glommio::timer::sleep(wait).fuse();
+        let stopping = shard.shutdown.wait_for(1).fuse();
+        futures::pin_mut!(arrived, timeout, stopping);
+        futures::select! {
+            _ = arrived => {},
+            _ = timeout => {},
+            _ = stopping => {},
+        }
+        hw = log.durable_offset().0;
+    }
+    let mut records = log
+        .read(Offset(offset), args.max_bytes, Offset(hw))
+        .await
+        .map_err(ApiError::storage)?;
+    records.truncate(args.max_records);
+    let next_offset = records.last().map_or(offset, |r| r.offset.0 + 1);
+    Ok(Fetched {
+        records,
+        next_offset,
+        high_watermark: hw,
+    })
+}
+
+/// Opens (creating) partitions of `meta` that this shard owns.
+pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
+    for &p in partitions {
+        debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
+        let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
+        let (log, report) = PartitionLog::open(&dir, meta.config.log_config(), shard.batcher.clone())
+            .await
+            .map_err(ApiError::storage)?;
+        if !report.scanned.is_empty() {
+            tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
+        }
+        metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
+        set_high_watermark_gauge(&meta.name, p, log.durable_offset().0);
+        shard.partitions.borrow_mut().insert((meta.name.clone(), p), log);
+    }
+    Ok(())
+}
+
+async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
+    for &p in partitions {
+        let log = shard.partitions.borrow_mut().remove(&(topic.to_string(), p));
+        if let Some(log) = log {
+            // A poisoned log cannot close cleanly; it is being deleted anyway.
+            let _ = log.close().await;
+        }
+        let dir = topic::partition_dir(shard.data_dir(), topic, p);
+        crate::fsops::remove_dir_all(&dir).await?;
+    }
+    Ok(())
+}
+
+fn configure(shard: &Shard, topic: &str, config: &TopicConfig, partitions: &[u32]) -> Result<(), ApiError> {
+    for &p in partitions {
+        let log = log_of(shard, topic, p)?;
+        log.set_config(config.log_config()).map_err(ApiError::storage)?;
+    }
+    Ok(())
+}
+
+fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<PartitionState>, ApiError> {
+    partitions
+        .iter()
+        .map(|&p| {
+            let log = log_of(shard, topic, p)?;
+            Ok(PartitionState {
+                partition: p,
+                log_start_offset: log.log_start_offset().0,
+                high_watermark: log.durable_offset().0,
+            })
+        })
+        .collect()
+}
+
+/// Closes every partition this shard owns: final fsync and sealed index, so
+/// the next start scans nothing.
+pub async fn close_all(shard: &Shard) {
+    let logs: Vec<_> = shard.partitions.borrow_mut().drain().collect();
+    for ((topic, p), log) in logs {
+        if let Err(e) = log.close().await {
+            tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
+        }
+    }
+}

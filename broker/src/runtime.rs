@@ -1,0 +1,180 @@
+//! Starting the shards and stopping them: one glommio executor per shard,
+//! pinned to a core where there are enough, a full channel mesh between
+//! them, recovery, the HTTP listener, and the graceful shutdown sequence.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::controller::by_owner;
+use crate::message::Envelope;
+use crate::shard::Shard;
+use crate::state::BrokerState;
+
+/// Cross-shard channel depth per pair of shards: enough for bursts of
+/// forwarded requests; a full channel makes the sender wait (backpressure).
+pub const MESH_CHANNEL_DEPTH: usize = 1024;
+/// A shard spins this long for new work before parking its thread: waking a
+/// parked thread costs far more than a forwarded request or an fsync
+/// completion takes.
+pub const SPIN_BEFORE_PARK_US: u64 = 200;
+/// Memory glommio registers per shard for io_uring buffers. Kept small:
+/// the storage engine uses buffered files, and the locked-memory limit
+/// (`ulimit -l`) is shared by all shards.
+pub const IO_MEMORY_BYTES: usize = 256 << 10;
+/// How often a shard looks for the shutdown flag set by the signal thread.
+const SHUTDOWN_POLL_MS: u64 = 20;
+/// Longest wait for open connections to finish at shutdown.
+pub const SHUTDOWN_DRAIN_MS: u64 = 30_000;
+/// How often shard 0 runs the Prometheus exporter's upkeep.
+const METRICS_UPKEEP_MS: u64 = 5_000;
+
+/// Runs the broker until shutdown; returns once every shard has stopped.
+pub fn run(
+    config: Arc<Config>,
+    catalog: Arc<Catalog>,
+    state: Arc<BrokerState>,
+    metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
+) -> Result<(), String> {
+    let shards = config.shard_count();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let placement = if shards <= cores {
+        PoolPlacement::MaxSpread(shards, None)
+    } else {
+        PoolPlacement::Unbound(shards)
+    };
+    let mesh = (shards > 1).then(|| MeshBuilder::<Envelope, _>::full(shards, MESH_CHANNEL_DEPTH));
+    let handles = LocalExecutorPoolBuilder::new(placement)
+        .name("es-shard")
+        .io_memory(IO_MEMORY_BYTES)
+        .spin_before_park(Duration::from_micros(SPIN_BEFORE_PARK_US))
+        .on_all_shards(move || {
+            let (config, catalog, state, metrics, mesh) = (
+                config.clone(),
+                catalog.clone(),
+                state.clone(),
+                metrics.clone(),
+                mesh.clone(),
+            );
+            async move { shard_main(config, catalog, state, metrics, mesh).await }
+        })
+        .map_err(|e| format!("could not start shards: {e}"))?;
+    let mut failed = Vec::new();
+    for (i, r) in handles.join_all().into_iter().enumerate() {
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed.push(format!("shard {i}: {e}")),
+            Err(e) => failed.push(format!("shard {i} panicked: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+async fn shard_main(
+    config: Arc<Config>,
+    catalog: Arc<Catalog>,
+    state: Arc<BrokerState>,
+    metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
+    mesh: Option<MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>>,
+) -> Result<(), String> {
+    let (id, senders, receivers) = match mesh {
+        Some(mesh) => {
+            let (senders, receivers) = mesh
+                .join()
+                .await
+                .map_err(|_| "joining the shard mesh failed".to_string())?;
+            (senders.peer_id(), Some(senders), Some(receivers))
+        }
+        None => (0, None, None),
+    };
+    let shard = Rc::new(Shard::new(
+        id,
+        config.clone(),
+        catalog,
+        state.clone(),
+        metrics,
+        senders,
+    ));
+    if let Some(receivers) = receivers {
+        crate::shard::serve_mesh(shard.clone(), receivers);
+    }
+    let listener = glommio::net::TcpListener::bind(config.http_addr)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))?;
+    let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
+    glommio::spawn_local(watch_shutdown(shard.clone())).detach();
+    if id == 0 {
+        glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
+    }
+    recover(&shard).await?;
+    state.ready_shards.fetch_add(1, Ordering::AcqRel);
+    tracing::info!(
+        shard = id,
+        partitions = shard.partitions.borrow().len(),
+        "shard ready"
+    );
+
+    // Shutdown: the listener stops once `shutdown` reaches 1 (see
+    // watch_shutdown); wait for open connections to finish, then for every
+    // other shard to finish too (their in-flight requests may still be
+    // forwarded here), then close partitions cleanly.
+    server.await;
+    drain_connections(&shard).await;
+    state.drained_shards.fetch_add(1, Ordering::AcqRel);
+    while state.drained_shards.load(Ordering::Acquire) < shard.shards {
+        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+    }
+    crate::ops::close_all(&shard).await;
+    tracing::info!(shard = id, "shard stopped");
+    Ok(())
+}
+
+/// Opens every partition this shard owns, recovering each.
+async fn recover(shard: &Rc<Shard>) -> Result<(), String> {
+    for meta in shard.catalog.snapshot().values() {
+        if let Some(mine) = by_owner(shard, &meta.name, meta.partitions).remove(&shard.id) {
+            crate::ops::open(shard, meta, &mine)
+                .await
+                .map_err(|e| format!("recovering topic {}: {e}", meta.name))?;
+        }
+    }
+    Ok(())
+}
+
+async fn watch_shutdown(shard: Rc<Shard>) {
+    while !shard.state.is_shutting_down() {
+        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+    }
+    shard.shutdown.advance(1);
+}
+
+async fn drain_connections(shard: &Shard) {
+    let mut waited = 0;
+    while shard.connections.get() > 0 && waited < SHUTDOWN_DRAIN_MS {
+        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+        waited += SHUTDOWN_POLL_MS;
+    }
+    if shard.connections.get() > 0 {
+        tracing::warn!(
+            shard = shard.id,
+            open = shard.connections.get(),
+            "connections still open at shutdown"
+        );
+    }
+}
+
+async fn metrics_upkeep(shard: Rc<Shard>) {
+    while !shard.is_shutting_down() {
+        glommio::timer::sleep(Duration::from_millis(METRICS_UPKEEP_MS)).await;
+        shard.metrics.run_upkeep();
+    }
+}

@@ -1,0 +1,128 @@
+//! A shard: one glommio executor (one thread, one io_uring) that owns a set
+//! of partitions outright, their fsync batcher, and its share of client
+//! connections. Lives on its own thread; nothing in it is shared.
+//!
+//! `call` is the router: an operation for a partition another shard owns is
+//! forwarded over the channel mesh and the reply comes back the same way; an
+//! operation for this shard runs here directly (a shard cannot send to
+//! itself on the mesh).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use es_storage::{FsyncBatcher, PartitionLog, Watermark};
+use futures::channel::oneshot;
+use glommio::channels::channel_mesh::Senders;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::message::{Envelope, Op, Reply};
+use crate::placement::{self, ShardId};
+use crate::state::BrokerState;
+
+/// The shard that runs topic create, delete and config changes, one at a time.
+pub const CONTROLLER_SHARD: ShardId = 0;
+
+pub struct Shard {
+    pub id: ShardId,
+    pub shards: usize,
+    pub config: Arc<Config>,
+    pub catalog: Arc<Catalog>,
+    pub state: Arc<BrokerState>,
+    pub metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
+    pub batcher: FsyncBatcher,
+    senders: Option<Senders<Envelope>>,
+    /// Partitions this shard owns, by topic and partition.
+    pub partitions: RefCell<HashMap<(String, u32), PartitionLog>>,
+    /// Serializes controller operations (shard 0 only).
+    pub controller_lock: glommio::sync::Semaphore,
+    /// Rotates the partition for keyless records, one step per request.
+    pub spread: Cell<u64>,
+    /// Client connections open on this shard.
+    pub connections: Cell<usize>,
+    /// Reaches 1 when this shard starts shutting down.
+    pub shutdown: Watermark,
+}
+
+impl Shard {
+    pub fn new(
+        id: ShardId,
+        config: Arc<Config>,
+        catalog: Arc<Catalog>,
+        state: Arc<BrokerState>,
+        metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
+        senders: Option<Senders<Envelope>>,
+    ) -> Shard {
+        let shards = config.shard_count();
+        Shard {
+            id,
+            shards,
+            config,
+            catalog,
+            state,
+            metrics,
+            batcher: FsyncBatcher::new(),
+            senders,
+            partitions: RefCell::new(HashMap::new()),
+            controller_lock: glommio::sync::Semaphore::new(1),
+            spread: Cell::new(id as u64),
+            connections: Cell::new(0),
+            shutdown: Watermark::new(0),
+        }
+    }
+
+    pub fn data_dir(&self) -> &PathBuf {
+        &self.config.data_dir
+    }
+
+    /// The shard owning `partition` of `topic`.
+    pub fn owner(&self, topic: &str, partition: u32) -> ShardId {
+        placement::shard_of(topic, partition, self.shards)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.get() > 0
+    }
+
+    /// Runs `op` on shard `target`: here, or forwarded over the mesh.
+    pub async fn call(self: &Rc<Self>, target: ShardId, op: Op) -> Reply {
+        if target == self.id {
+            return crate::ops::handle(self.clone(), op).await;
+        }
+        let senders = self.senders.as_ref().expect("more than one shard has a mesh");
+        let (tx, rx) = oneshot::channel();
+        if senders.send_to(target, Envelope { op, reply: tx }).await.is_err() {
+            return Reply::Done(Err(ApiError::unavailable(format!(
+                "shard {target} is not reachable"
+            ))));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Reply::Done(Err(ApiError::unavailable(format!(
+                "shard {target} dropped the request"
+            ))))
+        })
+    }
+}
+
+/// Serves operations other shards forward to this one, each in its own task
+/// so a slow one (a long-poll fetch) never holds up the rest.
+pub fn serve_mesh(shard: Rc<Shard>, mut receivers: glommio::channels::channel_mesh::Receivers<Envelope>) {
+    for (_peer, rx) in receivers.streams() {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            while let Some(env) = rx.recv().await {
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let reply = crate::ops::handle(shard, env.op).await;
+                    let _ = env.reply.send(reply);
+                })
+                .detach();
+            }
+        })
+        .detach();
+    }
+}

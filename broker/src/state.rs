@@ -1,0 +1,24 @@
+//! Broker-wide state shared by all shards and the main thread: readiness and
+//! shutdown. Atomics only; nothing here blocks.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+#[derive(Default)]
+pub struct BrokerState {
+    /// Shards that finished recovering their partitions.
+    pub ready_shards: AtomicUsize,
+    /// Set by the signal thread on SIGTERM/SIGINT.
+    pub shutting_down: AtomicBool,
+    /// Shards that stopped serving clients and drained their connections.
+    pub drained_shards: AtomicUsize,
+}
+
+impl BrokerState {
+    pub fn is_ready(&self, shards: usize) -> bool {
+        self.ready_shards.load(Ordering::Acquire) == shards && !self.is_shutting_down()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+}
