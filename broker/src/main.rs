@@ -9,6 +9,7 @@ mod config;
 mod controller;
 mod error;
 mod fsops;
+mod lock;
 mod http;
 mod message;
 mod ops;
@@ -69,6 +70,7 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("metrics: {e}"))?
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
+    let _lock = lock::lock(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     tracing::info!(

@@ -18,6 +18,8 @@ pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<
     let (endpoint, result) = dispatch(&shard, req).await;
     let resp = result.unwrap_or_else(|e| response::error(&e));
     let status = resp.status().as_u16().to_string();
+    let out_bytes = hyper::body::Body::size_hint(resp.body()).exact().unwrap_or(0);
+    metrics::counter!("es_http_bytes_out_total").increment(out_bytes);
     metrics::counter!("es_http_requests_total", "endpoint" => endpoint, "status" => status).increment(1);
     if !resp.status().is_success() {
         metrics::counter!("es_http_errors_total", "endpoint" => endpoint).increment(1);
