@@ -66,6 +66,12 @@ impl Config {
                 "--http-body-bytes-max, --fetch-bytes-max and --connections-max must be positive".into(),
             );
         }
+        if self.http_body_bytes_max > es_storage::batch::BATCH_BYTES_MAX {
+            return Err(format!(
+                "--http-body-bytes-max must be at most {} (the largest record batch)",
+                es_storage::batch::BATCH_BYTES_MAX
+            ));
+        }
         if self.segment_bytes == 0 || self.segment_bytes > es_storage::SEGMENT_BYTES_MAX {
             return Err(format!(
                 "--segment-bytes must be in 1..={}",

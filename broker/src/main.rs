@@ -50,8 +50,7 @@ fn main() -> ExitCode {
     match start(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("es-broker: {e}");
+            tracing::error!("es-broker: {e}");
             ExitCode::FAILURE
         }
     }
@@ -71,6 +70,12 @@ fn start(config: config::Config) -> Result<(), String> {
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
     let _lock = lock::lock(&config.data_dir)?;
+    // Shards bind with SO_REUSEPORT, which would let a second broker share the
+    // port silently; a plain bind first fails if anyone is listening there.
+    drop(
+        std::net::TcpListener::bind(config.http_addr)
+            .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))?,
+    );
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     tracing::info!(

@@ -89,53 +89,55 @@ async fn shard_main(
 ) -> Result<(), String> {
     let (id, senders, receivers) = match mesh {
         Some(mesh) => {
-            let (senders, receivers) = mesh
-                .join()
-                .await
-                .map_err(|_| "joining the shard mesh failed".to_string())?;
+            let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
             (senders.peer_id(), Some(senders), Some(receivers))
         }
         None => (0, None, None),
     };
-    let shard = Rc::new(Shard::new(
-        id,
-        config.clone(),
-        catalog,
-        state.clone(),
-        metrics,
-        senders,
-    ));
+    let shard = Rc::new(Shard::new(id, config, catalog, state.clone(), metrics, senders));
     if let Some(receivers) = receivers {
         crate::shard::serve_mesh(shard.clone(), receivers);
     }
-    let listener = glommio::net::TcpListener::bind(config.http_addr)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))?;
-    let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
     glommio::spawn_local(watch_shutdown(shard.clone())).detach();
-    if id == 0 {
-        glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
+    let served = serve(&shard).await;
+    if let Err(e) = &served {
+        // One shard failing stops the broker: a broker missing a shard's
+        // partitions must not look healthy.
+        tracing::error!(shard = id, error = %e, "shard failed; stopping the broker");
+        state.shutting_down.store(true, Ordering::Release);
+        shard.shutdown.advance(1);
     }
-    recover(&shard).await?;
-    state.ready_shards.fetch_add(1, Ordering::AcqRel);
-    tracing::info!(
-        shard = id,
-        partitions = shard.partitions.borrow().len(),
-        "shard ready"
-    );
-
-    // Shutdown: the listener stops once `shutdown` reaches 1 (see
-    // watch_shutdown); wait for open connections to finish, then for every
-    // other shard to finish too (their in-flight requests may still be
-    // forwarded here), then close partitions cleanly.
-    server.await;
-    drain_connections(&shard).await;
+    // Wait for every other shard to stop serving clients too (their in-flight
+    // requests may still be forwarded here), then close partitions cleanly.
     state.drained_shards.fetch_add(1, Ordering::AcqRel);
     while state.drained_shards.load(Ordering::Acquire) < shard.shards {
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
     }
     crate::ops::close_all(&shard).await;
     tracing::info!(shard = id, "shard stopped");
-    Ok(())
+    served
+}
+
+/// Recovers this shard's partitions and serves clients until shutdown
+/// starts and open connections have finished.
+async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
+    let addr = shard.config.http_addr;
+    let listener = glommio::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
+    if shard.id == 0 {
+        glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
+    }
+    let recovered = recover(shard).await;
+    if recovered.is_ok() {
+        shard.state.ready_shards.fetch_add(1, Ordering::AcqRel);
+        tracing::info!(shard = shard.id, partitions = shard.partitions.borrow().len(), "shard ready");
+    } else {
+        shard.shutdown.advance(1);
+    }
+    // The listener stops once `shutdown` reaches 1 (see watch_shutdown).
+    server.await;
+    drain_connections(shard).await;
+    recovered
 }
 
 /// Opens every partition this shard owns, recovering each.
@@ -151,10 +153,12 @@ async fn recover(shard: &Rc<Shard>) -> Result<(), String> {
 }
 
 async fn watch_shutdown(shard: Rc<Shard>) {
-    while !shard.state.is_shutting_down() {
+    while !shard.state.is_shutting_down() && !shard.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
     }
-    shard.shutdown.advance(1);
+    if !shard.is_shutting_down() {
+        shard.shutdown.advance(1);
+    }
 }
 
 async fn drain_connections(shard: &Shard) {

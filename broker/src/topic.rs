@@ -37,6 +37,9 @@ impl TopicConfig {
         es_storage::LogConfig {
             segment_bytes: self.segment_bytes,
             segment_age: self.segment_ms.map(Duration::from_millis),
+            // A produce's records for one partition are one batch; the HTTP
+            // body limit (at most this) already bounds it.
+            batch_bytes_max: es_storage::batch::BATCH_BYTES_MAX,
             ..es_storage::LogConfig::default()
         }
     }
