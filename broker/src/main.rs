@@ -9,8 +9,8 @@ mod config;
 mod controller;
 mod error;
 mod fsops;
-mod lock;
 mod http;
+mod lock;
 mod message;
 mod ops;
 mod placement;
@@ -56,6 +56,27 @@ fn main() -> ExitCode {
     }
 }
 
+/// How long start-up retries taking the data-dir lock and the port.
+const START_RETRY_MS: u64 = 10_000;
+
+fn retry_at_start<T>(mut attempt: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(START_RETRY_MS);
+    let mut logged = false;
+    loop {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(e) if std::time::Instant::now() < deadline => {
+                if !logged {
+                    tracing::warn!("{e}; retrying for up to {START_RETRY_MS} ms");
+                    logged = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50)); // blocking-ok: main thread, before the shards run
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn start(config: config::Config) -> Result<(), String> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let recorder = PrometheusBuilder::new()
@@ -69,13 +90,16 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("metrics: {e}"))?
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
-    let _lock = lock::lock(&config.data_dir)?;
+    // A broker killed a moment ago can hold its lock and port a little
+    // longer while the kernel tears its io_uring rings down: retry briefly.
+    let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
-    drop(
+    retry_at_start(|| {
         std::net::TcpListener::bind(config.http_addr)
-            .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))?,
-    );
+            .map(drop)
+            .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))
+    })?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     tracing::info!(

@@ -89,7 +89,10 @@ async fn shard_main(
 ) -> Result<(), String> {
     let (id, senders, receivers) = match mesh {
         Some(mesh) => {
-            let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
+            let (senders, receivers) = mesh
+                .join()
+                .await
+                .map_err(|_| "joining the shard mesh failed".to_string())?;
             (senders.peer_id(), Some(senders), Some(receivers))
         }
         None => (0, None, None),
@@ -122,7 +125,7 @@ async fn shard_main(
 /// starts and open connections have finished.
 async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.http_addr;
-    let listener = glommio::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener = crate::http::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
@@ -130,7 +133,11 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     let recovered = recover(shard).await;
     if recovered.is_ok() {
         shard.state.ready_shards.fetch_add(1, Ordering::AcqRel);
-        tracing::info!(shard = shard.id, partitions = shard.partitions.borrow().len(), "shard ready");
+        tracing::info!(
+            shard = shard.id,
+            partitions = shard.partitions.borrow().len(),
+            "shard ready"
+        );
     } else {
         shard.shutdown.advance(1);
     }

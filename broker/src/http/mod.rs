@@ -8,4 +8,4 @@ mod routes;
 mod server;
 mod topics;
 
-pub use server::serve;
+pub use server::{listen, serve};

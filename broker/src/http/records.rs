@@ -90,12 +90,13 @@ pub async fn produce(
         let key = r.key.map(|k| decode("key", k)).transpose()?;
         let value = decode("value", r.value)?;
         let partition = match (r.partition, &key) {
-            (Some(p), _) if p < 0 || p >= meta.partitions as i64 => {
-                return Err(ApiError::partition_not_found(
-                    topic,
-                    p.max(0) as u64,
-                    meta.partitions,
-                ))
+            (Some(p), _) if p < 0 => {
+                return Err(ApiError::invalid(format!(
+                    "records[{i}].partition must be non-negative, not {p}"
+                )))
+            }
+            (Some(p), _) if p >= meta.partitions as i64 => {
+                return Err(ApiError::partition_not_found(topic, p as u64, meta.partitions))
             }
             (Some(p), _) => p as u32,
             (None, Some(k)) => placement::partition_for_key(k, meta.partitions),

@@ -51,8 +51,12 @@ pub fn too_large(limit: usize) -> ApiError {
 /// Parses JSON: syntax errors are `bad_json`, well-formed JSON of the wrong
 /// shape is `invalid_request`.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ApiError::invalid(format!("request body: {e}")),
-        _ => ApiError::bad_json(format!("request body is not valid JSON: {e}")),
+    serde_json::from_slice(bytes).map_err(|e| {
+        // A shape error may be found before a syntax error later on: only
+        // well-formed JSON is reported as the wrong shape.
+        match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => ApiError::invalid(format!("request body: {e}")),
+            Err(syntax) => ApiError::bad_json(format!("request body is not valid JSON: {syntax}")),
+        }
     })
 }

@@ -15,6 +15,25 @@ use crate::shard::Shard;
 /// A client must send its request headers within this time.
 pub const HEADER_READ_TIMEOUT_MS: u64 = 30_000;
 
+/// Listens on `addr` from this shard. Every shard binds the same address
+/// (SO_REUSEPORT: the kernel spreads connections over shards), and
+/// SO_REUSEADDR lets a restarted broker bind while connections of the one
+/// before linger in TIME_WAIT (glommio's own bind sets only SO_REUSEPORT).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::unix::io::{FromRawFd, IntoRawFd};
+    let sk = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sk.set_reuse_address(true)?;
+    sk.set_reuse_port(true)?;
+    sk.bind(&addr.into())?;
+    sk.listen(LISTEN_BACKLOG)?;
+    // SAFETY: a bound, listening socket whose ownership moves to glommio.
+    Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
+}
+
+/// Pending connections the kernel queues per shard before accept.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
 /// Serves the HTTP API on this shard until shutdown starts, then stops
 /// accepting and lets open connections finish their in-flight requests.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
