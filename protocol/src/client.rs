@@ -1,0 +1,388 @@
+//! A blocking client with pipelining (feature `client`).
+//!
+//! One TCP connection; `send` writes a request frame and returns at once
+//! with a handle, so many requests are in flight on the connection; a reader
+//! thread matches responses to requests by id. In-flight requests are capped
+//! at the broker's `inflight_requests_max` (from the handshake): `send`
+//! waits for a slot. [`Producer`] adds batching by size and linger.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::frame::{self, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
+use crate::requests::fetch::{Fetch, FetchOk};
+use crate::requests::hello::{Hello, HelloOk};
+use crate::requests::produce::{Produce, ProduceRecord};
+use crate::{DecodeError, Kind, Request, Response, PROTOCOL_VERSION};
+
+/// What a call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the broker: {0}")]
+    Io(#[from] io::Error),
+    /// The broker answered with an error frame.
+    #[error("{code}: {message}")]
+    Broker { code: String, message: String },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("the connection to the broker closed")]
+    Closed,
+}
+
+impl ClientError {
+    /// The broker's error code, when the broker sent one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Broker { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// Connection options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub client_id: String,
+    pub api_key: String,
+    /// Compress request payloads with gzip.
+    pub gzip: bool,
+    pub connect_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            client_id: "es-client".into(),
+            api_key: String::new(),
+            gzip: false,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+type Slot = mpsc::Sender<Result<Response, ClientError>>;
+
+struct Shared {
+    pending: Mutex<HashMap<u64, Slot>>,
+    inflight: Mutex<usize>,
+    slot_free: Condvar,
+    closed: Mutex<Option<String>>,
+}
+
+/// A connection to one broker. `Send + Sync`: share it between threads.
+pub struct Client {
+    writer: Mutex<TcpStream>,
+    shared: Arc<Shared>,
+    next_id: AtomicU64,
+    gzip: bool,
+    hello: HelloOk,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// A response on its way.
+pub struct PendingResponse {
+    rx: mpsc::Receiver<Result<Response, ClientError>>,
+}
+
+impl PendingResponse {
+    /// Waits for the response; an error frame becomes `ClientError::Broker`.
+    pub fn wait(self) -> Result<Response, ClientError> {
+        match self.rx.recv() {
+            Ok(Ok(Response::Error(e))) => Err(ClientError::Broker {
+                code: e.code,
+                message: e.message,
+            }),
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Closed),
+        }
+    }
+}
+
+impl Client {
+    /// Connects and shakes hands.
+    pub fn connect(addr: &str, options: Options) -> Result<Client, ClientError> {
+        let sock = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| ClientError::Protocol(format!("{addr} resolves to no address")))?;
+        let stream = TcpStream::connect_timeout(&sock, options.connect_timeout)?;
+        stream.set_nodelay(true)?;
+        let mut read_half = stream.try_clone()?;
+        let mut writer = stream;
+        let hello = Request::Hello(Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            client_id: options.client_id.clone(),
+            api_key: options.api_key.clone(),
+        });
+        writer.write_all(&hello.to_frame(0, false))?;
+        let hello_ok = match read_frame(&mut read_half)?.map(|(_, r)| r) {
+            Some(Response::HelloOk(h)) => h,
+            Some(Response::Error(e)) => {
+                return Err(ClientError::Broker {
+                    code: e.code,
+                    message: e.message,
+                })
+            }
+            Some(other) => return Err(ClientError::Protocol(format!("expected HelloOk, got {:?}", other.kind()))),
+            None => return Err(ClientError::Closed),
+        };
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(0),
+            slot_free: Condvar::new(),
+            closed: Mutex::new(None),
+        });
+        let reader_shared = shared.clone();
+        let reader = std::thread::Builder::new()
+            .name("es-client-reader".into())
+            .spawn(move || read_loop(BufReader::with_capacity(256 << 10, read_half), reader_shared))?;
+        Ok(Client {
+            writer: Mutex::new(writer),
+            shared,
+            next_id: AtomicU64::new(1),
+            gzip: options.gzip,
+            hello: hello_ok,
+            reader: Some(reader),
+        })
+    }
+
+    /// What the broker said in the handshake.
+    pub fn hello(&self) -> &HelloOk {
+        &self.hello
+    }
+
+    /// Sends a request without waiting for its response (pipelining).
+    pub fn send(&self, req: &Request) -> Result<PendingResponse, ClientError> {
+        let bytes = req.to_frame(0, self.gzip);
+        if bytes.len() > self.hello.frame_bytes_max as usize {
+            return Err(ClientError::Protocol(format!(
+                "request of {} bytes exceeds the broker's frame limit of {}",
+                bytes.len(),
+                self.hello.frame_bytes_max
+            )));
+        }
+        {
+            let mut inflight = self.shared.inflight.lock().expect("lock");
+            while *inflight >= self.hello.inflight_requests_max.max(1) as usize {
+                if self.shared.closed.lock().expect("lock").is_some() {
+                    return Err(ClientError::Closed);
+                }
+                inflight = self.shared.slot_free.wait(inflight).expect("lock");
+            }
+            *inflight += 1;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        self.shared.pending.lock().expect("lock").insert(id, tx);
+        if self.shared.closed.lock().expect("lock").is_some() {
+            self.shared.pending.lock().expect("lock").remove(&id);
+            return Err(ClientError::Closed);
+        }
+        let mut bytes = bytes;
+        bytes[8..16].copy_from_slice(&id.to_be_bytes());
+        if let Err(e) = self.writer.lock().expect("lock").write_all(&bytes) {
+            self.shared.pending.lock().expect("lock").remove(&id);
+            release(&self.shared);
+            return Err(e.into());
+        }
+        Ok(PendingResponse { rx })
+    }
+
+    /// Sends and waits.
+    pub fn call(&self, req: &Request) -> Result<Response, ClientError> {
+        self.send(req)?.wait()
+    }
+
+    /// Produces records to a topic; returns (partition, offset) per record
+    /// once they are fsynced.
+    pub fn produce(&self, topic: &str, records: Vec<ProduceRecord>) -> Result<Vec<(u32, u64)>, ClientError> {
+        match self.call(&Request::Produce(Produce {
+            topic: topic.into(),
+            records,
+        }))? {
+            Response::ProduceOk(ok) => Ok(ok.offsets),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub fn fetch(&self, fetch: Fetch) -> Result<FetchOk, ClientError> {
+        match self.call(&Request::Fetch(fetch))? {
+            Response::FetchOk(ok) => Ok(ok),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A topic request (create, list, describe, delete, patch config).
+    pub fn admin(&self, kind: Kind, body: serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        match self.call(&Request::Admin(kind, body))? {
+            Response::AdminOk(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+fn unexpected(r: Response) -> ClientError {
+    ClientError::Protocol(format!("unexpected response {:?}", r.kind()))
+}
+
+fn release(shared: &Shared) {
+    let mut inflight = shared.inflight.lock().expect("lock");
+    *inflight = inflight.saturating_sub(1);
+    shared.slot_free.notify_one();
+}
+
+/// Reads one response frame and its request id; `None` at a clean end of
+/// stream.
+fn read_frame(r: &mut impl Read) -> Result<Option<(u64, Response)>, ClientError> {
+    let mut header = [0u8; HEADER_BYTES];
+    match r.read_exact(&mut header) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let total = 4 + u32::from_be_bytes(header[0..4].try_into().expect("4")) as usize;
+    let max = FRAME_BYTES_MAX_DEFAULT.max(64 << 20);
+    if total > max || total < HEADER_BYTES {
+        return Err(ClientError::Protocol(format!("response frame of {total} bytes")));
+    }
+    let mut buf = header.to_vec();
+    buf.resize(total, 0);
+    r.read_exact(&mut buf[HEADER_BYTES..])?;
+    let (f, _) = frame::parse(&buf, max).map_err(|e: DecodeError| ClientError::Protocol(e.to_string()))?;
+    let resp = Response::from_frame(&f).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    Ok(Some((f.request_id, resp)))
+}
+
+fn read_loop(mut r: impl Read, shared: Arc<Shared>) {
+    let reason = loop {
+        match read_frame(&mut r) {
+            Ok(Some((id, resp))) => {
+                let slot = shared.pending.lock().expect("lock").remove(&id);
+                match slot {
+                    Some(tx) => {
+                        let _ = tx.send(Ok(resp));
+                        release(&shared);
+                    }
+                    // An error frame with id 0 (or an unknown id) is about the
+                    // connection itself: the broker closes it next.
+                    None => {
+                        if let Response::Error(e) = resp {
+                            break format!("{}: {}", e.code, e.message);
+                        }
+                    }
+                }
+            }
+            Ok(None) => break "closed by the broker".to_string(),
+            Err(e) => break e.to_string(),
+        }
+    };
+    *shared.closed.lock().expect("lock") = Some(reason.clone());
+    for (_, tx) in shared.pending.lock().expect("lock").drain() {
+        let _ = tx.send(Err(ClientError::Protocol(format!("connection lost: {reason}"))));
+    }
+    *shared.inflight.lock().expect("lock") = 0;
+    shared.slot_free.notify_all();
+}
+
+/// Batches records for one topic by size and linger, keeping several
+/// batches in flight on one connection.
+pub struct Producer {
+    client: Arc<Client>,
+    topic: String,
+    batch_bytes: usize,
+    linger: Duration,
+    buffer: Vec<ProduceRecord>,
+    buffered_bytes: usize,
+    first_at: Option<Instant>,
+    in_flight: std::collections::VecDeque<(usize, PendingResponse)>,
+    max_in_flight: usize,
+    acked: Vec<(u32, u64)>,
+}
+
+impl Producer {
+    /// `batch_bytes`: send a batch once this much is buffered; `linger`:
+    /// send a non-empty batch once its first record waited this long (checked
+    /// on each `send` and by `flush`); `max_in_flight`: batches awaiting acks.
+    pub fn new(client: Arc<Client>, topic: &str, batch_bytes: usize, linger: Duration, max_in_flight: usize) -> Producer {
+        Producer {
+            client,
+            topic: topic.to_string(),
+            batch_bytes: batch_bytes.max(1),
+            linger,
+            buffer: Vec::new(),
+            buffered_bytes: 0,
+            first_at: None,
+            in_flight: Default::default(),
+            max_in_flight: max_in_flight.max(1),
+            acked: Vec::new(),
+        }
+    }
+
+    /// Buffers a record, sending a batch when full or lingering too long.
+    pub fn send(&mut self, record: ProduceRecord) -> Result<(), ClientError> {
+        self.buffered_bytes += record.value.len() + record.key.as_ref().map_or(0, |k| k.len()) + 20;
+        self.buffer.push(record);
+        self.first_at.get_or_insert_with(Instant::now);
+        if self.buffered_bytes >= self.batch_bytes || self.first_at.is_some_and(|t| t.elapsed() >= self.linger) {
+            self.send_batch()?;
+        }
+        Ok(())
+    }
+
+    fn send_batch(&mut self) -> Result<(), ClientError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        while self.in_flight.len() >= self.max_in_flight {
+            self.collect_one()?;
+        }
+        let records = std::mem::take(&mut self.buffer);
+        let n = records.len();
+        self.buffered_bytes = 0;
+        self.first_at = None;
+        let pending = self.client.send(&Request::Produce(Produce {
+            topic: self.topic.clone(),
+            records,
+        }))?;
+        self.in_flight.push_back((n, pending));
+        Ok(())
+    }
+
+    fn collect_one(&mut self) -> Result<(), ClientError> {
+        if let Some((n, pending)) = self.in_flight.pop_front() {
+            match pending.wait()? {
+                Response::ProduceOk(ok) if ok.offsets.len() == n => self.acked.extend(ok.offsets),
+                other => return Err(unexpected(other)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what is buffered and waits for every ack; returns the
+    /// (partition, offset) of every record acknowledged since the last flush.
+    pub fn flush(&mut self) -> Result<Vec<(u32, u64)>, ClientError> {
+        self.send_batch()?;
+        while !self.in_flight.is_empty() {
+            self.collect_one()?;
+        }
+        Ok(std::mem::take(&mut self.acked))
+    }
+}

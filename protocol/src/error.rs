@@ -1,0 +1,37 @@
+//! Decoding errors, and the error codes shared with the HTTP API.
+
+/// Why bytes are not a valid frame or payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// More bytes are needed (only from [`crate::frame::check`]).
+    #[error("incomplete frame: need {needed} bytes, have {have}")]
+    Incomplete { needed: usize, have: usize },
+    /// The frame is larger than the receiver's limit.
+    #[error("frame of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    /// The bytes can never be valid.
+    #[error("malformed: {0}")]
+    Malformed(String),
+}
+
+impl DecodeError {
+    pub fn malformed(what: impl Into<String>) -> DecodeError {
+        DecodeError::Malformed(what.into())
+    }
+}
+
+/// Error codes carried by error frames: the same snake_case codes as the
+/// HTTP API (docs/api.md), plus the protocol's own.
+pub struct ErrorCode;
+
+impl ErrorCode {
+    /// A frame or payload could not be decoded; the connection is closed.
+    pub const MALFORMED_FRAME: &'static str = "malformed_frame";
+    /// A frame over the size limit; the connection is closed.
+    pub const FRAME_TOO_LARGE: &'static str = "frame_too_large";
+    /// An unknown request kind; the connection is closed.
+    pub const UNKNOWN_REQUEST: &'static str = "unknown_request";
+    /// The first frame was not a Hello, or no common version.
+    pub const HANDSHAKE_REQUIRED: &'static str = "handshake_required";
+    pub const UNSUPPORTED_VERSION: &'static str = "unsupported_version";
+}

@@ -1,0 +1,24 @@
+//! es-protocol: the es binary protocol.
+//!
+//! A pure codec: frames (length-prefixed, request id, gzip flag), the
+//! request and response payloads, error codes. No I/O and no async runtime;
+//! the blocking client behind the `client` feature is the one exception and
+//! lives in its own module. docs/protocol.md gives every byte.
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod kind;
+pub mod message;
+pub mod requests;
+
+#[cfg(feature = "client")]
+pub mod client;
+
+pub use error::{DecodeError, ErrorCode};
+pub use frame::{Frame, FrameHeader, FLAG_GZIP, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
+pub use kind::Kind;
+pub use message::{Request, Response};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u16 = 1;
