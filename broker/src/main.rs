@@ -4,16 +4,19 @@
 //! router forwards requests between shards; the HTTP + JSON API runs on
 //! every shard. See docs/api.md and docs/cli.md.
 
+mod admin;
 mod catalog;
 mod config;
 mod controller;
 mod error;
+mod fetch;
 mod fsops;
 mod http;
 mod lock;
 mod message;
 mod ops;
 mod placement;
+mod produce;
 mod runtime;
 mod shard;
 mod state;
