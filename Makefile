@@ -3,7 +3,7 @@ CARGO ?= cargo
 DATA_DIR ?= ./data
 HTTP_ADDR ?= 127.0.0.1:8080
 
-.PHONY: build run-broker demo test lint fmt audit bench bench-storage
+.PHONY: build run-broker demo test lint fmt audit bench bench-storage fuzz
 
 build:
 	$(CARGO) build --workspace --release
@@ -26,6 +26,10 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+# Decoder fuzzing: the protocol's proptest properties with a million cases each.
+fuzz:
+	PROPTEST_CASES=$${PROPTEST_CASES:-1000000} $(CARGO) test -p es-protocol --release
 
 # Licenses and banned crates (deny.toml), offline: no advisory database fetch.
 # Needs cargo-deny: `cargo install cargo-deny --locked`.

@@ -49,6 +49,8 @@ pub struct Frame {
     pub kind: Kind,
     pub request_id: u64,
     pub payload: Vec<u8>,
+    /// The payload came gzip-compressed (a server answers in kind).
+    pub gzip: bool,
 }
 
 /// Checks that `buf` starts with one whole frame of at most `max_bytes`
@@ -100,6 +102,7 @@ pub fn parse(buf: &[u8], max_bytes: usize) -> Result<(Frame, usize), DecodeError
             kind,
             request_id: h.request_id,
             payload,
+            gzip: h.flags & FLAG_GZIP != 0,
         },
         total,
     ))

@@ -154,7 +154,7 @@ mod tests {
         #[test]
         fn any_payload_under_every_kind_never_panics(kind in any::<u8>(), payload in proptest::collection::vec(any::<u8>(), 0..256)) {
             if let Some(kind) = Kind::from_u8(kind) {
-                let f = Frame { kind, request_id: 1, payload };
+                let f = Frame { kind, request_id: 1, payload, gzip: false };
                 let _ = Request::from_frame(&f);
                 let _ = Response::from_frame(&f);
             }
