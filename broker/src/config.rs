@@ -11,6 +11,10 @@ use clap::Parser;
 pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
 /// Default fetch response limit: 16 MiB per request.
 pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// Default requests in flight per binary connection: deep enough for a
+/// pipelining producer to keep group commit busy, small enough to bound a
+/// connection's memory (in-flight x frame size).
+pub const INFLIGHT_REQUESTS_MAX_DEFAULT: usize = 256;
 /// Default connection limit for the whole broker (split evenly over shards).
 pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 
@@ -23,6 +27,17 @@ pub struct Config {
     /// Address of the HTTP + JSON API.
     #[arg(long, env = "ES_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
+    /// Address of the binary protocol (docs/protocol.md).
+    #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090")]
+    pub binary_addr: SocketAddr,
+    /// Largest binary frame, header included, and largest decompressed
+    /// payload; a larger frame gets an error frame and the connection closes.
+    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT)]
+    pub frame_bytes_max: usize,
+    /// Requests in flight per binary connection; the broker stops reading a
+    /// connection that has this many unanswered.
+    #[arg(long, env = "ES_INFLIGHT_REQUESTS_MAX", default_value_t = INFLIGHT_REQUESTS_MAX_DEFAULT)]
+    pub inflight_requests_max: usize,
     /// Number of shards (one thread and io_uring each). Default: the cores
     /// available to the process.
     #[arg(long, env = "ES_SHARDS")]
@@ -66,6 +81,20 @@ impl Config {
                 "--http-body-bytes-max, --fetch-bytes-max and --connections-max must be positive".into(),
             );
         }
+        if self.frame_bytes_max < es_protocol::HEADER_BYTES + 64
+            || self.frame_bytes_max > es_storage::batch::BATCH_BYTES_MAX
+        {
+            return Err(format!(
+                "--frame-bytes-max must be in {}..={}",
+                es_protocol::HEADER_BYTES + 64,
+                es_storage::batch::BATCH_BYTES_MAX
+            ));
+        }
+        if self.inflight_requests_max == 0 || self.inflight_requests_max > INFLIGHT_REQUESTS_MAX_LIMIT {
+            return Err(format!(
+                "--inflight-requests-max must be in 1..={INFLIGHT_REQUESTS_MAX_LIMIT}"
+            ));
+        }
         if self.http_body_bytes_max > es_storage::batch::BATCH_BYTES_MAX {
             return Err(format!(
                 "--http-body-bytes-max must be at most {} (the largest record batch)",
@@ -81,6 +110,9 @@ impl Config {
         Ok(())
     }
 }
+
+/// Largest --inflight-requests-max.
+pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;
 
 /// Most shards: glommio needs locked memory per executor, and beyond this the
 /// mesh of cross-shard channels (n^2) stops paying off.

@@ -5,6 +5,7 @@
 //! every shard. See docs/api.md and docs/cli.md.
 
 mod admin;
+mod binary;
 mod catalog;
 mod config;
 mod controller;
@@ -98,16 +99,19 @@ fn start(config: config::Config) -> Result<(), String> {
     let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
-    retry_at_start(|| {
-        std::net::TcpListener::bind(config.http_addr)
-            .map(drop)
-            .map_err(|e| format!("cannot listen on {}: {e}", config.http_addr))
-    })?;
+    for addr in [config.http_addr, config.binary_addr] {
+        retry_at_start(|| {
+            std::net::TcpListener::bind(addr)
+                .map(drop)
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))
+        })?;
+    }
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,
+        binary = %config.binary_addr,
         shards = config.shard_count(),
         topics = topics.len(),
         "starting"

@@ -127,6 +127,10 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.http_addr;
     let listener = crate::http::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
+    let binary_addr = shard.config.binary_addr;
+    let binary_listener =
+        crate::http::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
+    let binary = glommio::spawn_local(crate::binary::serve(shard.clone(), binary_listener));
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }
@@ -143,6 +147,7 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     }
     // The listener stops once `shutdown` reaches 1 (see watch_shutdown).
     server.await;
+    binary.await;
     drain_connections(shard).await;
     recovered
 }

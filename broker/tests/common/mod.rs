@@ -245,6 +245,7 @@ fn parse_sample(line: &str) -> Option<(Series, f64)> {
 pub struct Broker {
     dir: TempDir,
     addr: SocketAddr,
+    binary_addr: SocketAddr,
     shards: usize,
     extra: Vec<String>,
     child: Option<Child>,
@@ -268,6 +269,11 @@ pub fn free_port() -> u16 {
 }
 
 impl Broker {
+    /// The binary protocol address (`host:port`).
+    pub fn binary_addr(&self) -> String {
+        self.binary_addr.to_string()
+    }
+
     /// Starts a broker with `--shards shards` and default limits.
     pub fn start(shards: usize) -> Broker {
         Broker::start_opts(shards, &[])
@@ -302,10 +308,14 @@ impl Broker {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port())
             .parse()
             .expect("socket address");
+        let binary_addr: SocketAddr = format!("127.0.0.1:{}", free_port())
+            .parse()
+            .expect("socket address");
         let log_path = dir.path().join("broker.log");
         let mut broker = Broker {
             dir,
             addr,
+            binary_addr,
             shards,
             extra: args.iter().map(|s| s.to_string()).collect(),
             child: None,
@@ -343,6 +353,8 @@ impl Broker {
             data_dir.display().to_string(),
             "--http-addr".into(),
             self.addr.to_string(),
+            "--binary-addr".into(),
+            self.binary_addr.to_string(),
             "--shards".into(),
             self.shards.to_string(),
         ];

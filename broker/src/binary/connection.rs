@@ -1,0 +1,216 @@
+//! One binary connection: the read loop (frames in, requests dispatched),
+//! the writer task (responses out), the handshake, and closing on a bad
+//! frame with an error frame.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use es_protocol::frame;
+use es_protocol::requests::hello::HelloOk;
+use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response, PROTOCOL_VERSION};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
+use futures::FutureExt;
+use glommio::channels::local_channel;
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::Semaphore;
+
+use crate::shard::Shard;
+
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 256 << 10;
+/// Responses that are ready together are written with one call, up to this.
+const WRITE_COALESCE_BYTES: usize = 1 << 20;
+
+/// Serves the binary protocol on this shard until shutdown starts.
+pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
+    let per_shard_max = shard.config.connections_max.div_ceil(shard.shards).max(1);
+    loop {
+        let accepted = {
+            let accept = listener.accept().fuse();
+            let stop = shard.shutdown.wait_for(1).fuse();
+            futures::pin_mut!(accept, stop);
+            futures::select! {
+                a = accept => Some(a),
+                _ = stop => None,
+            }
+        };
+        let stream = match accepted {
+            None => return,
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "binary accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if shard.connections.get() >= per_shard_max {
+            metrics::counter!("es_binary_connections_refused_total").increment(1);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        shard.connections.set(shard.connections.get() + 1);
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            let conn = connection(shard.clone(), stream);
+            if std::panic::AssertUnwindSafe(conn).catch_unwind().await.is_err() {
+                tracing::error!("binary connection task panicked; connection dropped, shard keeps serving");
+            }
+            shard.connections.set(shard.connections.get() - 1);
+        })
+        .detach();
+    }
+}
+
+/// Why the read loop stopped.
+enum End {
+    Eof,
+    Shutdown,
+    /// A protocol error: answered with this error frame, then closed.
+    Refused(u64, Response),
+}
+
+async fn connection(shard: Rc<Shard>, stream: TcpStream) {
+    let frame_max = shard.config.frame_bytes_max;
+    let inflight_max = shard.config.inflight_requests_max;
+    let (mut rd, mut wr) = stream.split();
+    let (tx, rx) = local_channel::new_bounded::<Vec<u8>>(inflight_max + 1);
+    let tx = Rc::new(tx);
+    let writer = glommio::spawn_local(async move {
+        // Responses ready together go out in one write.
+        while let Some(mut out) = rx.recv().await {
+            while out.len() < WRITE_COALESCE_BYTES {
+                match rx.recv().now_or_never() {
+                    Some(Some(more)) => out.extend_from_slice(&more),
+                    _ => break,
+                }
+            }
+            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = wr.close().await;
+    });
+    let permits = Rc::new(Semaphore::new(inflight_max as u64));
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut handshaken = false;
+    let end = 'conn: loop {
+        // Handle every whole frame in the buffer.
+        loop {
+            let (f, used) = match frame::parse(&buf, frame_max) {
+                Ok(ok) => ok,
+                Err(DecodeError::Incomplete { .. }) => break,
+                Err(e) => break 'conn refuse_frame(&buf, e),
+            };
+            buf.drain(..used);
+            let id = f.request_id;
+            let gzip = f.gzip;
+            let req = match Request::from_frame(&f) {
+                Ok(r) => r,
+                Err(e) => {
+                    let code = if f.kind.is_request() {
+                        ErrorCode::MALFORMED_FRAME
+                    } else {
+                        ErrorCode::UNKNOWN_REQUEST
+                    };
+                    break 'conn End::Refused(id, Response::error(code, e.to_string()));
+                }
+            };
+            if !handshaken {
+                match hello(&shard, &req) {
+                    Ok(ok) => {
+                        handshaken = true;
+                        if tx.send(ok.to_frame(id, false)).await.is_err() {
+                            break 'conn End::Eof;
+                        }
+                        continue;
+                    }
+                    Err(resp) => break 'conn End::Refused(id, resp),
+                }
+            }
+            if matches!(req, Request::Hello(_)) {
+                break 'conn End::Refused(
+                    id,
+                    Response::error(ErrorCode::HANDSHAKE_REQUIRED, "Hello may only be the first frame"),
+                );
+            }
+            let permit = permits
+                .clone()
+                .acquire_static_permit(1)
+                .await
+                .expect("semaphore never closes");
+            let (shard, tx) = (shard.clone(), tx.clone());
+            glommio::spawn_local(async move {
+                let resp = super::handler::handle(&shard, req).await;
+                let _ = tx.send(resp.to_frame(id, gzip)).await;
+                drop(permit);
+            })
+            .detach();
+        }
+        let n = {
+            let read = rd.read(&mut chunk).fuse();
+            let stop = shard.shutdown.wait_for(1).fuse();
+            futures::pin_mut!(read, stop);
+            futures::select! {
+                r = read => r,
+                _ = stop => break 'conn End::Shutdown,
+            }
+        };
+        match n {
+            Ok(0) | Err(_) => break End::Eof,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    if let End::Refused(id, resp) = &end {
+        metrics::counter!("es_binary_protocol_errors_total").increment(1);
+        tracing::debug!(?resp, "closing a binary connection after a protocol error");
+        // Let requests already running answer first, then the error.
+        let _ = permits.acquire(inflight_max as u64).await;
+        let _ = tx.send(resp.to_frame(*id, false)).await;
+    } else {
+        // Wait for in-flight requests to answer (a shutdown finishes them).
+        let _ = permits.acquire(inflight_max as u64).await;
+    }
+    drop(tx);
+    writer.await;
+}
+
+/// The answer to a frame that cannot be decoded.
+fn refuse_frame(buf: &[u8], e: DecodeError) -> End {
+    let id = if buf.len() >= frame::HEADER_BYTES {
+        u64::from_be_bytes(buf[8..16].try_into().expect("8"))
+    } else {
+        0
+    };
+    let code = match e {
+        DecodeError::TooLarge { .. } => ErrorCode::FRAME_TOO_LARGE,
+        _ => ErrorCode::MALFORMED_FRAME,
+    };
+    End::Refused(id, Response::error(code, e.to_string()))
+}
+
+/// The handshake: the first frame must be a Hello with a version we speak.
+fn hello(shard: &Shard, req: &Request) -> Result<Response, Response> {
+    let Request::Hello(h) = req else {
+        return Err(Response::error(
+            ErrorCode::HANDSHAKE_REQUIRED,
+            "the first frame must be a Hello",
+        ));
+    };
+    if !(h.min_version..=h.max_version).contains(&PROTOCOL_VERSION) {
+        return Err(Response::error(
+            ErrorCode::UNSUPPORTED_VERSION,
+            format!(
+                "client speaks versions {}..={}, the broker speaks {PROTOCOL_VERSION}",
+                h.min_version, h.max_version
+            ),
+        ));
+    }
+    let _ = Kind::HelloOk;
+    Ok(Response::HelloOk(HelloOk {
+        version: PROTOCOL_VERSION,
+        frame_bytes_max: shard.config.frame_bytes_max as u32,
+        inflight_requests_max: shard.config.inflight_requests_max as u32,
+        broker_version: env!("CARGO_PKG_VERSION").to_string(),
+    }))
+}

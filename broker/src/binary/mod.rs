@@ -1,0 +1,9 @@
+//! The binary protocol listener (docs/protocol.md): every shard accepts
+//! connections on `--binary-addr`; each connection reads frames, runs up to
+//! `--inflight-requests-max` requests at once (pipelining), and writes
+//! responses as they complete, matched by request id.
+
+mod connection;
+mod handler;
+
+pub use connection::serve;

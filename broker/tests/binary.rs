@@ -1,0 +1,395 @@
+//! The binary protocol against the real broker: handshake, topic requests,
+//! produce and fetch (plain and gzip), pipelining many requests on one
+//! connection, long-poll, error frames with the HTTP codes, and hostile
+//! frames that get an error frame and a closed connection while the broker
+//! keeps serving everyone else.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Broker;
+use es_protocol::client::{Client, ClientError, Options};
+use es_protocol::frame;
+use es_protocol::requests::fetch::Fetch;
+use es_protocol::requests::hello::Hello;
+use es_protocol::requests::produce::{Produce, ProduceRecord};
+use es_protocol::{Kind, Request, Response};
+use serde_json::json;
+
+fn connect(b: &Broker, gzip: bool) -> Client {
+    Client::connect(
+        &b.binary_addr(),
+        Options {
+            client_id: "binary-test".into(),
+            gzip,
+            ..Options::default()
+        },
+    )
+    .expect("connect and handshake")
+}
+
+fn record(key: Option<&str>, value: &[u8], partition: Option<u32>) -> ProduceRecord {
+    ProduceRecord {
+        partition,
+        timestamp_ms: None,
+        key: key.map(|k| k.as_bytes().to_vec()),
+        value: value.to_vec(),
+    }
+}
+
+fn fetch_all(c: &Client, topic: &str, partition: u32) -> Vec<(u64, Option<Vec<u8>>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let ok = c
+            .fetch(Fetch {
+                topic: topic.into(),
+                partition,
+                offset: Some(offset),
+                max_records: 10_000,
+                max_bytes: 1 << 20,
+                wait_ms: 0,
+            })
+            .expect("fetch");
+        if ok.records.is_empty() {
+            return out;
+        }
+        offset = ok.next_offset;
+        out.extend(ok.records.into_iter().map(|r| (r.offset, r.key, r.value)));
+    }
+}
+
+#[test]
+fn topic_requests_over_binary_match_http() {
+    let b = Broker::start(2);
+    let c = connect(&b, false);
+    assert_eq!(c.hello().version, es_protocol::PROTOCOL_VERSION);
+    let created = c
+        .admin(
+            Kind::CreateTopic,
+            json!({"name": "bin", "partitions": 3, "config": {"segment_bytes": 1048576}}),
+        )
+        .unwrap();
+    assert_eq!(created["partitions"], 3);
+    assert_eq!(created["config"]["segment_bytes"], 1048576);
+    let err = c
+        .admin(Kind::CreateTopic, json!({"name": "bin", "partitions": 3}))
+        .unwrap_err();
+    assert_eq!(err.code(), Some("topic_exists"));
+    let err = c
+        .admin(Kind::CreateTopic, json!({"name": "a/b", "partitions": 1}))
+        .unwrap_err();
+    assert_eq!(err.code(), Some("invalid_topic_name"));
+    let list = c.admin(Kind::ListTopics, json!({})).unwrap();
+    assert_eq!(list, json!({"topics": [{"name": "bin", "partitions": 3}]}));
+    let desc = c.admin(Kind::DescribeTopic, json!({"name": "bin"})).unwrap();
+    let (status, http_desc) = b.get("/v1/topics/bin");
+    assert_eq!(status, 200);
+    assert_eq!(desc, http_desc);
+    let patched = c
+        .admin(
+            Kind::PatchTopicConfig,
+            json!({"name": "bin", "config": {"segment_ms": 60000}}),
+        )
+        .unwrap();
+    assert_eq!(patched["config"]["segment_ms"], 60000);
+    let deleted = c.admin(Kind::DeleteTopic, json!({"name": "bin"})).unwrap();
+    assert_eq!(deleted, json!({"name": "bin", "deleted": true}));
+    let err = c.admin(Kind::DescribeTopic, json!({"name": "bin"})).unwrap_err();
+    assert_eq!(err.code(), Some("topic_not_found"));
+}
+
+#[test]
+fn produce_and_fetch_round_trip_plain_and_gzip() {
+    let b = Broker::start(2);
+    let (status, _) = b.post("/v1/topics", json!({"name": "rt", "partitions": 4}));
+    assert_eq!(status, 201);
+    let keyed = es_test_partition(b"user-42", 4);
+    let other = (keyed + 1) % 4;
+    for gzip in [false, true] {
+        let c = connect(&b, gzip);
+        let binary_value: Vec<u8> = (0..=255u8).collect();
+        let offsets = c
+            .produce(
+                "rt",
+                vec![
+                    record(Some("user-42"), b"first", None),
+                    record(None, &binary_value, Some(other)),
+                    record(Some("user-42"), b"second", None),
+                ],
+            )
+            .unwrap();
+        assert_eq!(offsets[0].0, keyed);
+        assert_eq!(
+            offsets[2],
+            (keyed, offsets[0].1 + 1),
+            "same key, same partition, in order"
+        );
+        assert_eq!(offsets[1].0, other);
+        let got = fetch_all(&c, "rt", other);
+        assert!(got
+            .iter()
+            .any(|(o, k, v)| *o == offsets[1].1 && k.is_none() && *v == binary_value));
+        let got = fetch_all(&c, "rt", keyed);
+        let values: Vec<&[u8]> = got.iter().map(|(_, _, v)| v.as_slice()).collect();
+        assert!(values
+            .windows(2)
+            .any(|w| w == [b"first".as_slice(), b"second".as_slice()]));
+    }
+    // HTTP sees what binary wrote.
+    let (status, body) = b.get(&format!(
+        "/v1/topics/rt/partitions/{}/records?offset=0",
+        es_test_partition(b"user-42", 4)
+    ));
+    assert_eq!(status, 200);
+    assert_eq!(body["records"][0]["value"], "first");
+}
+
+fn es_test_partition(key: &[u8], partitions: u32) -> u32 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in key {
+        h = (h ^ *b as u64).wrapping_mul(0x100000001b3);
+    }
+    (h % partitions as u64) as u32
+}
+
+#[test]
+fn many_pipelined_requests_on_one_connection_all_land_once() {
+    let b = Broker::start(2);
+    let (status, _) = b.post("/v1/topics", json!({"name": "pipe", "partitions": 2}));
+    assert_eq!(status, 201);
+    let c = connect(&b, false);
+    const REQUESTS: usize = 1000;
+    let pending: Vec<_> = (0..REQUESTS)
+        .map(|i| {
+            c.send(&Request::Produce(Produce {
+                topic: "pipe".into(),
+                records: vec![record(None, format!("r{i}").as_bytes(), Some((i % 2) as u32))],
+            }))
+            .expect("send")
+        })
+        .collect();
+    let mut per_partition = [Vec::new(), Vec::new()];
+    for (i, p) in pending.into_iter().enumerate() {
+        match p.wait().expect("ack") {
+            Response::ProduceOk(ok) => {
+                assert_eq!(ok.offsets.len(), 1);
+                assert_eq!(ok.offsets[0].0, (i % 2) as u32);
+                per_partition[i % 2].push((ok.offsets[0].1, format!("r{i}")));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for (p, acked) in per_partition.iter_mut().enumerate() {
+        acked.sort();
+        let offsets: Vec<u64> = acked.iter().map(|(o, _)| *o).collect();
+        assert_eq!(
+            offsets,
+            (0..(REQUESTS / 2) as u64).collect::<Vec<_>>(),
+            "dense, each once"
+        );
+        let stored = fetch_all(&c, "pipe", p as u32);
+        assert_eq!(stored.len(), REQUESTS / 2);
+        for ((o, v), (so, _, sv)) in acked.iter().zip(&stored) {
+            assert_eq!((o, v.as_bytes()), (so, sv.as_slice()));
+        }
+    }
+}
+
+#[test]
+fn errors_carry_the_http_codes() {
+    let b = Broker::start(1);
+    let (status, _) = b.post("/v1/topics", json!({"name": "errs", "partitions": 1}));
+    assert_eq!(status, 201);
+    let c = connect(&b, false);
+    let e = c.produce("nope", vec![record(None, b"x", None)]).unwrap_err();
+    assert_eq!(e.code(), Some("topic_not_found"));
+    let e = c.produce("errs", vec![record(None, b"x", Some(5))]).unwrap_err();
+    assert_eq!(e.code(), Some("partition_not_found"));
+    let e = c.produce("errs", vec![]).unwrap_err();
+    assert_eq!(e.code(), Some("invalid_request"));
+    c.produce("errs", vec![record(None, b"x", None)]).unwrap();
+    let e = c
+        .fetch(Fetch {
+            topic: "errs".into(),
+            partition: 0,
+            offset: Some(7),
+            max_records: 10,
+            max_bytes: 1000,
+            wait_ms: 0,
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), Some("offset_out_of_range"));
+    assert!(e.to_string().contains("high watermark 1"), "{e}");
+    // The connection is still good after request errors.
+    assert_eq!(fetch_all(&c, "errs", 0).len(), 1);
+}
+
+#[test]
+fn long_poll_returns_the_record_produced_while_it_waits() {
+    let b = Broker::start(2);
+    let (status, _) = b.post("/v1/topics", json!({"name": "lp", "partitions": 1}));
+    assert_eq!(status, 201);
+    let c = Arc::new(connect(&b, false));
+    let waiter = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            c.fetch(Fetch {
+                topic: "lp".into(),
+                partition: 0,
+                offset: Some(0),
+                max_records: 10,
+                max_bytes: 1 << 20,
+                wait_ms: 20_000,
+            })
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let producer = connect(&b, false);
+    producer
+        .produce("lp", vec![record(None, b"wake up", None)])
+        .unwrap();
+    let got = waiter.join().unwrap().unwrap();
+    assert_eq!(got.records.len(), 1);
+    assert_eq!(got.records[0].value, b"wake up");
+}
+
+/// Sends raw bytes and returns the frames read back until the broker closes.
+fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Ok((f, used)) = frame::parse(&got[at..], 1 << 24) {
+        out.push(Response::from_frame(&f).expect("a response frame"));
+        at += used;
+    }
+    assert_eq!(at, got.len(), "only whole frames come back");
+    out
+}
+
+fn hello_frame() -> Vec<u8> {
+    Request::Hello(Hello {
+        min_version: 1,
+        max_version: 1,
+        client_id: "raw".into(),
+        api_key: String::new(),
+    })
+    .to_frame(0, false)
+}
+
+fn last_error_code(frames: &[Response]) -> String {
+    match frames.last() {
+        Some(Response::Error(e)) => e.code.clone(),
+        other => panic!("expected an error frame last, got {other:?}"),
+    }
+}
+
+#[test]
+fn hostile_frames_get_an_error_frame_and_a_closed_connection() {
+    let b = Broker::start_with(&["--shards", "2", "--frame-bytes-max", "65536"]);
+    let (status, _) = b.post("/v1/topics", json!({"name": "safe", "partitions": 1}));
+    assert_eq!(status, 201);
+    let addr = b.binary_addr();
+
+    // No handshake first.
+    let produce = Request::Produce(Produce {
+        topic: "safe".into(),
+        records: vec![record(None, b"x", None)],
+    });
+    let frames = raw_exchange(&addr, &produce.to_frame(5, false));
+    assert_eq!(last_error_code(&frames), "handshake_required");
+
+    // Unsupported version.
+    let bad_hello = Request::Hello(Hello {
+        min_version: 7,
+        max_version: 9,
+        client_id: "x".into(),
+        api_key: String::new(),
+    });
+    assert_eq!(
+        last_error_code(&raw_exchange(&addr, &bad_hello.to_frame(0, false))),
+        "unsupported_version"
+    );
+
+    // Garbage after a good handshake.
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(b"\x00\x00\x00\x0cGARBAGE-GARBAGE");
+    let frames = raw_exchange(&addr, &bytes);
+    assert!(matches!(frames[0], Response::HelloOk(_)));
+    assert_eq!(last_error_code(&frames), "malformed_frame");
+
+    // An oversized frame, refused from its header alone.
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(&frame::encode(Kind::Produce, 9, &vec![0u8; 70_000], false)[..64]);
+    let frames = raw_exchange(&addr, &bytes);
+    assert_eq!(last_error_code(&frames), "frame_too_large");
+    if let Some(Response::Error(_)) = frames.last() {
+        // The error names the request id when the header was readable.
+    }
+
+    // A response kind sent as a request; an unknown kind byte.
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(&frame::encode(Kind::FetchOk, 3, &[], false));
+    assert_eq!(last_error_code(&raw_exchange(&addr, &bytes)), "unknown_request");
+    let mut bytes = hello_frame();
+    let mut unknown = frame::encode(Kind::Produce, 3, &[], false);
+    unknown[4] = 0x42;
+    bytes.extend_from_slice(&unknown);
+    assert_eq!(last_error_code(&raw_exchange(&addr, &bytes)), "malformed_frame");
+
+    // A truncated produce payload.
+    let mut bytes = hello_frame();
+    let good = produce.to_frame(4, false);
+    let mut cut = frame::encode(
+        Kind::Produce,
+        4,
+        &good[frame::HEADER_BYTES..good.len() - 3],
+        false,
+    );
+    bytes.append(&mut cut);
+    assert_eq!(last_error_code(&raw_exchange(&addr, &bytes)), "malformed_frame");
+
+    // Random noise on many connections.
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    for _ in 0..50 {
+        let noise: Vec<u8> = (0..512)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let mut bytes = hello_frame();
+        bytes.extend_from_slice(&noise);
+        let _ = raw_exchange(&addr, &bytes);
+    }
+
+    // Nothing was written, and everyone else is served.
+    let c = connect(&b, false);
+    assert!(fetch_all(&c, "safe", 0).is_empty());
+    assert_eq!(
+        c.produce("safe", vec![record(None, b"ok", None)]).unwrap(),
+        vec![(0, 0)]
+    );
+    let (status, _) = b.get("/health");
+    assert_eq!(status, 200);
+    let err = match Client::connect(&addr, Options::default()) {
+        Ok(c) => c
+            .produce("safe", vec![record(None, &vec![0u8; 70_000], None)])
+            .unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, ClientError::Protocol(_)),
+        "the client refuses frames over the broker's limit: {err}"
+    );
+}
