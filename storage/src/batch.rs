@@ -198,6 +198,73 @@ pub fn encode(base_offset: Offset, records: &[Record], producer: ProducerStamp, 
     out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// Re-encodes what is left of a batch after compaction: `records` (at least
+/// one, offsets strictly increasing, all at or after `base_offset` and
+/// within `u32` of it) keep their offsets, so deltas may have gaps. The
+/// batch keeps its base offset and producer stamp; its last offset delta
+/// becomes the last kept record's, and the timestamps are recomputed.
+pub fn encode_kept(
+    base_offset: Offset,
+    records: &[StoredRecord],
+    producer: ProducerStamp,
+    out: &mut Vec<u8>,
+) {
+    assert!(!records.is_empty(), "a batch holds at least one record");
+    let start = out.len();
+    let len = HEADER_BYTES
+        + records
+            .iter()
+            .map(|r| RECORD_OVERHEAD_BYTES + r.key.as_ref().map_or(0, |k| k.len()) + r.value.len())
+            .sum::<usize>();
+    assert!(
+        len <= BATCH_BYTES_MAX,
+        "a kept batch is no larger than the original"
+    );
+    let delta = |r: &StoredRecord| -> u32 {
+        let d = r.offset.0 - base_offset.0;
+        assert!(d <= u32::MAX as u64, "a kept record stays within its batch");
+        d as u32
+    };
+    let first_ts = records[0].timestamp_ms;
+    let max_ts = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(first_ts);
+    let last_delta = delta(records.last().expect("not empty"));
+    out.reserve(len);
+    out.extend_from_slice(&base_offset.0.to_le_bytes());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes()); // crc, filled below
+    out.push(MAGIC);
+    out.push(0);
+    out.extend_from_slice(&producer.epoch.to_le_bytes());
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    out.extend_from_slice(&last_delta.to_le_bytes());
+    out.extend_from_slice(&producer.base_sequence.to_le_bytes());
+    out.extend_from_slice(&first_ts.to_le_bytes());
+    out.extend_from_slice(&max_ts.to_le_bytes());
+    out.extend_from_slice(&producer.producer_id.to_le_bytes());
+    let mut prev: Option<u32> = None;
+    for r in records {
+        let d = delta(r);
+        if let Some(p) = prev {
+            assert!(d > p, "kept offsets strictly increase");
+        }
+        prev = Some(d);
+        out.extend_from_slice(&d.to_le_bytes());
+        out.extend_from_slice(&r.timestamp_ms.to_le_bytes());
+        match &r.key {
+            Some(k) => {
+                out.extend_from_slice(&(k.len() as i32).to_le_bytes());
+                out.extend_from_slice(k);
+            }
+            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+        }
+        out.extend_from_slice(&(r.value.len() as u32).to_le_bytes());
+        out.extend_from_slice(&r.value);
+    }
+    debug_assert_eq!(out.len() - start, len);
+    let crc = checksum(&out[start..]);
+    out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// Decodes the records of a checked batch (`batch` is exactly one batch, as
 /// returned by [`check`]). Fails on framing that does not add up, so a batch
 /// that passes its checksum but was built wrongly is still refused.
@@ -327,6 +394,35 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(matches!(check(&buf[..cut]), Err(BatchError::Incomplete { .. })));
         }
+    }
+
+    #[test]
+    fn kept_records_keep_their_offsets() {
+        let records = vec![
+            rec(Some(b"a"), b"1", 5),
+            rec(Some(b"b"), b"2", 7),
+            rec(Some(b"a"), b"3", 6),
+            rec(Some(b"c"), b"", 4),
+        ];
+        let mut buf = Vec::new();
+        encode(Offset(10), &records, ProducerStamp::NONE, &mut buf);
+        let h = check(&buf).unwrap();
+        let all = super::records(&h, &buf).unwrap();
+        let kept = vec![all[1].clone(), all[2].clone()];
+        let mut out = Vec::new();
+        encode_kept(Offset(10), &kept, ProducerStamp::NONE, &mut out);
+        let h2 = check(&out).unwrap();
+        assert_eq!(h2.base_offset, Offset(10));
+        assert_eq!(h2.record_count, 2);
+        assert_eq!(h2.last_offset_delta, 2);
+        assert_eq!(h2.next_offset(), Offset(13));
+        assert_eq!((h2.first_timestamp_ms, h2.max_timestamp_ms), (7, 7));
+        assert_eq!(super::records(&h2, &out).unwrap(), kept);
+        // A gap before the first kept record is allowed too.
+        let mut out = Vec::new();
+        encode_kept(Offset(10), &all[3..], ProducerStamp::NONE, &mut out);
+        let h3 = check(&out).unwrap();
+        assert_eq!(super::records(&h3, &out).unwrap()[0].offset, Offset(13));
     }
 
     proptest! {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::batch::BATCH_BYTES_MAX;
-use crate::StorageError;
+use crate::{CleanupPolicy, StorageError};
 
 /// Default segment size: 1 GiB, as in Kafka; big enough that rolls are rare,
 /// small enough that retention can free space in useful steps.
@@ -29,6 +29,8 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// Refuse an append whose encoded batch is larger than this.
     pub batch_bytes_max: usize,
+    /// Retention, compaction and tiering (see [`CleanupPolicy`]).
+    pub cleanup: CleanupPolicy,
 }
 
 impl Default for LogConfig {
@@ -38,6 +40,7 @@ impl Default for LogConfig {
             segment_age: None,
             index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
             batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
+            cleanup: CleanupPolicy::default(),
         }
     }
 }
@@ -65,6 +68,6 @@ impl LogConfig {
         if self.segment_age.is_some_and(|d| d.is_zero()) {
             return Err(StorageError::Invalid("segment_age must be positive".into()));
         }
-        Ok(())
+        self.cleanup.validate()
     }
 }

@@ -23,11 +23,11 @@ pub async fn sync_dir(dir: &Path) -> Result<()> {
     d.close().await.map_err(|e| StorageError::io(dir, e))
 }
 
-/// The segment base offsets found in a partition directory (from
-/// `<base:020>.log` names), ascending. Other files are ignored.
-pub async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
+/// The names of the entries of `dir`, unsorted. A missing directory is
+/// an error (`NotFound`).
+pub async fn list_names(dir: &Path) -> Result<Vec<String>> {
     let d = dir.to_path_buf();
-    let names = glommio::executor()
+    glommio::executor()
         .spawn_blocking(move || -> std::io::Result<Vec<String>> {
             let mut out = Vec::new();
             for entry in std::fs::read_dir(&d)? {
@@ -37,7 +37,13 @@ pub async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
             Ok(out)
         })
         .await
-        .map_err(|e| StorageError::io(dir, e))?;
+        .map_err(|e| StorageError::io(dir, e))
+}
+
+/// The segment base offsets found in a partition directory (from
+/// `<base:020>.log` names), ascending. Other files are ignored.
+pub async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
+    let names = list_names(dir).await?;
     let mut bases: Vec<Offset> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     bases.sort();
     Ok(bases)
@@ -45,11 +51,39 @@ pub async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
 
 /// `<base:020>.log` -> base.
 pub fn parse_log_name(name: &str) -> Option<Offset> {
-    let stem = name.strip_suffix(".log")?;
+    parse_base(name.strip_suffix(".log")?)
+}
+
+/// `<base:020>.index` -> base.
+pub fn parse_index_name(name: &str) -> Option<Offset> {
+    parse_base(name.strip_suffix(".index")?)
+}
+
+fn parse_base(stem: &str) -> Option<Offset> {
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     stem.parse().ok().map(Offset)
+}
+
+/// Removes a file; `Ok(false)` if it was not there. The caller syncs the
+/// directory.
+pub async fn remove_if_exists(path: &Path) -> Result<bool> {
+    match glommio::io::remove(path).await.map_err(std::io::Error::from) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StorageError::io(path, e)),
+    }
+}
+
+/// Renames a file; `Ok(false)` if the source was not there. The caller
+/// syncs the directory.
+pub async fn rename_if_exists(from: &Path, to: &Path) -> Result<bool> {
+    match glommio::io::rename(from, to).await.map_err(std::io::Error::from) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StorageError::io(from, e)),
+    }
 }
 
 /// Path of a segment's log file.
@@ -60,6 +94,20 @@ pub fn log_path(dir: &Path, base: Offset) -> PathBuf {
 /// Path of a segment's index file.
 pub fn index_path(dir: &Path, base: Offset) -> PathBuf {
     dir.join(format!("{:020}.index", base.0))
+}
+
+/// Suffix of a compaction output not yet swapped in (`<base>.log.cleaned`,
+/// `<base>.index.cleaned`).
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+
+/// Path of a compaction output's log before the swap.
+pub fn cleaned_log_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{:020}.log{CLEANED_SUFFIX}", base.0))
+}
+
+/// Path of a compaction output's index before the swap.
+pub fn cleaned_index_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{:020}.index{CLEANED_SUFFIX}", base.0))
 }
 
 #[cfg(test)]

@@ -20,6 +20,13 @@ pub enum StorageError {
     /// The partition was closed (shutdown in progress).
     #[error("partition {path} is closed")]
     Closed { path: PathBuf },
+    /// A read started below the first offset still stored (retention or
+    /// tiering removed it, possibly while the read ran).
+    #[error("offset {offset} is below the log start offset {log_start}")]
+    OffsetOutOfRange { offset: u64, log_start: u64 },
+    /// A test's fault-injection point was reached (see `FaultPoint`).
+    #[error("fault injected at {0:?} (simulated crash)")]
+    FaultInjected(crate::FaultPoint),
     /// A caller asked for something the log cannot do.
     #[error("invalid input: {0}")]
     Invalid(String),

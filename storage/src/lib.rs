@@ -1,34 +1,54 @@
 //! es-storage: the partition log.
 //!
 //! Owns segments and their sparse indexes, the on-disk batch format, the
-//! shard's fsync batcher (group commit), crash recovery and seek by time.
-//! Knows nothing of networking or of the wire protocol. Everything here runs
-//! on a glommio executor (io_uring); nothing blocks a shard. See
-//! docs/storage.md for the format byte by byte and the durability contract.
+//! shard's fsync batcher (group commit), crash recovery, seek by time, and
+//! cleanup: retention, key compaction and the cold tier. Knows nothing of
+//! networking or of the wire protocol. Everything here runs on a glommio
+//! executor (io_uring); nothing blocks a shard. See docs/storage.md for the
+//! format byte by byte, the durability contract and the cleanup protocols.
 
 pub mod batch;
+mod cleanup;
+mod cold;
+mod cold_dir;
+mod compaction;
 mod config;
 mod dirs;
 mod error;
+mod faults;
 mod fsync;
 pub mod index;
 mod offset;
 mod partition;
+mod policy;
+mod read;
 mod record;
 mod recovery;
+mod retention;
 mod segment;
+mod swap;
+mod tier;
 mod watermark;
 
+pub use cleanup::CleanupReport;
+pub use cold::{ColdFuture, ColdSegmentInfo, ColdStore};
+pub use cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};
+pub use compaction::{COMPACTION_IO_CHUNK_BYTES, COMPACTION_MAP_BYTES_MAX, MAP_ENTRY_OVERHEAD_BYTES};
 pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
 pub use dirs::{create_dir_all, index_path, log_path, sync_dir};
 pub use error::{Result, StorageError};
+pub use faults::FaultPoint;
 pub use fsync::{FsyncBatcher, FsyncStats, SyncTarget};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
+pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
+pub use read::RecordsRead;
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::Trimmed;
 pub use segment::RawBatch;
+pub use swap::{Leftovers, MANIFEST_NAME};
+pub use tier::ColdTier;
 pub use watermark::{WaitError, Watermark};

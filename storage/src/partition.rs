@@ -17,7 +17,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -25,12 +24,16 @@ use std::rc::Rc;
 use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchHeader};
+use crate::compaction::CompactionState;
 use crate::dirs;
+use crate::faults::{FaultPoint, Faults};
 use crate::fsync::{FsyncBatcher, SyncTarget};
 use crate::index::IndexEntry;
-use crate::record::{ProducerStamp, Record, StoredRecord};
+use crate::record::{ProducerStamp, Record};
 use crate::recovery::{self, Trimmed};
-use crate::segment::{self, IndexState, RawBatch, Scan, Segment};
+use crate::segment::{self, Segment};
+use crate::swap::{self, Leftovers};
+use crate::tier::{ColdState, ColdTier};
 use crate::watermark::Watermark;
 use crate::{LogConfig, Offset, Result, StorageError};
 
@@ -56,24 +59,36 @@ pub struct OpenReport {
     /// Log files whose batches were scanned (not cleanly closed, or with a
     /// missing or mismatched index), and what each scan trimmed.
     pub scanned: Vec<(PathBuf, Option<Trimmed>)>,
+    /// What was done about a cleanup (compaction swap, retention delete)
+    /// interrupted by a crash.
+    pub leftovers: Leftovers,
+    /// Segments found in the cold tier.
+    pub cold_segments: usize,
 }
 
-struct Shared {
-    dir: PathBuf,
-    config: RefCell<LogConfig>,
-    inner: RefCell<Inner>,
-    written: Watermark,
-    durable: Watermark,
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub config: RefCell<LogConfig>,
+    pub inner: RefCell<Inner>,
+    pub written: Watermark,
+    pub durable: Watermark,
     batcher: FsyncBatcher,
+    /// One cleanup (retention, compaction, tiering) or index rebuild at a
+    /// time: they change which files back which offsets.
+    pub maintenance: glommio::sync::Semaphore,
+    /// The cold tier, when the log was opened with one.
+    pub cold: Option<ColdState>,
+    pub compaction: RefCell<CompactionState>,
+    pub faults: Faults,
 }
 
-struct Inner {
-    segments: BTreeMap<Offset, Segment>,
-    next_offset: Offset,
+pub(crate) struct Inner {
+    pub segments: BTreeMap<Offset, Segment>,
+    pub next_offset: Offset,
     pending: VecDeque<Pending>,
     writer_running: bool,
-    failure: Option<String>,
-    closed: bool,
+    pub failure: Option<String>,
+    pub closed: bool,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment.
@@ -89,17 +104,36 @@ impl PartitionLog {
     /// Opens (creating if needed) the partition log in `dir`, recovering it:
     /// sealed segments whose index matches their log are trusted without
     /// reading the log; the active segment and any other is scanned and
-    /// trimmed after its last valid batch.
+    /// trimmed after its last valid batch. Without a cold tier: a `tiered`
+    /// policy then keeps segments instead of moving them.
     pub async fn open(
         dir: &Path,
         config: LogConfig,
         batcher: FsyncBatcher,
     ) -> Result<(PartitionLog, OpenReport)> {
+        PartitionLog::open_with(dir, config, batcher, None).await
+    }
+
+    /// Like [`open`](PartitionLog::open), with a cold tier: its segments are
+    /// listed, and offsets below the hot tier are read from it.
+    pub async fn open_with(
+        dir: &Path,
+        config: LogConfig,
+        batcher: FsyncBatcher,
+        cold: Option<ColdTier>,
+    ) -> Result<(PartitionLog, OpenReport)> {
         config.validate()?;
         dirs::create_dir_all(dir).await?;
+        let leftovers = swap::recover(dir).await?;
         let bases = dirs::list_segments(dir).await?;
+        let cold = match cold {
+            Some(tier) => Some(ColdState::load(tier).await?),
+            None => None,
+        };
         let mut report = OpenReport {
             segments: bases.len().max(1),
+            leftovers,
+            cold_segments: cold.as_ref().map_or(0, |c| c.count()),
             ..Default::default()
         };
         let mut segments = BTreeMap::new();
@@ -149,24 +183,67 @@ impl PartitionLog {
             written: Watermark::new(next.0),
             durable: Watermark::new(next.0),
             batcher,
+            maintenance: glommio::sync::Semaphore::new(1),
+            cold,
+            compaction: RefCell::new(CompactionState::default()),
+            faults: Faults::default(),
         });
         Ok((PartitionLog { shared }, report))
+    }
+
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.shared
     }
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
 
-    /// The first offset still in the log.
+    /// The first offset still in the log, in either tier.
     pub fn log_start_offset(&self) -> Offset {
-        *self
-            .shared
+        let hot = self.hot_start_offset();
+        self.cold_start_offset().map_or(hot, |c| c.min(hot))
+    }
+
+    /// The first offset of the hot tier (the local segments).
+    pub fn hot_start_offset(&self) -> Offset {
+        self.shared.hot_start()
+    }
+
+    /// The first offset of the cold tier, when it holds offsets below the
+    /// hot tier.
+    pub fn cold_start_offset(&self) -> Option<Offset> {
+        let hot = self.hot_start_offset();
+        self.shared
+            .cold
+            .as_ref()
+            .and_then(|c| c.first())
+            .filter(|&c| c < hot)
+    }
+
+    /// Segments in the cold tier and their bytes.
+    pub fn cold_segments(&self) -> (usize, u64) {
+        self.shared
+            .cold
+            .as_ref()
+            .map_or((0, 0), |c| (c.count(), c.bytes()))
+    }
+
+    /// Bytes in the hot tier (every segment's log, the active one included).
+    pub fn hot_bytes(&self) -> u64 {
+        self.shared
             .inner
             .borrow()
             .segments
-            .keys()
-            .next()
-            .expect("one segment at least")
+            .values()
+            .map(|s| s.written_bytes)
+            .sum()
+    }
+
+    /// Arms a fault-injection point for a crash test (see [`FaultPoint`]);
+    /// `None` disarms.
+    pub fn arm_fault(&self, point: Option<FaultPoint>) {
+        self.shared.faults.arm(point);
     }
 
     /// The offset the next appended record will get.
@@ -249,6 +326,13 @@ impl PartitionLog {
             ));
         }
         let config = shared.config.borrow().clone();
+        if config.cleanup.compact {
+            if let Some(i) = records.iter().position(|r| r.key.is_none()) {
+                return Err(StorageError::Invalid(format!(
+                    "record {i} has no key: a compacted log keeps the latest record per key, so every record needs one"
+                )));
+            }
+        }
         let len = batch::encoded_len(records);
         if len > config.batch_bytes_max {
             return Err(StorageError::Invalid(format!(
@@ -268,6 +352,10 @@ impl PartitionLog {
                     || base.0 + count - active.base.0 > u32::MAX as u64)
         };
         if roll {
+            // Not closed (not for cleanup) until the writer has sealed it.
+            if let Some(old) = inner.segments.values_mut().next_back() {
+                old.sealed = false;
+            }
             inner.segments.insert(base, Segment::empty(&shared.dir, base));
         }
         let Inner {
@@ -307,107 +395,6 @@ impl PartitionLog {
         })
     }
 
-    /// Reads whole batches holding offsets from `from` up to (not including)
-    /// `upto`, stopping after about `max_bytes` (always at least one batch
-    /// when one is there). Pass `durable_offset()` as `upto` to serve clients.
-    pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
-        let mut out = Vec::new();
-        let mut used = 0usize;
-        let mut cursor = from;
-        while cursor < upto {
-            let Some(base) = self.shared.segment_for(cursor) else {
-                break;
-            };
-            self.shared.ensure_index(base).await?;
-            let (file, path, start, end, next_base) =
-                self.shared.reader(base, |s| s.position_for(cursor)).await?;
-            let mut stopped = false;
-            let got = segment::read_batches(&file, &path, start, end, max_bytes.saturating_sub(used), |h| {
-                if h.base_offset >= upto {
-                    stopped = true;
-                    Scan::Stop
-                } else if h.next_offset() <= cursor {
-                    Scan::Skip
-                } else {
-                    Scan::Take
-                }
-            })
-            .await?;
-            used += got.iter().map(|b| b.bytes.len()).sum::<usize>();
-            out.extend(got);
-            match next_base {
-                Some(next) if !stopped && used < max_bytes => cursor = cursor.max(next),
-                _ => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Like [`read_batches`](PartitionLog::read_batches), decoded into records
-    /// with offsets in `[from, upto)`.
-    pub async fn read(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<StoredRecord>> {
-        let batches = self.read_batches(from, max_bytes, upto).await?;
-        let mut out = Vec::new();
-        for b in batches {
-            let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
-                path: self.shared.dir.clone(),
-                position: 0,
-                reason: format!("batch at offset {}: {e}", b.header.base_offset),
-            })?;
-            out.extend(
-                records
-                    .into_iter()
-                    .filter(|r| r.offset >= from && r.offset < upto),
-            );
-        }
-        Ok(out)
-    }
-
-    /// The first offset below `upto` whose record timestamp is at or after
-    /// `timestamp_ms`; `None` if there is none yet.
-    pub async fn offset_for_timestamp(&self, timestamp_ms: i64, upto: Offset) -> Result<Option<Offset>> {
-        let candidates: Vec<Offset> = {
-            let inner = self.shared.inner.borrow();
-            inner
-                .segments
-                .values()
-                .filter(|s| s.max_timestamp_ms >= timestamp_ms && s.base < upto)
-                .map(|s| s.base)
-                .collect()
-        };
-        for base in candidates {
-            self.shared.ensure_index(base).await?;
-            let (file, path, start, end, _) = self
-                .shared
-                .reader(base, |s| s.position_for_time(timestamp_ms))
-                .await?;
-            let found = segment::read_batches(&file, &path, start, end, 1, |h| {
-                if h.base_offset >= upto {
-                    Scan::Stop
-                } else if h.max_timestamp_ms < timestamp_ms {
-                    Scan::Skip
-                } else {
-                    Scan::Take
-                }
-            })
-            .await?;
-            for b in found {
-                let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
-                    path: path.clone(),
-                    position: 0,
-                    reason: e.to_string(),
-                })?;
-                if let Some(r) = records
-                    .iter()
-                    .find(|r| r.timestamp_ms >= timestamp_ms && r.offset < upto)
-                {
-                    return Ok(Some(r.offset));
-                }
-            }
-        }
-        Ok(None)
-    }
-
     /// Closes the log cleanly: refuses new appends, waits for queued writes,
     /// fsyncs, and writes the active segment's index so that the next open
     /// scans nothing.
@@ -421,6 +408,9 @@ impl PartitionLog {
             inner.closed = true;
             inner.next_offset
         };
+        // A cleanup in progress sees `closed` and stops at its next step;
+        // wait for it, so nothing writes in the directory after close.
+        let _maintenance = shared.maintenance.acquire_permit(1).await;
         // A poisoned log is never sealed: sealing would let the next open
         // trust bytes whose fsync failed. Recovery decides at restart.
         if shared.written.wait_for(end.0).await.is_err() || shared.inner.borrow().failure.is_some() {
@@ -465,8 +455,25 @@ impl Shared {
         dirs::sync_dir(&self.dir).await
     }
 
+    /// The first offset of the hot tier.
+    pub fn hot_start(&self) -> Offset {
+        *self
+            .inner
+            .borrow()
+            .segments
+            .keys()
+            .next()
+            .expect("one segment at least")
+    }
+
+    /// Closed or poisoned: cleanup stops.
+    pub fn is_stopped(&self) -> bool {
+        let inner = self.inner.borrow();
+        inner.closed || inner.failure.is_some()
+    }
+
     /// The error an append gets from a closed or poisoned partition.
-    fn refusal(&self) -> StorageError {
+    pub fn refusal(&self) -> StorageError {
         let inner = self.inner.borrow();
         match &inner.failure {
             Some(reason) => StorageError::Poisoned {
@@ -479,7 +486,7 @@ impl Shared {
         }
     }
 
-    fn poison(&self, err: &StorageError) {
+    pub fn poison(&self, err: &StorageError) {
         let reason = err.to_string();
         tracing::error!(partition = %self.dir.display(), %reason, "partition refuses writes until restart");
         let mut inner = self.inner.borrow_mut();
@@ -489,93 +496,6 @@ impl Shared {
         drop(inner);
         self.written.fail(&reason);
         self.durable.fail(&reason);
-    }
-
-    /// The segment holding `offset`, or the first one if it is below them all.
-    fn segment_for(&self, offset: Offset) -> Option<Offset> {
-        let inner = self.inner.borrow();
-        inner
-            .segments
-            .range(..=offset)
-            .next_back()
-            .or_else(|| inner.segments.iter().next())
-            .map(|(b, _)| *b)
-    }
-
-    /// A file handle and the readable byte range of segment `base`, starting
-    /// where `start` says, and the base of the segment after it.
-    async fn reader(
-        &self,
-        base: Offset,
-        start: impl Fn(&Segment) -> u64,
-    ) -> Result<(Rc<BufferedFile>, PathBuf, u64, u64, Option<Offset>)> {
-        let (file, path) = {
-            let inner = self.inner.borrow();
-            let seg = &inner.segments[&base];
-            (seg.file.clone(), seg.log_path.clone())
-        };
-        let file = match file {
-            Some(f) => f,
-            None => {
-                let f = Rc::new(
-                    BufferedFile::open(&path)
-                        .await
-                        .map_err(|e| StorageError::io(&path, e))?,
-                );
-                let mut inner = self.inner.borrow_mut();
-                let seg = inner
-                    .segments
-                    .get_mut(&base)
-                    .expect("segments are not removed while read");
-                seg.file.get_or_insert(f).clone()
-            }
-        };
-        let inner = self.inner.borrow();
-        let seg = &inner.segments[&base];
-        let next = inner
-            .segments
-            .range((Bound::Excluded(base), Bound::Unbounded))
-            .next()
-            .map(|(b, _)| *b);
-        Ok((file, path, start(seg), seg.written_bytes, next))
-    }
-
-    /// Loads a sealed segment's index on first use, rebuilding it from the
-    /// log if the file turns out damaged.
-    async fn ensure_index(&self, base: Offset) -> Result<()> {
-        let (footer, index_path) = {
-            let inner = self.inner.borrow();
-            let seg = &inner.segments[&base];
-            match &seg.index {
-                IndexState::Loaded(_) => return Ok(()),
-                IndexState::OnDisk(f) => (*f, seg.index_path.clone()),
-            }
-        };
-        let loaded = match segment::read_index(&index_path, &footer).await {
-            Some(ix) => ix,
-            None => {
-                tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
-                let interval = self.config.borrow().index_interval_bytes;
-                let file = segment::open_rw(&dirs::log_path(&self.dir, base)).await?;
-                let seg = scan_segment(&self.dir, base, file, false, interval).await?.0;
-                let mut inner = self.inner.borrow_mut();
-                let slot = inner
-                    .segments
-                    .get_mut(&base)
-                    .expect("segments are not removed while read");
-                seg_replace_keep_file(slot, seg);
-                return Ok(());
-            }
-        };
-        let mut inner = self.inner.borrow_mut();
-        let seg = inner
-            .segments
-            .get_mut(&base)
-            .expect("segments are not removed while read");
-        if matches!(seg.index, IndexState::OnDisk(_)) {
-            seg.index = IndexState::Loaded(loaded);
-        }
-        Ok(())
     }
 
     /// Seals segment `base`'s predecessor and creates `base`'s file: the
@@ -618,13 +538,6 @@ impl Shared {
         seg.created = true;
         Ok(())
     }
-}
-
-fn seg_replace_keep_file(slot: &mut Segment, mut fresh: Segment) {
-    if fresh.file.is_none() {
-        fresh.file = slot.file.take();
-    }
-    *slot = fresh;
 }
 
 impl SyncTarget for Shared {
@@ -756,7 +669,7 @@ async fn open_segment(
 /// Rebuilds a segment from its log: scans and trims it, then seals it with
 /// a fresh index, or, for the active segment, removes any stale index (it
 /// would describe a log that recovery may have cut and that will grow again).
-async fn scan_segment(
+pub(crate) async fn scan_segment(
     dir: &Path,
     base: Offset,
     file: BufferedFile,

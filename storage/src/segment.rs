@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use glommio::io::{BufferedFile, OpenOptions};
@@ -30,8 +31,15 @@ pub(crate) enum IndexState {
     OnDisk(Footer),
 }
 
+/// Source of segment ids: every `Segment` value gets a new one, so a task
+/// that awaited can tell whether the segment it looked at was replaced.
+static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
+
 #[derive(Debug)]
 pub(crate) struct Segment {
+    /// Unique per in-memory segment: compaction and retention replace or
+    /// remove segments while readers await, and readers compare ids.
+    pub id: u64,
     pub base: Offset,
     pub log_path: PathBuf,
     pub index_path: PathBuf,
@@ -57,6 +65,7 @@ impl Segment {
     /// A segment with no batches, starting at `base`.
     pub fn empty(dir: &Path, base: Offset) -> Segment {
         Segment {
+            id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             base,
             log_path: dirs::log_path(dir, base),
             index_path: dirs::index_path(dir, base),
@@ -214,6 +223,25 @@ pub(crate) async fn write_all(file: &BufferedFile, path: &Path, buf: Vec<u8>, po
     Ok(())
 }
 
+/// Something batches can be read from by position: a local segment file,
+/// or a segment in the cold store.
+pub(crate) trait ByteSource {
+    /// Reads `len` bytes at `pos`; fewer only at the end of the data.
+    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>>;
+}
+
+/// A local segment file as a [`ByteSource`].
+pub(crate) struct FileSource<'a> {
+    pub file: &'a BufferedFile,
+    pub path: &'a Path,
+}
+
+impl ByteSource for FileSource<'_> {
+    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
+        read_exact(self.file, self.path, pos, len).await
+    }
+}
+
 /// Reads exactly `len` bytes at `pos` (fewer only at end of file).
 pub(crate) async fn read_exact(file: &BufferedFile, path: &Path, pos: u64, len: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(len);
@@ -270,7 +298,7 @@ pub(crate) async fn read_index(path: &Path, footer: &Footer) -> Option<SparseInd
 /// reached (always at least one batch if any is there) or `stop(header)` says
 /// so. Bytes that fail their checks are reported as corruption.
 pub(crate) async fn read_batches(
-    file: &BufferedFile,
+    src: &impl ByteSource,
     path: &Path,
     start: u64,
     end: u64,
@@ -318,7 +346,7 @@ pub(crate) async fn read_batches(
                     .max(budget_bytes.saturating_sub(used))
                     .max(READ_CHUNK_BYTES_MIN) as u64)
                     .min(left) as usize;
-                buf = read_exact(file, path, pos, want).await?;
+                buf = src.read_at(pos, want).await?;
                 buf_pos = pos;
                 if buf.len() < want {
                     return Err(StorageError::Corrupt {

@@ -1,0 +1,364 @@
+//! Reading a partition: batches and records by offset across both tiers,
+//! and seek by time.
+//!
+//! Reads take no lock. Cleanup replaces or removes segments while a read
+//! awaits; a read holds the file handle of the segment it is reading (the
+//! bytes stay readable after an unlink or a rename over the name), and
+//! after every await it checks, by segment id, that the segment it looked
+//! up is still the one in the map, and looks again if not.
+
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use glommio::io::BufferedFile;
+
+use crate::batch;
+use crate::partition::{scan_segment, PartitionLog, Shared};
+use crate::record::StoredRecord;
+use crate::segment::{self, FileSource, IndexState, RawBatch, Scan, Segment};
+use crate::tier::ColdStep;
+use crate::{dirs, Offset, Result, StorageError};
+
+/// Records read, and where the next read should start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordsRead {
+    /// Records with offsets in `[from, upto)`, in order. Compacted logs
+    /// have gaps, so offsets need not be consecutive.
+    pub records: Vec<StoredRecord>,
+    /// Where to read next: past every batch returned, or `upto` when
+    /// everything below it was read. Past the last record whenever the read
+    /// skipped a gap, so a reader never asks for the same gap twice.
+    pub next_offset: Offset,
+}
+
+/// One step of a read in the hot tier.
+enum HotStep {
+    Read {
+        batches: Vec<RawBatch>,
+        stopped: bool,
+        next: Option<Offset>,
+    },
+    /// The segment was replaced or removed while the read awaited.
+    Retry,
+}
+
+impl PartitionLog {
+    /// Reads whole batches holding offsets from `from` up to (not including)
+    /// `upto`, stopping after about `max_bytes` (always at least one batch
+    /// when one is there). Pass `durable_offset()` as `upto` to serve clients.
+    /// Offsets below the hot tier come from the cold tier. `from` below the
+    /// log start offset is `StorageError::OffsetOutOfRange`.
+    pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
+        Ok(self.read_span(from, max_bytes, upto).await?.0)
+    }
+
+    /// Like [`read_batches`](PartitionLog::read_batches), decoded into records
+    /// with offsets in `[from, upto)`.
+    pub async fn read(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<StoredRecord>> {
+        Ok(self.read_records(from, max_bytes, upto).await?.records)
+    }
+
+    /// Like [`read`](PartitionLog::read), with where to read next.
+    pub async fn read_records(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<RecordsRead> {
+        let (batches, next_offset) = self.read_span(from, max_bytes, upto).await?;
+        let mut records = Vec::new();
+        for b in batches {
+            let got = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
+                path: self.dir().to_path_buf(),
+                position: 0,
+                reason: format!("batch at offset {}: {e}", b.header.base_offset),
+            })?;
+            records.extend(got.into_iter().filter(|r| r.offset >= from && r.offset < upto));
+        }
+        Ok(RecordsRead { records, next_offset })
+    }
+
+    async fn read_span(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        upto: Offset,
+    ) -> Result<(Vec<RawBatch>, Offset)> {
+        let shared = self.shared();
+        let mut out: Vec<RawBatch> = Vec::new();
+        let mut used = 0usize;
+        let mut cursor = from;
+        let mut cut_short = false;
+        let out_of_range = |offset: Offset| StorageError::OffsetOutOfRange {
+            offset: offset.0,
+            log_start: self.log_start_offset().0,
+        };
+        if from < upto && from < self.log_start_offset() {
+            return Err(out_of_range(from));
+        }
+        while cursor < upto {
+            let budget = max_bytes.saturating_sub(used);
+            let hot_start = shared.hot_start();
+            let (batches, stopped, next) = if cursor < hot_start {
+                let step = match &shared.cold {
+                    Some(cold) => cold.read(cursor, budget, upto, hot_start).await?,
+                    None => ColdStep::NotCovered,
+                };
+                match step {
+                    ColdStep::Read {
+                        batches,
+                        stopped,
+                        next,
+                    } => (batches, stopped, Some(next)),
+                    ColdStep::Vanished => continue,
+                    ColdStep::NotCovered if out.is_empty() => return Err(out_of_range(cursor)),
+                    ColdStep::NotCovered => {
+                        // Cleanup removed what came next while we read.
+                        cut_short = true;
+                        break;
+                    }
+                }
+            } else {
+                match self.read_hot(cursor, budget, upto).await? {
+                    HotStep::Read {
+                        batches,
+                        stopped,
+                        next,
+                    } => (batches, stopped, next),
+                    HotStep::Retry => continue,
+                }
+            };
+            used += batches.iter().map(|b| b.bytes.len()).sum::<usize>();
+            out.extend(batches);
+            if !out.is_empty() && used >= max_bytes {
+                cut_short = true;
+                break;
+            }
+            match next {
+                Some(n) if !stopped && n > cursor => cursor = n,
+                _ => break,
+            }
+        }
+        let next = match out.last() {
+            Some(b) if cut_short => b.header.next_offset().min(upto),
+            _ => upto,
+        };
+        Ok((out, next.max(from)))
+    }
+
+    /// Reads from the hot segment holding `cursor` (which is at or past the
+    /// hot start).
+    async fn read_hot(&self, cursor: Offset, budget: usize, upto: Offset) -> Result<HotStep> {
+        let shared = self.shared();
+        let Some(base) = shared.segment_for(cursor) else {
+            return Ok(HotStep::Retry);
+        };
+        if !shared.ensure_index(base).await? {
+            return Ok(HotStep::Retry);
+        }
+        let Some((file, path, start, end, next)) = shared.reader(base, |s| s.position_for(cursor)).await?
+        else {
+            return Ok(HotStep::Retry);
+        };
+        let mut stopped = false;
+        let src = FileSource {
+            file: &file,
+            path: &path,
+        };
+        let batches = segment::read_batches(&src, &path, start, end, budget, |h| {
+            if h.base_offset >= upto {
+                stopped = true;
+                Scan::Stop
+            } else if h.next_offset() <= cursor {
+                Scan::Skip
+            } else {
+                Scan::Take
+            }
+        })
+        .await?;
+        Ok(HotStep::Read {
+            batches,
+            stopped,
+            next,
+        })
+    }
+
+    /// The first offset below `upto` whose record timestamp is at or after
+    /// `timestamp_ms`; `None` if there is none yet. Searches the hot tier
+    /// only.
+    pub async fn offset_for_timestamp(&self, timestamp_ms: i64, upto: Offset) -> Result<Option<Offset>> {
+        let shared = self.shared();
+        'search: loop {
+            let candidates: Vec<Offset> = {
+                let inner = shared.inner.borrow();
+                inner
+                    .segments
+                    .values()
+                    .filter(|s| s.max_timestamp_ms >= timestamp_ms && s.base < upto)
+                    .map(|s| s.base)
+                    .collect()
+            };
+            for base in candidates {
+                if !shared.ensure_index(base).await? {
+                    continue 'search;
+                }
+                let Some((file, path, start, end, _)) =
+                    shared.reader(base, |s| s.position_for_time(timestamp_ms)).await?
+                else {
+                    continue 'search;
+                };
+                let src = FileSource {
+                    file: &file,
+                    path: &path,
+                };
+                let found = segment::read_batches(&src, &path, start, end, 1, |h| {
+                    if h.base_offset >= upto {
+                        Scan::Stop
+                    } else if h.max_timestamp_ms < timestamp_ms {
+                        Scan::Skip
+                    } else {
+                        Scan::Take
+                    }
+                })
+                .await?;
+                for b in found {
+                    let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
+                        path: path.clone(),
+                        position: 0,
+                        reason: e.to_string(),
+                    })?;
+                    if let Some(r) = records
+                        .iter()
+                        .find(|r| r.timestamp_ms >= timestamp_ms && r.offset < upto)
+                    {
+                        return Ok(Some(r.offset));
+                    }
+                }
+            }
+            return Ok(None);
+        }
+    }
+}
+
+/// What `Shared::reader` hands a read: the file, its path, the byte range
+/// to read and the base of the next segment.
+type Reader = (Rc<BufferedFile>, PathBuf, u64, u64, Option<Offset>);
+
+impl Shared {
+    /// The segment holding `offset`, or the first one if it is below them all.
+    pub(crate) fn segment_for(&self, offset: Offset) -> Option<Offset> {
+        let inner = self.inner.borrow();
+        inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .or_else(|| inner.segments.iter().next())
+            .map(|(b, _)| *b)
+    }
+
+    /// A file handle and the readable byte range of segment `base`, starting
+    /// where `start` says, and the base of the segment after it. `None` if
+    /// the segment was replaced or removed meanwhile.
+    async fn reader(&self, base: Offset, start: impl Fn(&Segment) -> u64) -> Result<Option<Reader>> {
+        let (file, path, id) = {
+            let inner = self.inner.borrow();
+            let Some(seg) = inner.segments.get(&base) else {
+                return Ok(None);
+            };
+            (seg.file.clone(), seg.log_path.clone(), seg.id)
+        };
+        let same = |inner: &crate::partition::Inner| inner.segments.get(&base).is_some_and(|s| s.id == id);
+        let file = match file {
+            Some(f) => f,
+            None => {
+                let opened = BufferedFile::open(&path).await;
+                let mut inner = self.inner.borrow_mut();
+                if !same(&inner) {
+                    return Ok(None);
+                }
+                let f = Rc::new(opened.map_err(|e| StorageError::io(&path, e))?);
+                let seg = inner.segments.get_mut(&base).expect("checked above");
+                seg.file.get_or_insert(f).clone()
+            }
+        };
+        let inner = self.inner.borrow();
+        if !same(&inner) {
+            return Ok(None);
+        }
+        let seg = &inner.segments[&base];
+        let next = inner
+            .segments
+            .range((Bound::Excluded(base), Bound::Unbounded))
+            .next()
+            .map(|(b, _)| *b);
+        Ok(Some((file, path, start(seg), seg.written_bytes, next)))
+    }
+
+    /// Loads a sealed segment's index on first use, rebuilding it from the
+    /// log if the file turns out damaged. `false` if the segment was
+    /// replaced or removed meanwhile.
+    pub(crate) async fn ensure_index(&self, base: Offset) -> Result<bool> {
+        let (footer, index_path, id) = {
+            let inner = self.inner.borrow();
+            let Some(seg) = inner.segments.get(&base) else {
+                return Ok(false);
+            };
+            match &seg.index {
+                IndexState::Loaded(_) => return Ok(true),
+                IndexState::OnDisk(f) => (*f, seg.index_path.clone(), seg.id),
+            }
+        };
+        match segment::read_index(&index_path, &footer).await {
+            Some(loaded) => {
+                let mut inner = self.inner.borrow_mut();
+                match inner.segments.get_mut(&base) {
+                    Some(seg) if seg.id == id => {
+                        if matches!(seg.index, IndexState::OnDisk(_)) {
+                            seg.index = IndexState::Loaded(loaded);
+                        }
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                }
+            }
+            None => {
+                // A rebuild rewrites the index file: not while a cleanup
+                // changes files.
+                let Ok(_permit) = self.maintenance.acquire_permit(1).await else {
+                    return Ok(false);
+                };
+                self.rebuild_index(base, id).await
+            }
+        }
+    }
+
+    /// Rescans segment `base` (if it is still the segment `id` with an
+    /// unloaded index) and rewrites its index. The caller holds the
+    /// maintenance permit.
+    pub(crate) async fn rebuild_index(&self, base: Offset, id: u64) -> Result<bool> {
+        {
+            let inner = self.inner.borrow();
+            match inner.segments.get(&base) {
+                Some(seg) if seg.id == id => {
+                    if matches!(seg.index, IndexState::Loaded(_)) {
+                        return Ok(true);
+                    }
+                }
+                _ => return Ok(false),
+            }
+        }
+        let index_path = dirs::index_path(&self.dir, base);
+        tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
+        let interval = self.config.borrow().index_interval_bytes;
+        let file = segment::open_rw(&dirs::log_path(&self.dir, base)).await?;
+        let fresh = scan_segment(&self.dir, base, file, false, interval).await?.0;
+        let mut inner = self.inner.borrow_mut();
+        match inner.segments.get_mut(&base) {
+            Some(slot) if slot.id == id => {
+                let file = slot.file.take();
+                *slot = fresh;
+                if slot.file.is_none() {
+                    slot.file = file;
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
