@@ -302,6 +302,16 @@ impl PartitionLog {
         Ok(appended)
     }
 
+    /// Assigns offsets to `records` and queues them for writing, without
+    /// waiting: synchronous, so a caller that must record where a batch went
+    /// before anything else runs on the shard (idempotent producers) can.
+    /// Nothing is acknowledged before [`wait_durable`] on `next_offset`.
+    ///
+    /// [`wait_durable`]: PartitionLog::wait_durable
+    pub fn append_placed(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
+        self.place(records, producer)
+    }
+
     /// Resolves once every record below `offset` is fsynced.
     pub async fn wait_durable(&self, offset: Offset) -> Result<()> {
         self.shared
