@@ -48,10 +48,11 @@ use crate::segment::{self, FileSource, RawBatch, Scan, Segment};
 use crate::swap::{self, Manifest};
 use crate::{Offset, Result, StorageError};
 
-/// Most memory the key map of one pass may hold (keys plus
-/// [`MAP_ENTRY_OVERHEAD_BYTES`] each): 64 MiB maps about a million 1 KiB keys
-/// per pass, far more for short keys. A log with more distinct keys is
-/// compacted over several passes. The map may exceed it by one batch.
+/// Default most memory the key map of one pass may hold (keys plus
+/// [`MAP_ENTRY_OVERHEAD_BYTES`] each; `LogConfig::compaction_map_bytes_max`):
+/// 64 MiB maps about 60 000 1 KiB keys per pass, far more short keys. A log
+/// with more distinct keys is compacted over several passes. The map may
+/// exceed it by one batch.
 pub const COMPACTION_MAP_BYTES_MAX: usize = 64 << 20;
 /// Bytes a map entry costs besides its key (hash table slot, `Vec` header,
 /// offset), for the bound above.
@@ -82,6 +83,9 @@ struct Input {
     log_path: PathBuf,
     bytes: u64,
     next_offset: Offset,
+    /// Records the pass drops from it, and its bytes once rewritten.
+    drops: u64,
+    kept_bytes: u64,
 }
 
 /// Per key, the offset of its latest mapped record.
@@ -201,7 +205,8 @@ impl PartitionLog {
             }
             st.clean_upto.max(closed[0].base)
         };
-        let (map, mapped_upto) = build_map(&shared, &closed, map_from, closed_end).await?;
+        let map_bytes_max = shared.config.borrow().compaction_map_bytes_max;
+        let (map, mapped_upto) = build_map(&shared, &closed, map_from, closed_end, map_bytes_max).await?;
         let rule = Rule {
             map: &map,
             mapped_upto,
@@ -209,13 +214,20 @@ impl PartitionLog {
             delete_retention_ms: policy.delete_retention_ms,
         };
         let segment_bytes = shared.config.borrow().segment_bytes;
-        let candidates: Vec<Input> = closed.into_iter().filter(|s| s.base < mapped_upto).collect();
         let mut next_expiry = None;
+        let mut candidates = Vec::new();
+        for mut input in closed.into_iter().filter(|s| s.base < mapped_upto) {
+            if shared.is_stopped() {
+                return Ok(());
+            }
+            (input.drops, input.kept_bytes) = measure(&input, &rule, &mut next_expiry).await?;
+            candidates.push(input);
+        }
         for group in groups(candidates, segment_bytes) {
             if shared.is_stopped() {
                 return Ok(());
             }
-            if group.len() == 1 && count_drops(&shared, &group[0], &rule, &mut next_expiry).await? == 0 {
+            if group.len() == 1 && group[0].drops == 0 {
                 continue;
             }
             if !rewrite_group(&shared, &group, &rule, &mut next_expiry, report).await? {
@@ -247,6 +259,8 @@ fn closed_segments(shared: &Shared) -> (Vec<Input>, Offset) {
             log_path: seg.log_path.clone(),
             bytes: seg.written_bytes,
             next_offset: seg.next_offset,
+            drops: 0,
+            kept_bytes: seg.written_bytes,
         });
     }
     unreachable!("the loop returns at the last segment")
@@ -260,6 +274,7 @@ async fn build_map(
     closed: &[Input],
     from: Offset,
     closed_end: Offset,
+    bytes_max: usize,
 ) -> Result<(KeyMap, Offset)> {
     let mut map = KeyMap::default();
     for (i, input) in closed.iter().enumerate() {
@@ -282,7 +297,7 @@ async fn build_map(
                         map.bytes += key.len() + MAP_ENTRY_OVERHEAD_BYTES;
                     }
                 }
-                if map.bytes > COMPACTION_MAP_BYTES_MAX {
+                if map.bytes > bytes_max {
                     tracing::info!(
                         partition = %shared.dir.display(),
                         keys = map.latest.len(),
@@ -297,47 +312,55 @@ async fn build_map(
     Ok((map, closed_end))
 }
 
-/// Groups consecutive segments while their bytes fit `segment_bytes` and
-/// their offsets fit one segment's `u32` relative offsets.
+/// Groups consecutive segments while what they keep fits `segment_bytes`
+/// and their offsets fit one segment's `u32` relative offsets.
 fn groups(segments: Vec<Input>, segment_bytes: u64) -> Vec<Vec<Input>> {
     let mut out: Vec<Vec<Input>> = Vec::new();
     let mut bytes = 0u64;
     for s in segments {
         let fits = out.last().is_some_and(|g| {
-            bytes + s.bytes <= segment_bytes && s.next_offset.0 - g[0].base.0 <= u32::MAX as u64
+            bytes + s.kept_bytes <= segment_bytes && s.next_offset.0 - g[0].base.0 <= u32::MAX as u64
         });
         if fits {
-            bytes += s.bytes;
+            bytes += s.kept_bytes;
             out.last_mut().expect("fits needs a group").push(s);
         } else {
-            bytes = s.bytes;
+            bytes = s.kept_bytes;
             out.push(vec![s]);
         }
     }
     out
 }
 
-/// How many records of `input` the rule drops (read only).
-async fn count_drops(
-    shared: &Shared,
-    input: &Input,
-    rule: &Rule<'_>,
-    next_expiry: &mut Option<i64>,
-) -> Result<u64> {
-    let mut drops = 0;
+/// How many records of `input` the rule drops, and the bytes its batches
+/// will take once rewritten (read only).
+async fn measure(input: &Input, rule: &Rule<'_>, next_expiry: &mut Option<i64>) -> Result<(u64, u64)> {
+    let (mut drops, mut kept_bytes) = (0u64, 0u64);
     let mut reader = BatchReader::open(input).await?;
     while let Some(chunk) = reader.next_chunk().await? {
         for b in chunk {
-            drops += decode(&b, &input.log_path)?
-                .iter()
-                .filter(|r| !rule.keep(r, next_expiry))
-                .count() as u64;
-        }
-        if shared.is_stopped() {
-            return Ok(0);
+            let records = decode(&b, &input.log_path)?;
+            let total = records.len();
+            let kept: Vec<&StoredRecord> = records.iter().filter(|r| rule.keep(r, next_expiry)).collect();
+            drops += (total - kept.len()) as u64;
+            kept_bytes += match kept.len() {
+                0 => 0,
+                n if n == total => b.bytes.len() as u64,
+                _ => {
+                    (batch::HEADER_BYTES
+                        + kept
+                            .iter()
+                            .map(|r| {
+                                batch::RECORD_OVERHEAD_BYTES
+                                    + r.key.as_ref().map_or(0, |k| k.len())
+                                    + r.value.len()
+                            })
+                            .sum::<usize>()) as u64
+                }
+            };
         }
     }
-    Ok(drops)
+    Ok((drops, kept_bytes))
 }
 
 /// Writes the compacted group beside it and swaps it in. `Ok(false)` when
@@ -482,13 +505,15 @@ async fn write_output(
 mod tests {
     use super::*;
 
-    fn input(base: u64, bytes: u64, next: u64) -> Input {
+    fn input(base: u64, kept_bytes: u64, next: u64) -> Input {
         Input {
             base: Offset(base),
             id: 0,
             log_path: PathBuf::new(),
-            bytes,
+            bytes: 5000,
             next_offset: Offset(next),
+            drops: 0,
+            kept_bytes,
         }
     }
 

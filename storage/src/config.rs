@@ -31,6 +31,9 @@ pub struct LogConfig {
     pub batch_bytes_max: usize,
     /// Retention, compaction and tiering (see [`CleanupPolicy`]).
     pub cleanup: CleanupPolicy,
+    /// Most memory one compaction pass's key map may use; more distinct
+    /// keys take several passes. Default `COMPACTION_MAP_BYTES_MAX`.
+    pub compaction_map_bytes_max: usize,
 }
 
 impl Default for LogConfig {
@@ -41,6 +44,7 @@ impl Default for LogConfig {
             index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
             batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
             cleanup: CleanupPolicy::default(),
+            compaction_map_bytes_max: crate::COMPACTION_MAP_BYTES_MAX,
         }
     }
 }
@@ -64,6 +68,11 @@ impl LogConfig {
                 "batch_bytes_max must be in 1..={BATCH_BYTES_MAX}, got {}",
                 self.batch_bytes_max
             )));
+        }
+        if self.compaction_map_bytes_max == 0 {
+            return Err(StorageError::Invalid(
+                "compaction_map_bytes_max must be at least 1".into(),
+            ));
         }
         if self.segment_age.is_some_and(|d| d.is_zero()) {
             return Err(StorageError::Invalid("segment_age must be positive".into()));

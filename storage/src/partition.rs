@@ -221,6 +221,19 @@ impl PartitionLog {
             .filter(|&c| c < hot)
     }
 
+    /// Base of the active segment: every offset below it is in a closed
+    /// segment (once the writer sealed it), the part cleanup works on.
+    pub fn active_base(&self) -> Offset {
+        *self
+            .shared
+            .inner
+            .borrow()
+            .segments
+            .keys()
+            .next_back()
+            .expect("one segment at least")
+    }
+
     /// Segments in the cold tier and their bytes.
     pub fn cold_segments(&self) -> (usize, u64) {
         self.shared

@@ -21,3 +21,43 @@ pub fn rec(key: Option<&str>, value: &str, ts: i64) -> Record {
         timestamp_ms: ts,
     }
 }
+
+/// The wall clock in ms since the Unix epoch, as the broker passes it to
+/// `PartitionLog::cleanup`.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// Every record from the log start to the high watermark, paging with
+/// `read_records` and a small byte budget (so gaps and segment edges are
+/// crossed one batch at a time).
+pub async fn read_all(log: &es_storage::PartitionLog) -> Vec<es_storage::StoredRecord> {
+    let hw = log.durable_offset();
+    let mut from = log.log_start_offset();
+    let mut out = Vec::new();
+    while from < hw {
+        let got = log.read_records(from, 1, hw).await.expect("read");
+        assert!(
+            got.next_offset > from,
+            "a read below the high watermark makes progress"
+        );
+        out.extend(got.records);
+        from = got.next_offset;
+    }
+    out
+}
+
+/// Names of the files in a directory, sorted.
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
