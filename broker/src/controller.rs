@@ -59,6 +59,15 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
     }
     let dir = topic::topic_dir(shard.data_dir(), &meta.name);
     crate::fsops::remove_dir_all(&dir).await?;
+    // Cold segments a crash in the middle of deleting an earlier topic of
+    // this name left behind.
+    let cold = crate::cleanup::cold_store(&shard.config);
+    for p in 0..meta.partitions {
+        cold.delete_partition(&crate::cleanup::cold_key(&meta.name, p))
+            .await
+            .map_err(ApiError::storage)?;
+    }
+    crate::producer_snapshot::remove_topic(shard.data_dir(), &meta.name).await?;
     topic::write_meta(shard.data_dir(), &meta).await?;
     let opened = on_owners(shard, &meta.name, meta.partitions, |partitions| Op::Open {
         meta: meta.clone(),
@@ -107,8 +116,38 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError>
     })
     .await?;
     crate::fsops::remove_dir_all(&dir).await?;
+    crate::producer_snapshot::remove_topic(shard.data_dir(), name).await?;
     tracing::info!(topic = %name, "topic deleted");
     Ok(())
+}
+
+/// A new producer id, or the next epoch of `existing`.
+pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(i64, i16), ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let loaded = shard.producer_registry.borrow_mut().take();
+    let mut registry = match loaded {
+        Some(r) => r,
+        None => crate::producer_ids::Registry::load(shard.data_dir()).await?,
+    };
+    let result = registry.init(shard.data_dir(), existing).await;
+    *shard.producer_registry.borrow_mut() = Some(registry);
+    let (id, epoch) = result?;
+    // Fence the older epochs everywhere before answering.
+    let calls = (0..shard.shards).map(|s| {
+        shard.call(
+            s,
+            Op::FenceProducer {
+                producer_id: id,
+                epoch,
+            },
+        )
+    });
+    for reply in join_all(calls).await {
+        if let Reply::Done(Err(e)) = reply {
+            return Err(e);
+        }
+    }
+    Ok((id, epoch))
 }
 
 pub async fn patch_topic(

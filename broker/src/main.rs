@@ -5,19 +5,27 @@
 //! every shard. See docs/api.md and docs/cli.md.
 
 mod admin;
+mod assignor;
 mod binary;
 mod catalog;
+mod cleanup;
 mod config;
 mod controller;
+mod coordinator;
 mod error;
 mod fetch;
 mod fsops;
+mod group;
+mod groups;
 mod http;
+mod idempotence;
 mod lock;
 mod message;
 mod ops;
 mod placement;
 mod produce;
+mod producer_ids;
+mod producer_snapshot;
 mod runtime;
 mod shard;
 mod state;
@@ -130,9 +138,13 @@ fn start(config: config::Config) -> Result<(), String> {
             }
         })
         .map_err(|e| format!("starting the signal thread: {e}"))?;
+    let config_data_dir = config.data_dir.clone();
     runtime::run(
         Arc::new(config),
-        Arc::new(catalog::Catalog::new(topics)),
+        Arc::new(catalog::Catalog::new(
+            topics,
+            producer_ids::load_epochs(&config_data_dir)?,
+        )),
         state,
         Arc::new(recorder),
     )?;

@@ -6,6 +6,7 @@ use es_storage::{Record, StoredRecord};
 use futures::channel::oneshot;
 
 use crate::error::ApiError;
+use crate::idempotence::ProducerFields;
 use crate::topic::{TopicConfig, TopicMeta};
 
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub enum Op {
         topic: String,
         partition: u32,
         records: Vec<Record>,
+        /// Idempotent producer fields, when the client sent them.
+        producer: Option<ProducerFields>,
     },
     /// Read a partition; replies `Fetched`.
     Fetch(FetchArgs),
@@ -42,6 +45,28 @@ pub enum Op {
     /// Controller operations, for shard 0 only.
     CreateTopic(TopicMeta),
     DeleteTopic(String),
+    /// Allocate a producer id, or the next epoch of one (controller).
+    InitProducer(Option<i64>),
+    /// A consumer group operation, on the group's coordinator shard.
+    Group {
+        group: String,
+        op: crate::coordinator::GroupOp,
+    },
+    /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
+    ListGroups,
+    /// The first offset at or after a timestamp (the high watermark if
+    /// none); replies `Json({"offset": n})`.
+    OffsetForTime {
+        topic: String,
+        partition: u32,
+        timestamp_ms: i64,
+    },
+    /// From the controller to every shard: epochs of this producer below
+    /// `epoch` are fenced from now on.
+    FenceProducer {
+        producer_id: i64,
+        epoch: i16,
+    },
     PatchTopic {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
@@ -70,6 +95,10 @@ pub struct PartitionState {
     pub partition: u32,
     pub log_start_offset: u64,
     pub high_watermark: u64,
+    /// First offset of the local (hot) segments.
+    pub hot_start_offset: u64,
+    /// First offset of the cold tier, when it holds offsets below the hot.
+    pub cold_start_offset: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -79,6 +108,8 @@ pub enum Reply {
     Done(Result<(), ApiError>),
     Described(Result<Vec<PartitionState>, ApiError>),
     Topic(Result<TopicMeta, ApiError>),
+    Producer(Result<(i64, i16), ApiError>),
+    Json(Result<serde_json::Value, ApiError>),
 }
 
 /// A forwarded operation and where to send its reply.

@@ -9,7 +9,9 @@ use futures::FutureExt;
 
 use crate::controller;
 use crate::error::ApiError;
+use crate::idempotence::{Check, ProducerFields, ProducerTable};
 use crate::message::{FetchArgs, Fetched, Op, PartitionState, Reply};
+use crate::producer_snapshot;
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topic::{self, TopicConfig, TopicMeta};
 
@@ -44,6 +46,11 @@ fn op_kind(op: &Op) -> &'static str {
         Op::CreateTopic(_) => "create_topic",
         Op::DeleteTopic(_) => "delete_topic",
         Op::PatchTopic { .. } => "patch_topic",
+        Op::InitProducer(_) => "init_producer",
+        Op::FenceProducer { .. } => "fence_producer",
+        Op::Group { .. } => "group",
+        Op::ListGroups => "list_groups",
+        Op::OffsetForTime { .. } => "offset_for_time",
     }
 }
 
@@ -53,7 +60,8 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             topic,
             partition,
             records,
-        } => Reply::Produced(produce(&shard, &topic, partition, records).await),
+            producer,
+        } => Reply::Produced(produce(&shard, &topic, partition, records, producer).await),
         Op::Fetch(args) => Reply::Fetched(fetch(&shard, args).await),
         Op::Open { meta, partitions } => Reply::Done(open(&shard, &meta, &partitions).await),
         Op::Remove { topic, partitions } => Reply::Done(remove(&shard, &topic, &partitions).await),
@@ -70,6 +78,28 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::DeleteTopic(name) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
             Reply::Done(controller::delete_topic(&shard, &name).await)
+        }
+        Op::Group { group, op } => {
+            debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
+            Reply::Json(crate::coordinator::run(&shard, &group, op).await)
+        }
+        Op::ListGroups => Reply::Json(Ok(
+            serde_json::json!({"groups": crate::coordinator::list(&shard)}),
+        )),
+        Op::OffsetForTime {
+            topic,
+            partition,
+            timestamp_ms,
+        } => Reply::Json(offset_for_time(&shard, &topic, partition, timestamp_ms).await),
+        Op::FenceProducer { producer_id, epoch } => {
+            let mut epochs = shard.producer_epochs.borrow_mut();
+            let e = epochs.entry(producer_id).or_insert(epoch);
+            *e = (*e).max(epoch);
+            Reply::Done(Ok(()))
+        }
+        Op::InitProducer(existing) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Producer(controller::init_producer(&shard, existing).await)
         }
         Op::PatchTopic { topic, changes } => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
@@ -97,20 +127,109 @@ fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, Ap
     }
 }
 
-async fn produce(shard: &Shard, topic: &str, partition: u32, records: Vec<Record>) -> Result<u64, ApiError> {
+async fn produce(
+    shard: &Shard,
+    topic: &str,
+    partition: u32,
+    records: Vec<Record>,
+    producer: Option<ProducerFields>,
+) -> Result<u64, ApiError> {
     if shard.is_shutting_down() {
         return Err(ApiError::unavailable("broker is shutting down"));
     }
     let log = log_of(shard, topic, partition)?;
     let started = Instant::now();
-    let appended = log
-        .append_durable(&records, ProducerStamp::NONE)
-        .await
-        .map_err(ApiError::storage)?;
+    let appended = match producer {
+        None => log
+            .append_durable(&records, ProducerStamp::NONE)
+            .await
+            .map_err(ApiError::storage)?,
+        Some(f) => match idempotent_append(shard, &log, topic, partition, &records, f).await? {
+            Ok(appended) => appended,
+            Err(duplicate_base) => return Ok(duplicate_base),
+        },
+    };
     metrics::histogram!("es_append_duration_seconds").record(started.elapsed().as_secs_f64());
     metrics::counter!("es_records_appended_total").increment(records.len() as u64);
     set_high_watermark_gauge(topic, partition, log.durable_offset().0);
     Ok(appended.base_offset.0)
+}
+
+/// Appends a producer's batch once: a retry of a batch in the window gets
+/// its original base offset (`Ok(Err(base))`) once that batch is durable;
+/// a new batch is placed and recorded before anything else runs on the
+/// shard, so pipelined batches of one producer see each other.
+async fn idempotent_append(
+    shard: &Shard,
+    log: &PartitionLog,
+    topic: &str,
+    partition: u32,
+    records: &[Record],
+    f: ProducerFields,
+) -> Result<Result<es_storage::Appended, u64>, ApiError> {
+    let count = records.len() as u32;
+    if let Some(current) = shard.producer_epochs.borrow().get(&f.producer_id) {
+        if f.epoch < *current {
+            return Err(ApiError::new(
+                hyper::StatusCode::CONFLICT,
+                "producer_fenced",
+                format!(
+                    "producer {} epoch {} is fenced by epoch {current}: a newer instance of this producer exists",
+                    f.producer_id, f.epoch
+                ),
+            ));
+        }
+    }
+    let key = (topic.to_string(), partition);
+    let check = match shard.producers.borrow().get(&key) {
+        Some(table) => table.check(f, count)?,
+        None => ProducerTable::default().check(f, count)?,
+    };
+    match check {
+        Check::Duplicate(base) => {
+            metrics::counter!("es_produce_duplicates_total").increment(1);
+            log.wait_durable(Offset(base + count as u64))
+                .await
+                .map_err(ApiError::storage)?;
+            Ok(Err(base))
+        }
+        Check::Append => {
+            let stamp = ProducerStamp {
+                producer_id: f.producer_id,
+                epoch: f.epoch,
+                base_sequence: f.sequence,
+            };
+            let appended = log.append_placed(records, stamp).map_err(ApiError::storage)?;
+            shard
+                .producers
+                .borrow_mut()
+                .entry(key.clone())
+                .or_default()
+                .record(f, count, appended.base_offset.0);
+            if let Err(e) = log.wait_durable(appended.next_offset).await {
+                if let Some(t) = shard.producers.borrow_mut().get_mut(&key) {
+                    t.forget(f, appended.base_offset.0);
+                }
+                return Err(ApiError::storage(e));
+            }
+            Ok(Ok(appended))
+        }
+    }
+}
+
+async fn offset_for_time(
+    shard: &Shard,
+    topic: &str,
+    partition: u32,
+    timestamp_ms: i64,
+) -> Result<serde_json::Value, ApiError> {
+    let log = log_of(shard, topic, partition)?;
+    let hw = log.durable_offset();
+    let found = log
+        .offset_for_timestamp(timestamp_ms, hw)
+        .await
+        .map_err(ApiError::storage)?;
+    Ok(serde_json::json!({"offset": found.unwrap_or(hw).0}))
 }
 
 fn set_high_watermark_gauge(topic: &str, partition: u32, hw: u64) {
@@ -143,12 +262,26 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
         }
         hw = log.durable_offset().0;
     }
-    let mut records = log
-        .read(Offset(offset), args.max_bytes, Offset(hw))
-        .await
-        .map_err(ApiError::storage)?;
-    records.truncate(args.max_records);
-    let next_offset = records.last().map_or(offset, |r| r.offset.0 + 1);
+    let read = match log.read_records(Offset(offset), args.max_bytes, Offset(hw)).await {
+        Ok(read) => read,
+        // Retention moved the start while this fetch waited or read.
+        Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
+            return Err(ApiError::new(
+                hyper::StatusCode::RANGE_NOT_SATISFIABLE,
+                "offset_out_of_range",
+                format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
+            ))
+        }
+        Err(e) => return Err(ApiError::storage(e)),
+    };
+    let mut records = read.records;
+    // Past the gaps a compacted log leaves, unless max_records cut it short.
+    let next_offset = if records.len() > args.max_records {
+        records.truncate(args.max_records);
+        records.last().map_or(offset, |r| r.offset.0 + 1)
+    } else {
+        read.next_offset.0
+    };
     Ok(Fetched {
         records,
         next_offset,
@@ -161,14 +294,19 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
     for &p in partitions {
         debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
         let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
-        let (log, report) = PartitionLog::open(&dir, meta.config.log_config(), shard.batcher.clone())
-            .await
-            .map_err(ApiError::storage)?;
+        let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
+        let (log, report) =
+            PartitionLog::open_with(&dir, meta.config.log_config(), shard.batcher.clone(), cold)
+                .await
+                .map_err(ApiError::storage)?;
         if !report.scanned.is_empty() {
             tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
         }
         metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
         set_high_watermark_gauge(&meta.name, p, log.durable_offset().0);
+        let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
+        producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
+        shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
         shard.partitions.borrow_mut().insert((meta.name.clone(), p), log);
     }
     Ok(())
@@ -177,12 +315,17 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
 async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
     for &p in partitions {
         let log = shard.partitions.borrow_mut().remove(&(topic.to_string(), p));
+        shard.producers.borrow_mut().remove(&(topic.to_string(), p));
         if let Some(log) = log {
             // A poisoned log cannot close cleanly; it is being deleted anyway.
             let _ = log.close().await;
         }
         let dir = topic::partition_dir(shard.data_dir(), topic, p);
         crate::fsops::remove_dir_all(&dir).await?;
+        crate::cleanup::cold_store(&shard.config)
+            .delete_partition(&crate::cleanup::cold_key(topic, p))
+            .await
+            .map_err(ApiError::storage)?;
     }
     Ok(())
 }
@@ -204,6 +347,8 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
                 partition: p,
                 log_start_offset: log.log_start_offset().0,
                 high_watermark: log.durable_offset().0,
+                hot_start_offset: log.hot_start_offset().0,
+                cold_start_offset: log.cold_start_offset().map(|o| o.0),
             })
         })
         .collect()
@@ -216,6 +361,16 @@ pub async fn close_all(shard: &Shard) {
     for ((topic, p), log) in logs {
         if let Err(e) = log.close().await {
             tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
+            continue;
+        }
+        // Every placed batch is durable now: the snapshot covers the log.
+        let table = shard.producers.borrow_mut().remove(&(topic.clone(), p));
+        if let Some(table) = table {
+            if let Err(e) =
+                producer_snapshot::save(shard.data_dir(), &topic, p, &table, log.durable_offset()).await
+            {
+                tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
+            }
         }
     }
 }

@@ -25,6 +25,14 @@ pub fn shard_of(topic: &str, partition: u32, shards: usize) -> ShardId {
     (fnv1a64(&key) % shards as u64) as ShardId
 }
 
+/// The shard that coordinates consumer group `group`.
+pub fn shard_of_group(group: &str, shards: usize) -> ShardId {
+    let mut key = Vec::with_capacity(group.len() + 6);
+    key.extend_from_slice(b"group\0");
+    key.extend_from_slice(group.as_bytes());
+    (fnv1a64(&key) % shards as u64) as ShardId
+}
+
 /// The partition a keyed record goes to: same key, same partition, always
 /// (for a fixed partition count).
 pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {

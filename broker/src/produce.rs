@@ -11,6 +11,7 @@ use es_storage::Record;
 use futures::future::join_all;
 
 use crate::error::ApiError;
+use crate::idempotence::ProducerFields;
 use crate::message::{Op, Reply};
 use crate::placement;
 use crate::shard::Shard;
@@ -27,13 +28,20 @@ pub struct Item {
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Appends `items` to `meta`'s topic; returns (partition, offset) per item,
 /// in input order. If a partition fails, the error is returned (batches for
 /// other partitions of the same request may have been written).
-pub async fn produce(shard: &Rc<Shard>, meta: &TopicMeta, items: Vec<Item>) -> Result<Vec<(u32, u64)>, ApiError> {
+pub async fn produce(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    items: Vec<Item>,
+    producer: Option<ProducerFields>,
+) -> Result<Vec<(u32, u64)>, ApiError> {
     if items.is_empty() {
         return Err(ApiError::invalid("records must hold at least one record"));
     }
@@ -44,9 +52,19 @@ pub async fn produce(shard: &Rc<Shard>, meta: &TopicMeta, items: Vec<Item>) -> R
     let total = items.len();
     let mut by_partition: BTreeMap<u32, (Vec<usize>, Vec<Record>)> = BTreeMap::new();
     for (i, item) in items.into_iter().enumerate() {
+        if item.key.is_none() && meta.config.is_compacted() {
+            return Err(ApiError::invalid(format!(
+                "records[{i}] has no key: topic {:?} is compacted (it keeps the latest record per key), so every record needs one",
+                meta.name
+            )));
+        }
         let partition = match (item.partition, &item.key) {
             (Some(p), _) if p >= meta.partitions => {
-                return Err(ApiError::partition_not_found(&meta.name, p as u64, meta.partitions))
+                return Err(ApiError::partition_not_found(
+                    &meta.name,
+                    p as u64,
+                    meta.partitions,
+                ))
             }
             (Some(p), _) => p,
             (None, Some(k)) => placement::partition_for_key(k, meta.partitions),
@@ -60,6 +78,12 @@ pub async fn produce(shard: &Rc<Shard>, meta: &TopicMeta, items: Vec<Item>) -> R
             timestamp_ms: item.timestamp_ms.unwrap_or(now),
         });
     }
+    if producer.is_some() && by_partition.len() > 1 {
+        return Err(ApiError::invalid(format!(
+            "an idempotent produce writes one partition (its sequence is that partition's); these records go to partitions {:?}",
+            by_partition.keys().collect::<Vec<_>>()
+        )));
+    }
     let mut placed = Vec::with_capacity(by_partition.len());
     let mut calls = Vec::with_capacity(by_partition.len());
     for (p, (indexes, records)) in by_partition {
@@ -68,6 +92,7 @@ pub async fn produce(shard: &Rc<Shard>, meta: &TopicMeta, items: Vec<Item>) -> R
             topic: meta.name.clone(),
             partition: p,
             records,
+            producer,
         };
         calls.push(shard.call(shard.owner(&meta.name, p), op));
     }

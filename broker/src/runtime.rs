@@ -134,7 +134,14 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }
-    let recovered = recover(shard).await;
+    crate::cleanup::spawn(shard.clone());
+    let recovered = match recover(shard).await {
+        Ok(()) => crate::coordinator::load(shard)
+            .await
+            .map_err(|e| format!("loading consumer groups: {e}")),
+        Err(e) => Err(e),
+    };
+    glommio::spawn_local(crate::coordinator::expire_loop(shard.clone())).detach();
     if recovered.is_ok() {
         shard.state.ready_shards.fetch_add(1, Ordering::AcqRel);
         tracing::info!(

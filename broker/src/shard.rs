@@ -20,6 +20,7 @@ use glommio::channels::channel_mesh::Senders;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::idempotence::ProducerTable;
 use crate::message::{Envelope, Op, Reply};
 use crate::placement::{self, ShardId};
 use crate::state::BrokerState;
@@ -40,6 +41,20 @@ pub struct Shard {
     pub partitions: RefCell<HashMap<(String, u32), PartitionLog>>,
     /// Serializes controller operations (shard 0 only).
     pub controller_lock: glommio::sync::Semaphore,
+    /// Idempotent producer state of the partitions this shard owns.
+    pub producers: RefCell<HashMap<(String, u32), ProducerTable>>,
+    /// The current epoch of each producer id the registry issued: a produce
+    /// with an older epoch is fenced on every partition.
+    pub producer_epochs: RefCell<HashMap<i64, i16>>,
+    /// Producer id registry (controller shard only; loaded on first use).
+    pub producer_registry: RefCell<Option<crate::producer_ids::Registry>>,
+    /// Consumer groups this shard coordinates.
+    pub groups: RefCell<HashMap<String, crate::group::Group>>,
+    /// Serializes writes of one group's offsets file.
+    pub group_locks: RefCell<HashMap<String, Rc<glommio::sync::Semaphore>>>,
+    /// Member ids: start time, shard and a counter make them unique.
+    pub member_seq: Cell<u64>,
+    pub started_nanos: u128,
     /// Rotates the partition for keyless records, one step per request.
     pub spread: Cell<u64>,
     /// Client connections open on this shard.
@@ -58,6 +73,7 @@ impl Shard {
         senders: Option<Senders<Envelope>>,
     ) -> Shard {
         let shards = config.shard_count();
+        let producer_epochs = RefCell::new(catalog.producer_epochs());
         Shard {
             id,
             shards,
@@ -68,6 +84,15 @@ impl Shard {
             batcher: FsyncBatcher::new(),
             senders,
             partitions: RefCell::new(HashMap::new()),
+            producers: RefCell::new(HashMap::new()),
+            producer_registry: RefCell::new(None),
+            producer_epochs,
+            groups: RefCell::new(HashMap::new()),
+            group_locks: RefCell::new(HashMap::new()),
+            member_seq: Cell::new(0),
+            started_nanos: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
             controller_lock: glommio::sync::Semaphore::new(1),
             spread: Cell::new(id as u64),
             connections: Cell::new(0),
@@ -82,6 +107,11 @@ impl Shard {
     /// The shard owning `partition` of `topic`.
     pub fn owner(&self, topic: &str, partition: u32) -> ShardId {
         placement::shard_of(topic, partition, self.shards)
+    }
+
+    /// The shard coordinating consumer group `group`.
+    pub fn group_owner(&self, group: &str) -> ShardId {
+        placement::shard_of_group(group, self.shards)
     }
 
     pub fn is_shutting_down(&self) -> bool {

@@ -15,11 +15,72 @@ pub const PARTITIONS_MAX: u32 = 1024;
 /// Longest topic name (Kafka's limit: it must fit a file name with room).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 
-/// Per-topic settings a user may change.
+/// Per-topic settings a user may change. Keys added after a topic was
+/// created take their defaults when its `meta.json` lacks them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicConfig {
     pub segment_bytes: u64,
     pub segment_ms: Option<u64>,
+    /// What cleanup does to closed segments: retention, compaction or both.
+    #[serde(default)]
+    pub cleanup_policy: CleanupPolicyName,
+    /// Closed segments whose newest record is older than this leave the
+    /// hot tier. `None`: no age limit.
+    #[serde(default)]
+    pub retention_ms: Option<u64>,
+    /// Oldest closed segments leave the hot tier while a partition holds
+    /// more than this. `None`: no size limit.
+    #[serde(default)]
+    pub retention_bytes: Option<u64>,
+    /// How long a tombstone outlives the values it deleted (compaction).
+    #[serde(default = "delete_retention_ms_default")]
+    pub delete_retention_ms: u64,
+    /// Segments leaving the hot tier go to the cold store, not away.
+    #[serde(default)]
+    pub tiered: bool,
+    /// Cold segments whose newest record is older than this are deleted.
+    #[serde(default)]
+    pub cold_retention_ms: Option<u64>,
+    /// Oldest cold segments are deleted while a partition's cold tier holds
+    /// more than this.
+    #[serde(default)]
+    pub cold_retention_bytes: Option<u64>,
+}
+
+/// `cleanup_policy`: `"delete"` (retention), `"compact"` (latest record per
+/// key) or `"compact,delete"` (both; `"delete,compact"` is accepted too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CleanupPolicyName {
+    #[default]
+    #[serde(rename = "delete")]
+    Delete,
+    #[serde(rename = "compact")]
+    Compact,
+    #[serde(rename = "compact,delete", alias = "delete,compact")]
+    CompactDelete,
+}
+
+impl CleanupPolicyName {
+    fn parse(s: &str) -> Option<CleanupPolicyName> {
+        match s {
+            "delete" => Some(CleanupPolicyName::Delete),
+            "compact" => Some(CleanupPolicyName::Compact),
+            "compact,delete" | "delete,compact" => Some(CleanupPolicyName::CompactDelete),
+            _ => None,
+        }
+    }
+
+    pub fn compacts(self) -> bool {
+        self != CleanupPolicyName::Delete
+    }
+
+    pub fn deletes(self) -> bool {
+        self != CleanupPolicyName::Compact
+    }
+}
+
+fn delete_retention_ms_default() -> u64 {
+    es_storage::DELETE_RETENTION_MS_DEFAULT
 }
 
 /// What `meta.json` holds.
@@ -32,6 +93,28 @@ pub struct TopicMeta {
 }
 
 impl TopicConfig {
+    /// The defaults of a new topic: `segment_bytes` from the broker's flag,
+    /// no age roll, retention `delete` with no limits, not tiered.
+    pub fn with_segment_bytes(segment_bytes: u64) -> TopicConfig {
+        TopicConfig {
+            segment_bytes,
+            segment_ms: None,
+            cleanup_policy: CleanupPolicyName::Delete,
+            retention_ms: None,
+            retention_bytes: None,
+            delete_retention_ms: delete_retention_ms_default(),
+            tiered: false,
+            cold_retention_ms: None,
+            cold_retention_bytes: None,
+        }
+    }
+
+    /// Whether the topic keeps the latest record per key (and so refuses
+    /// records without a key).
+    pub fn is_compacted(&self) -> bool {
+        self.cleanup_policy.compacts()
+    }
+
     /// The storage settings this config gives a partition log.
     pub fn log_config(&self) -> es_storage::LogConfig {
         es_storage::LogConfig {
@@ -40,11 +123,21 @@ impl TopicConfig {
             // A produce's records for one partition are one batch; the HTTP
             // body limit (at most this) already bounds it.
             batch_bytes_max: es_storage::batch::BATCH_BYTES_MAX,
+            cleanup: es_storage::CleanupPolicy {
+                delete: self.cleanup_policy.deletes(),
+                compact: self.cleanup_policy.compacts(),
+                retention_ms: self.retention_ms,
+                retention_bytes: self.retention_bytes,
+                delete_retention_ms: self.delete_retention_ms,
+                tiered: self.tiered,
+                cold_retention_ms: self.cold_retention_ms,
+                cold_retention_bytes: self.cold_retention_bytes,
+            },
             ..es_storage::LogConfig::default()
         }
     }
 
-    /// Applies a JSON object of changes (`null` clears `segment_ms`);
+    /// Applies a JSON object of changes (`null` clears an optional limit);
     /// unknown keys and bad values are refused and change nothing.
     pub fn patched(
         &self,
@@ -66,6 +159,28 @@ impl TopicConfig {
                         })?),
                     }
                 }
+                "cleanup_policy" => {
+                    next.cleanup_policy =
+                        value.as_str().and_then(CleanupPolicyName::parse).ok_or_else(|| {
+                            ApiError::invalid(
+                                "cleanup_policy must be \"delete\", \"compact\" or \"compact,delete\"",
+                            )
+                        })?
+                }
+                "retention_ms" => next.retention_ms = limit(key, value)?,
+                "retention_bytes" => next.retention_bytes = limit(key, value)?,
+                "cold_retention_ms" => next.cold_retention_ms = limit(key, value)?,
+                "cold_retention_bytes" => next.cold_retention_bytes = limit(key, value)?,
+                "delete_retention_ms" => {
+                    next.delete_retention_ms = value.as_u64().ok_or_else(|| {
+                        ApiError::invalid("delete_retention_ms must be a non-negative integer")
+                    })?
+                }
+                "tiered" => {
+                    next.tiered = value
+                        .as_bool()
+                        .ok_or_else(|| ApiError::invalid("tiered must be true or false"))?
+                }
                 other => return Err(ApiError::invalid(format!("unknown config key {other:?}"))),
             }
         }
@@ -73,6 +188,16 @@ impl TopicConfig {
             .validate()
             .map_err(|e| ApiError::invalid(e.to_string()))?;
         Ok(next)
+    }
+}
+
+/// An optional limit: a positive integer, or `null` for none.
+fn limit(key: &str, value: &serde_json::Value) -> Result<Option<u64>, ApiError> {
+    match value {
+        serde_json::Value::Null => Ok(None),
+        v => Ok(Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            ApiError::invalid(format!("{key} must be a positive integer or null"))
+        })?)),
     }
 }
 
@@ -96,6 +221,20 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
             ),
         ))
     }
+}
+
+/// Checks a consumer group name: the same rules as topic names (it is a
+/// file name too).
+pub fn validate_group_name(name: &str) -> Result<(), ApiError> {
+    validate_name(name).map_err(|_| {
+        ApiError::new(
+            hyper::StatusCode::BAD_REQUEST,
+            "invalid_group_name",
+            format!(
+                "group name {name:?} is invalid: use 1-{TOPIC_NAME_BYTES_MAX} characters of [A-Za-z0-9._-], not \".\" or \"..\""
+            ),
+        )
+    })
 }
 
 pub fn topics_dir(data_dir: &Path) -> PathBuf {
@@ -144,23 +283,8 @@ pub fn load_all(data_dir: &Path) -> std::io::Result<Vec<TopicMeta>> {
 /// Writes `meta.json` for `meta` atomically, from a shard.
 pub async fn write_meta(data_dir: &Path, meta: &TopicMeta) -> Result<(), ApiError> {
     let dir = topic_dir(data_dir, &meta.name);
-    es_storage::create_dir_all(&dir)
-        .await
-        .map_err(ApiError::storage)?;
-    let tmp = dir.join("meta.json.tmp");
     let bytes = serde_json::to_vec_pretty(meta).expect("meta serializes");
-    let io = |e: glommio::GlommioError<()>| ApiError::internal(format!("writing {}: {e}", tmp.display()));
-    let file = glommio::io::BufferedFile::create(&tmp).await.map_err(io)?;
-    let n = file.write_at(bytes.clone(), 0).await.map_err(io)?;
-    if n != bytes.len() {
-        return Err(ApiError::internal(format!("short write to {}", tmp.display())));
-    }
-    file.fdatasync().await.map_err(io)?;
-    file.close().await.map_err(io)?;
-    glommio::io::rename(&tmp, dir.join("meta.json"))
-        .await
-        .map_err(io)?;
-    es_storage::sync_dir(&dir).await.map_err(ApiError::storage)?;
+    crate::fsops::write_atomic(&dir, "meta.json", bytes).await?;
     es_storage::sync_dir(&topics_dir(data_dir))
         .await
         .map_err(ApiError::storage)
@@ -182,10 +306,7 @@ mod tests {
 
     #[test]
     fn config_patch() {
-        let c = TopicConfig {
-            segment_bytes: 1000,
-            segment_ms: None,
-        };
+        let c = TopicConfig::with_segment_bytes(1000);
         let m = |v: serde_json::Value| v.as_object().unwrap().clone();
         let p = c.patched(&m(serde_json::json!({"segment_ms": 5}))).unwrap();
         assert_eq!(p.segment_ms, Some(5));
@@ -198,5 +319,51 @@ mod tests {
         assert!(c.patched(&m(serde_json::json!({"nope": 1}))).is_err());
         assert!(c.patched(&m(serde_json::json!({"segment_bytes": 0}))).is_err());
         assert!(c.patched(&m(serde_json::json!({"segment_bytes": -5}))).is_err());
+    }
+
+    #[test]
+    fn cleanup_keys() {
+        let c = TopicConfig::with_segment_bytes(1000);
+        let m = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let p = c
+            .patched(&m(serde_json::json!({
+                "cleanup_policy": "delete,compact", "retention_ms": 60000, "retention_bytes": 4096,
+                "delete_retention_ms": 0
+            })))
+            .unwrap();
+        assert_eq!(p.cleanup_policy, CleanupPolicyName::CompactDelete);
+        assert!(p.is_compacted());
+        assert_eq!(
+            (p.retention_ms, p.retention_bytes, p.delete_retention_ms),
+            (Some(60000), Some(4096), 0)
+        );
+        let lc = p.log_config();
+        assert!(lc.cleanup.compact && lc.cleanup.delete);
+        let cleared = p.patched(&m(serde_json::json!({"retention_ms": null}))).unwrap();
+        assert_eq!(cleared.retention_ms, None);
+        let t = c
+            .patched(&m(
+                serde_json::json!({"tiered": true, "cold_retention_bytes": 10}),
+            ))
+            .unwrap();
+        assert!(t.tiered && t.log_config().cleanup.tiered);
+        for bad in [
+            serde_json::json!({"cleanup_policy": "shred"}),
+            serde_json::json!({"cleanup_policy": 1}),
+            serde_json::json!({"retention_ms": 0}),
+            serde_json::json!({"retention_bytes": -1}),
+            serde_json::json!({"retention_ms": 1.5}),
+            serde_json::json!({"delete_retention_ms": -1}),
+            serde_json::json!({"tiered": "yes"}),
+            serde_json::json!({"cold_retention_ms": u64::MAX}),
+            serde_json::json!({"tiered": true, "cleanup_policy": "compact"}),
+        ] {
+            assert!(c.patched(&m(bad.clone())).is_err(), "{bad}");
+        }
+        // meta.json written before these keys existed reads with defaults.
+        let old: TopicConfig = serde_json::from_str(r#"{"segment_bytes": 5, "segment_ms": null}"#).unwrap();
+        assert_eq!(old, TopicConfig::with_segment_bytes(5));
+        let round: TopicConfig = serde_json::from_value(serde_json::to_value(&p).unwrap()).unwrap();
+        assert_eq!(round, p);
     }
 }

@@ -66,7 +66,7 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
                     timestamp_ms: r.timestamp_ms,
                 })
                 .collect();
-            let offsets = crate::produce::produce(shard, &meta, items).await?;
+            let offsets = crate::produce::produce(shard, &meta, items, None).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::Fetch(f) => {

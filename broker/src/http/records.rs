@@ -12,6 +12,7 @@ use super::response::{self, Body};
 use crate::admin::lookup;
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
+use crate::idempotence::ProducerFields;
 use crate::produce::Item;
 use crate::shard::Shard;
 
@@ -36,6 +37,9 @@ fn encoding(s: Option<&str>) -> Result<Encoding, ApiError> {
 struct ProduceRequest {
     records: Vec<ProduceRecord>,
     encoding: Option<String>,
+    producer_id: Option<i64>,
+    epoch: Option<i16>,
+    sequence: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -47,7 +51,11 @@ struct ProduceRecord {
     timestamp: Option<i64>,
 }
 
-pub async fn produce(shard: &Rc<Shard>, topic: &str, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn produce(
+    shard: &Rc<Shard>,
+    topic: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let started = Instant::now();
     let meta = lookup(shard, topic)?;
     let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
@@ -66,7 +74,9 @@ pub async fn produce(shard: &Rc<Shard>, topic: &str, req: Request<Incoming>) -> 
         };
         let partition = match r.partition {
             Some(p) if p < 0 => {
-                return Err(ApiError::invalid(format!("records[{i}].partition must be non-negative, not {p}")))
+                return Err(ApiError::invalid(format!(
+                    "records[{i}].partition must be non-negative, not {p}"
+                )))
             }
             Some(p) if p >= meta.partitions as i64 => {
                 return Err(ApiError::partition_not_found(topic, p as u64, meta.partitions))
@@ -81,13 +91,29 @@ pub async fn produce(shard: &Rc<Shard>, topic: &str, req: Request<Incoming>) -> 
             timestamp_ms: r.timestamp,
         });
     }
-    let offsets = crate::produce::produce(shard, &meta, items).await?;
+    let producer = match (produce.producer_id, produce.epoch, produce.sequence) {
+        (None, None, None) => None,
+        (Some(producer_id), Some(epoch), Some(sequence)) => Some(ProducerFields {
+            producer_id,
+            epoch,
+            sequence,
+        }),
+        _ => {
+            return Err(ApiError::invalid(
+                "an idempotent produce needs producer_id, epoch and sequence together",
+            ))
+        }
+    };
+    let offsets = crate::produce::produce(shard, &meta, items, producer).await?;
     let offsets: Vec<_> = offsets
         .into_iter()
         .map(|(p, o)| serde_json::json!({"partition": p, "offset": o}))
         .collect();
     metrics::histogram!("es_produce_duration_seconds").record(started.elapsed().as_secs_f64());
-    Ok(response::json(StatusCode::OK, &serde_json::json!({ "offsets": offsets })))
+    Ok(response::json(
+        StatusCode::OK,
+        &serde_json::json!({ "offsets": offsets }),
+    ))
 }
 
 /// Parses one query parameter as a non-negative integer.

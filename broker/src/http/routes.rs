@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::response::{self, Body};
-use super::{records, topics};
+use super::{groups, producers, records, topics};
 use crate::error::ApiError;
 use crate::shard::Shard;
 
@@ -52,6 +52,20 @@ async fn dispatch(shard: &Rc<Shard>, req: Request<Incoming>) -> Handled {
                 shard.metrics.render(),
             )),
         ),
+        (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard).await),
+        (["v1", "groups", g], &Method::GET) => ("describe_group", groups::describe(shard, g).await),
+        (["v1", "groups", g], &Method::DELETE) => ("delete_group", groups::delete(shard, g).await),
+        (["v1", "groups", g, "members"], &Method::POST) => ("join_group", groups::join(shard, g, req).await),
+        (["v1", "groups", g, "members", m, "heartbeat"], &Method::POST) => {
+            ("heartbeat", groups::heartbeat(shard, g, m).await)
+        }
+        (["v1", "groups", g, "members", m], &Method::DELETE) => {
+            ("leave_group", groups::leave(shard, g, m).await)
+        }
+        (["v1", "groups", g, "commits"], &Method::POST) => ("commit", groups::commit(shard, g, req).await),
+        (["v1", "groups", g, "commits"], &Method::GET) => ("fetch_commits", groups::commits(shard, g).await),
+        (["v1", "groups", g, "reset"], &Method::POST) => ("reset_group", groups::reset(shard, g, req).await),
+        (["v1", "producers"], &Method::POST) => ("init_producer", producers::init(shard, req).await),
         (["v1", "topics"], &Method::GET) => ("list_topics", Ok(topics::list(shard))),
         (["v1", "topics"], &Method::POST) => ("create_topic", topics::create(shard, req).await),
         (["v1", "topics", t], &Method::GET) => ("describe_topic", topics::describe(shard, t).await),
@@ -89,6 +103,14 @@ fn is_known(segments: &[&str]) -> bool {
             | ["ready"]
             | ["metrics"]
             | ["v1", "topics"]
+            | ["v1", "producers"]
+            | ["v1", "groups"]
+            | ["v1", "groups", _]
+            | ["v1", "groups", _, "members"]
+            | ["v1", "groups", _, "members", _]
+            | ["v1", "groups", _, "members", _, "heartbeat"]
+            | ["v1", "groups", _, "commits"]
+            | ["v1", "groups", _, "reset"]
             | ["v1", "topics", _]
             | ["v1", "topics", _, "config"]
             | ["v1", "topics", _, "records"]

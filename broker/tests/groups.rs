@@ -1,0 +1,225 @@
+//! Consumer groups against the real broker, over HTTP: sticky assignment
+//! between members, session expiry handing partitions over, commit rules
+//! (stale generation, partitions not held), durable commits across kill -9,
+//! describe with lag, reset, list and delete.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::Broker;
+use serde_json::{json, Value};
+
+fn assignment(v: &Value) -> BTreeSet<(String, u64)> {
+    v["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["topic"].as_str().unwrap().to_string(),
+                a["partition"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn join(b: &Broker, group: &str, topics: &[&str], timeout_ms: u64) -> Value {
+    let (status, v) = b.post(
+        &format!("/v1/groups/{group}/members"),
+        json!({"topics": topics, "session_timeout_ms": timeout_ms}),
+    );
+    assert_eq!(status, 201, "{v}");
+    v
+}
+
+fn heartbeat(b: &Broker, group: &str, member: &str) -> (u16, Value) {
+    b.post(
+        &format!("/v1/groups/{group}/members/{member}/heartbeat"),
+        json!({}),
+    )
+}
+
+#[test]
+fn two_members_split_four_partitions_and_a_silent_one_is_replaced() {
+    let b = Broker::start(2);
+    assert_eq!(
+        b.post("/v1/topics", json!({"name": "orders", "partitions": 4})).0,
+        201
+    );
+    let a = join(&b, "billing", &["orders"], 30_000);
+    let a_id = a["member_id"].as_str().unwrap().to_string();
+    assert_eq!(assignment(&a).len(), 4, "alone, a member holds everything");
+    let c = join(&b, "billing", &["orders"], 500);
+    let c_id = c["member_id"].as_str().unwrap().to_string();
+    assert_eq!(assignment(&c).len(), 2);
+    let (status, hb) = heartbeat(&b, "billing", &a_id);
+    assert_eq!(status, 200);
+    let a_now = assignment(&hb);
+    assert_eq!(a_now.len(), 2, "rebalanced evenly");
+    assert!(
+        a_now.is_subset(&assignment(&a)),
+        "a keeps partitions it had (sticky)"
+    );
+    assert!(a_now.is_disjoint(&assignment(&c)));
+    assert_eq!(hb["generation"], c["generation"]);
+
+    // c stops heartbeating; a keeps going and takes c's partitions over.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let taken_over = loop {
+        let (status, hb) = heartbeat(&b, "billing", &a_id);
+        assert_eq!(status, 200, "{hb}");
+        if assignment(&hb).len() == 4 {
+            break hb;
+        }
+        assert!(Instant::now() < deadline, "c's session never expired");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        a_now.is_subset(&assignment(&taken_over)),
+        "a kept its own while taking c's"
+    );
+    let (status, err) = heartbeat(&b, "billing", &c_id);
+    assert_eq!(status, 404);
+    assert_eq!(err["error"]["code"], "unknown_member");
+}
+
+#[test]
+fn commit_rules_and_durability_across_kill9() {
+    let mut b = Broker::start(2);
+    assert_eq!(
+        b.post("/v1/topics", json!({"name": "ev", "partitions": 2})).0,
+        201
+    );
+    for p in 0..2 {
+        let records: Vec<Value> = (0..10)
+            .map(|i| json!({"value": format!("v{i}"), "partition": p}))
+            .collect();
+        assert_eq!(
+            b.post("/v1/topics/ev/records", json!({"records": records})).0,
+            200
+        );
+    }
+    let a = join(&b, "g", &["ev"], 30_000);
+    let a_id = a["member_id"].as_str().unwrap().to_string();
+    let gen1 = a["generation"].as_u64().unwrap();
+    let (status, v) = b.post(
+        "/v1/groups/g/commits",
+        json!({"member_id": a_id, "generation": gen1, "offsets": [{"topic": "ev", "partition": 0, "offset": 4}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+    // A second member joins: a's generation is now stale.
+    let c = join(&b, "g", &["ev"], 30_000);
+    let (status, v) = b.post(
+        "/v1/groups/g/commits",
+        json!({"member_id": a_id, "generation": gen1, "offsets": [{"topic": "ev", "partition": 0, "offset": 5}]}),
+    );
+    assert_eq!(status, 409);
+    assert_eq!(v["error"]["code"], "stale_generation");
+    // With the right generation, only the partition it holds.
+    let gen2 = c["generation"].as_u64().unwrap();
+    let held_by_c = assignment(&c).into_iter().next().unwrap();
+    let (status, v) = b.post(
+        "/v1/groups/g/commits",
+        json!({"member_id": a_id, "generation": gen2, "offsets": [{"topic": "ev", "partition": held_by_c.1, "offset": 7}]}),
+    );
+    assert_eq!(status, 409);
+    assert_eq!(v["error"]["code"], "not_assigned");
+    let (status, v) = b.post(
+        "/v1/groups/g/commits",
+        json!({"member_id": c["member_id"], "generation": gen2, "offsets": [{"topic": "ev", "partition": held_by_c.1, "offset": 7}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+    // Without a member, a commit is refused while the group has members.
+    let (status, v) = b.post(
+        "/v1/groups/g/commits",
+        json!({"offsets": [{"topic": "ev", "partition": 0, "offset": 1}]}),
+    );
+    assert_eq!(status, 409);
+    assert_eq!(v["error"]["code"], "group_not_empty");
+
+    let before = b.get("/v1/groups/g/commits").1;
+    b.kill9();
+    b.restart();
+    let after = b.get("/v1/groups/g/commits").1;
+    assert_eq!(before, after, "acknowledged commits survive kill -9");
+    let expected_p0 = if held_by_c.1 == 0 { 7 } else { 4 };
+    let offsets = after["offsets"].as_array().unwrap();
+    assert!(
+        offsets
+            .iter()
+            .any(|o| o["partition"] == 0 && o["offset"] == expected_p0),
+        "{after}"
+    );
+
+    // Members are gone after the restart: describe shows lag per partition.
+    let (status, d) = b.get("/v1/groups/g");
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["members"].as_array().unwrap().len(), 0);
+    for p in d["partitions"].as_array().unwrap() {
+        let committed = p["committed_offset"].as_u64().unwrap_or(0);
+        assert_eq!(p["high_watermark"], 10);
+        assert_eq!(p["lag"].as_u64().unwrap(), 10 - committed);
+    }
+}
+
+#[test]
+fn reset_list_and_delete() {
+    let b = Broker::start(1);
+    assert_eq!(
+        b.post("/v1/topics", json!({"name": "logs", "partitions": 2})).0,
+        201
+    );
+    let records: Vec<Value> = (0..6)
+        .map(|i| json!({"value": "x", "partition": i % 2, "timestamp": 1000 * i}))
+        .collect();
+    assert_eq!(
+        b.post("/v1/topics/logs/records", json!({"records": records})).0,
+        200
+    );
+    let commits = |v: &Value| -> Vec<u64> {
+        v["offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["offset"].as_u64().unwrap())
+            .collect()
+    };
+    let (status, v) = b.post("/v1/groups/r/reset", json!({"topic": "logs", "to": "latest"}));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(commits(&v), vec![3, 3]);
+    let (_, v) = b.post("/v1/groups/r/reset", json!({"topic": "logs", "to": "earliest"}));
+    assert_eq!(commits(&v), vec![0, 0]);
+    let (_, v) = b.post(
+        "/v1/groups/r/reset",
+        json!({"topic": "logs", "to": "offset", "offset": 2}),
+    );
+    assert_eq!(commits(&v), vec![2, 2]);
+    // Partition 0 holds timestamps 0, 2000, 4000; partition 1 holds 1000, 3000, 5000.
+    let (_, v) = b.post(
+        "/v1/groups/r/reset",
+        json!({"topic": "logs", "to": "timestamp", "timestamp": 2500}),
+    );
+    assert_eq!(commits(&v), vec![2, 1]);
+    let (status, v) = b.post("/v1/groups/r/reset", json!({"topic": "logs", "to": "sideways"}));
+    assert_eq!(status, 400, "{v}");
+
+    let (_, list) = b.get("/v1/groups");
+    assert_eq!(list["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(list["groups"][0]["name"], "r");
+    let m = join(&b, "r", &["logs"], 30_000);
+    let (status, v) = b.delete("/v1/groups/r");
+    assert_eq!(status, 409, "{v}");
+    let (status, _) = b.delete(&format!(
+        "/v1/groups/r/members/{}",
+        m["member_id"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200);
+    let (status, _) = b.delete("/v1/groups/r");
+    assert_eq!(status, 200);
+    assert_eq!(b.get("/v1/groups/r").0, 404);
+    assert_eq!(b.get("/v1/groups/bad%2Fname").0, 400);
+    let (status, v) = b.post("/v1/groups/x/members", json!({"topics": ["missing"]}));
+    assert_eq!(status, 404, "{v}");
+}
