@@ -36,10 +36,7 @@ pub async fn create(shard: &Rc<Shard>, create: CreateTopic) -> Result<serde_json
             "replication_factor {rf} is not possible on a single node: use 1"
         )));
     }
-    let defaults = TopicConfig {
-        segment_bytes: shard.config.segment_bytes,
-        segment_ms: None,
-    };
+    let defaults = TopicConfig::with_segment_bytes(shard.config.segment_bytes);
     let config = match &create.config {
         Some(changes) => defaults.patched(changes)?,
         None => defaults,
@@ -118,6 +115,8 @@ async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::
             serde_json::json!({
                 "partition": s.partition,
                 "log_start_offset": s.log_start_offset,
+                "hot_start_offset": s.hot_start_offset,
+                "cold_start_offset": s.cold_start_offset,
                 "high_watermark": s.high_watermark,
                 "leader": node,
                 "replicas": [node],

@@ -58,9 +58,32 @@ pub struct Config {
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT)]
     pub segment_bytes: u64,
+    /// Directory of the cold tier, where tiered topics move segments that
+    /// retention removes. Default: `<data-dir>/cold`.
+    #[arg(long, env = "ES_COLD_DIR")]
+    pub cold_dir: Option<PathBuf>,
+    /// How often each shard runs cleanup (retention, compaction, tiering)
+    /// over its partitions.
+    #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT)]
+    pub cleanup_interval_ms: u64,
 }
 
+/// Default cleanup interval: 30 s keeps retention within half a minute of
+/// its limits while a pass over partitions with nothing due costs nothing
+/// but a look at each one's segments.
+pub const CLEANUP_INTERVAL_MS_DEFAULT: u64 = 30_000;
+/// Longest cleanup interval (one day): past it, retention would lag its
+/// limits by more than most limits are long.
+pub const CLEANUP_INTERVAL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
 impl Config {
+    /// The cold tier's directory: `--cold-dir`, or `<data-dir>/cold`.
+    pub fn cold_dir(&self) -> PathBuf {
+        self.cold_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("cold"))
+    }
+
     /// The shard count to run with.
     pub fn shard_count(&self) -> usize {
         self.shards
@@ -106,6 +129,14 @@ impl Config {
                 "--segment-bytes must be in 1..={}",
                 es_storage::SEGMENT_BYTES_MAX
             ));
+        }
+        if self.cleanup_interval_ms == 0 || self.cleanup_interval_ms > CLEANUP_INTERVAL_MS_MAX {
+            return Err(format!(
+                "--cleanup-interval-ms must be in 1..={CLEANUP_INTERVAL_MS_MAX}"
+            ));
+        }
+        if self.cold_dir().starts_with(self.data_dir.join("topics")) {
+            return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
         Ok(())
     }

@@ -2,12 +2,12 @@
 //!
 //! Contract proven here (docs/api.md, "Topics"):
 //! - `POST /v1/topics` creates a topic (201) and echoes name, partitions,
-//!   replication factor and the full config (both keys, `segment_ms` null when
+//!   replication factor and the full config (every key, `segment_ms` null when
 //!   unset; `segment_bytes` defaults to `--segment-bytes`); a second create of
 //!   the same name is 409 `topic_exists` and changes nothing.
 //! - `GET /v1/topics` lists `{name, partitions}` sorted by name.
-//! - `GET /v1/topics/{t}` describes every partition: log start offset, high
-//!   watermark, leader 1, replicas `[1]`.
+//! - `GET /v1/topics/{t}` describes every partition: log start offset, hot
+//!   and cold start offsets, high watermark, leader 1, replicas `[1]`.
 //! - `PATCH /v1/topics/{t}/config` changes only the given keys (`null` clears
 //!   `segment_ms`) and answers like describe; an unknown key is
 //!   `invalid_request` and changes nothing.
@@ -16,14 +16,30 @@
 //!   again, empty.
 //! - Names are 1-249 characters of `[A-Za-z0-9._-]` and not `.` or `..`; any
 //!   other is 400 `invalid_topic_name`. Partitions must be 1..=1024,
-//!   replication factor 1; config keys are `segment_bytes` and `segment_ms`,
-//!   positive. Bad input is a 400 that creates nothing.
+//!   replication factor 1; config values are checked (the cleanup keys in
+//!   detail in http_cleanup.rs). Bad input is a 400 that creates nothing.
 //! - Every error is `{"error":{"code","message"}}` with the documented status.
 
 mod common;
 
 use common::*;
 use serde_json::{json, Value};
+
+/// The full config a topic reports: these two keys as given, every other
+/// key at its default.
+fn cfg(segment_bytes: Value, segment_ms: Value) -> Value {
+    json!({
+        "segment_bytes": segment_bytes,
+        "segment_ms": segment_ms,
+        "cleanup_policy": "delete",
+        "retention_ms": null,
+        "retention_bytes": null,
+        "delete_retention_ms": 86400000,
+        "tiered": false,
+        "cold_retention_ms": null,
+        "cold_retention_bytes": null
+    })
+}
 
 fn topic_list(b: &Broker) -> Value {
     let (status, body) = b.get("/v1/topics");
@@ -54,7 +70,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
             "name": "orders",
             "partitions": 3,
             "replication_factor": 1,
-            "config": { "segment_bytes": 1048576, "segment_ms": 600000 }
+            "config": cfg(json!(1048576), json!(600000))
         })
     );
 
@@ -67,7 +83,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
             "name": "alpha",
             "partitions": 1,
             "replication_factor": 1,
-            "config": { "segment_bytes": 1073741824u64, "segment_ms": null }
+            "config": cfg(json!(1073741824u64), json!(null))
         })
     );
 
@@ -80,7 +96,8 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
     // Described: every partition empty, led by node 1.
     let empty_partitions: Vec<Value> = (0..3)
         .map(|p| {
-            json!({ "partition": p, "log_start_offset": 0, "high_watermark": 0, "leader": 1, "replicas": [1] })
+            json!({ "partition": p, "log_start_offset": 0, "hot_start_offset": 0, "cold_start_offset": null,
+                    "high_watermark": 0, "leader": 1, "replicas": [1] })
         })
         .collect();
     assert_eq!(
@@ -88,7 +105,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
         json!({
             "name": "orders",
             "replication_factor": 1,
-            "config": { "segment_bytes": 1048576, "segment_ms": 600000 },
+            "config": cfg(json!(1048576), json!(600000)),
             "partitions": empty_partitions
         })
     );
@@ -103,7 +120,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
     assert_eq!(high_watermarks(&b, "orders"), vec![0, 2, 0]);
     assert_eq!(
         describe(&b, "orders")["config"],
-        json!({ "segment_bytes": 1048576, "segment_ms": 600000 })
+        json!(cfg(json!(1048576), json!(600000)))
     );
 
     // PATCH changes only the given key and answers like describe.
@@ -111,24 +128,18 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
     assert_eq!(got.0, 200, "patch: {}", got.1);
     assert_eq!(got.1["name"], "orders");
     assert_eq!(got.1["replication_factor"], 1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 2097152, "segment_ms": 600000 })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(2097152), json!(600000))));
     assert_eq!(got.1["partitions"].as_array().map(Vec::len), Some(3), "{}", got.1);
     assert_eq!(got.1["partitions"][1]["high_watermark"], 2, "{}", got.1);
     assert_eq!(
         describe(&b, "orders")["config"],
-        json!({ "segment_bytes": 2097152, "segment_ms": 600000 })
+        json!(cfg(json!(2097152), json!(600000)))
     );
 
     // `null` clears segment_ms.
     let got = b.patch("/v1/topics/orders/config", json!({ "segment_ms": null }));
     assert_eq!(got.0, 200, "patch: {}", got.1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 2097152, "segment_ms": null })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(2097152), json!(null))));
 
     // Both keys at once.
     let got = b.patch(
@@ -136,14 +147,14 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
         json!({ "segment_bytes": 4194304, "segment_ms": 60000 }),
     );
     assert_eq!(got.0, 200, "patch: {}", got.1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 4194304, "segment_ms": 60000 })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(4194304), json!(60000))));
 
     // Bad patches change nothing.
     for bad in [
-        json!({ "retention_ms": 1000 }),
+        json!({ "max_message_bytes": 1000 }),
+        json!({ "retention_ms": 0 }),
+        json!({ "cleanup_policy": "shred" }),
+        json!({ "tiered": "yes" }),
         json!({ "segment_bytes": 2097152, "bogus": true }),
         json!({ "segment_bytes": 0 }),
         json!({ "segment_bytes": -1 }),
@@ -154,7 +165,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
         assert_error(&got, 400, "invalid_request");
         assert_eq!(
             describe(&b, "orders")["config"],
-            json!({ "segment_bytes": 4194304, "segment_ms": 60000 }),
+            json!(cfg(json!(4194304), json!(60000))),
             "after the refused patch {bad}"
         );
     }
@@ -192,10 +203,7 @@ fn topic_lifecycle_create_list_describe_patch_delete_recreate() {
     let got = b.post("/v1/topics", json!({ "name": "orders", "partitions": 2 }));
     assert_eq!(got.0, 201, "recreate: {}", got.1);
     assert_eq!(got.1["partitions"], 2);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 1073741824u64, "segment_ms": null })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(1073741824u64), json!(null))));
     assert_eq!(high_watermarks(&b, "orders"), vec![0, 0]);
     let (status, body) = fetch(&b, "orders", 1, "offset=0");
     assert_eq!(status, 200, "{body}");
@@ -282,7 +290,9 @@ fn partition_count_replication_and_config_are_validated() {
         json!({ "name": "t", "partitions": 1, "replication_factor": 2 }),
         json!({ "name": "t", "partitions": 1, "replication_factor": 0 }),
         json!({ "name": "t", "partitions": 1, "replication_factor": -1 }),
-        json!({ "name": "t", "partitions": 1, "config": { "retention_ms": 1000 } }),
+        json!({ "name": "t", "partitions": 1, "config": { "max_message_bytes": 1000 } }),
+        json!({ "name": "t", "partitions": 1, "config": { "retention_bytes": 0 } }),
+        json!({ "name": "t", "partitions": 1, "config": { "tiered": true, "cleanup_policy": "compact" } }),
         json!({ "name": "t", "partitions": 1, "config": { "segment_bytes": 0 } }),
         json!({ "name": "t", "partitions": 1, "config": { "segment_bytes": -1 } }),
         json!({ "name": "t", "partitions": 1, "config": { "segment_ms": 0 } }),
@@ -331,10 +341,7 @@ fn partition_count_replication_and_config_are_validated() {
         json!({ "name": "many", "partitions": 64, "config": {} }),
     );
     assert_eq!(got.0, 201, "{}", got.1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 1073741824u64, "segment_ms": null })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(1073741824u64), json!(null))));
     assert_eq!(high_watermarks(&b, "many"), vec![0; 64]);
 }
 
@@ -343,19 +350,13 @@ fn segment_bytes_flag_sets_the_default_for_new_topics() {
     let b = Broker::start_with(&["--segment-bytes", "65536", "--shards", "1"]);
     let got = b.post("/v1/topics", json!({ "name": "small", "partitions": 1 }));
     assert_eq!(got.0, 201, "{}", got.1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 65536, "segment_ms": null })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(65536), json!(null))));
     let got = b.post(
         "/v1/topics",
         json!({ "name": "explicit", "partitions": 1, "config": { "segment_bytes": 1048576 } }),
     );
     assert_eq!(got.0, 201, "{}", got.1);
-    assert_eq!(
-        got.1["config"],
-        json!({ "segment_bytes": 1048576, "segment_ms": null })
-    );
+    assert_eq!(got.1["config"], json!(cfg(json!(1048576), json!(null))));
 }
 
 #[test]

@@ -14,7 +14,10 @@ use crate::shard::Shard;
 pub async fn create(shard: &Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
     let create: CreateTopic = response::parse(&body)?;
-    Ok(response::json(StatusCode::CREATED, &admin::create(shard, create).await?))
+    Ok(response::json(
+        StatusCode::CREATED,
+        &admin::create(shard, create).await?,
+    ))
 }
 
 pub fn list(shard: &Shard) -> Response<Body> {
@@ -22,14 +25,24 @@ pub fn list(shard: &Shard) -> Response<Body> {
 }
 
 pub async fn describe(shard: &Rc<Shard>, name: &str) -> Result<Response<Body>, ApiError> {
-    Ok(response::json(StatusCode::OK, &admin::describe(shard, name).await?))
+    Ok(response::json(
+        StatusCode::OK,
+        &admin::describe(shard, name).await?,
+    ))
 }
 
-pub async fn patch(shard: &Rc<Shard>, name: &str, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn patch(
+    shard: &Rc<Shard>,
+    name: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     admin::lookup(shard, name)?;
     let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
     let changes: serde_json::Map<String, serde_json::Value> = response::parse(&body)?;
-    Ok(response::json(StatusCode::OK, &admin::patch(shard, name, changes).await?))
+    Ok(response::json(
+        StatusCode::OK,
+        &admin::patch(shard, name, changes).await?,
+    ))
 }
 
 pub async fn delete(shard: &Rc<Shard>, name: &str) -> Result<Response<Body>, ApiError> {
