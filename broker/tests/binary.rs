@@ -393,3 +393,80 @@ fn hostile_frames_get_an_error_frame_and_a_closed_connection() {
         "the client refuses frames over the broker's limit: {err}"
     );
 }
+
+#[test]
+fn groups_and_idempotent_producers_over_binary() {
+    let b = Broker::start(2);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "gb", "partitions": 2}))
+        .unwrap();
+    let (id, epoch) = c.init_producer(None).unwrap();
+    assert_eq!(epoch, 0);
+    let batch = || vec![record(None, b"once", Some(1))];
+    let first = c.produce_idempotent("gb", (id, epoch, 0), batch()).unwrap();
+    let retry = c.produce_idempotent("gb", (id, epoch, 0), batch()).unwrap();
+    assert_eq!(first, retry, "a retry is answered with the original offsets");
+    assert_eq!(fetch_all(&c, "gb", 1).len(), 1, "and written once");
+    let gap = c.produce_idempotent("gb", (id, epoch, 9), batch()).unwrap_err();
+    assert_eq!(gap.code(), Some("out_of_order_sequence"));
+    let (_, epoch1) = c.init_producer(Some(id)).unwrap();
+    assert_eq!(epoch1, 1);
+    let fenced = c.produce_idempotent("gb", (id, 0, 1), batch()).unwrap_err();
+    assert_eq!(fenced.code(), Some("producer_fenced"));
+
+    let joined = c
+        .admin(Kind::JoinGroup, json!({"group": "g", "topics": ["gb"]}))
+        .unwrap();
+    let member = joined["member_id"].as_str().unwrap().to_string();
+    let generation = joined["generation"].as_u64().unwrap();
+    assert_eq!(joined["assignments"].as_array().unwrap().len(), 2);
+    let hb = c
+        .admin(Kind::Heartbeat, json!({"group": "g", "member_id": member}))
+        .unwrap();
+    assert_eq!(hb["generation"], generation);
+    c.admin(
+        Kind::CommitOffsets,
+        json!({"group": "g", "member_id": member, "generation": generation,
+               "offsets": [{"topic": "gb", "partition": 1, "offset": 1}]}),
+    )
+    .unwrap();
+    let stale = c
+        .admin(
+            Kind::CommitOffsets,
+            json!({"group": "g", "member_id": member, "generation": generation + 7,
+                   "offsets": [{"topic": "gb", "partition": 1, "offset": 1}]}),
+        )
+        .unwrap_err();
+    assert_eq!(stale.code(), Some("stale_generation"));
+    let commits = c.admin(Kind::FetchCommits, json!({"group": "g"})).unwrap();
+    assert_eq!(
+        commits["offsets"],
+        json!([{"topic": "gb", "partition": 1, "offset": 1}])
+    );
+    let desc = c.admin(Kind::DescribeGroup, json!({"group": "g"})).unwrap();
+    assert_eq!(desc, b.get("/v1/groups/g").1, "binary and HTTP describe agree");
+    let list = c.admin(Kind::ListGroups, json!({})).unwrap();
+    assert_eq!(list["groups"][0]["name"], "g");
+    assert_eq!(
+        c.admin(Kind::DeleteGroup, json!({"group": "g"}))
+            .unwrap_err()
+            .code(),
+        Some("group_not_empty")
+    );
+    c.admin(Kind::LeaveGroup, json!({"group": "g", "member_id": member}))
+        .unwrap();
+    let reset = c
+        .admin(
+            Kind::ResetGroup,
+            json!({"group": "g", "topic": "gb", "to": "earliest"}),
+        )
+        .unwrap();
+    assert_eq!(reset["offsets"].as_array().unwrap().len(), 2);
+    c.admin(Kind::DeleteGroup, json!({"group": "g"})).unwrap();
+    assert_eq!(
+        c.admin(Kind::FetchCommits, json!({"group": "g"}))
+            .unwrap_err()
+            .code(),
+        Some("group_not_found")
+    );
+}

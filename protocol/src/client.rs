@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::frame::{self, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
-use crate::requests::produce::{Produce, ProduceRecord};
+use crate::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
 use crate::{DecodeError, Kind, Request, Response, PROTOCOL_VERSION};
 
 /// What a call can fail with.
@@ -130,7 +130,12 @@ impl Client {
                     message: e.message,
                 })
             }
-            Some(other) => return Err(ClientError::Protocol(format!("expected HelloOk, got {:?}", other.kind()))),
+            Some(other) => {
+                return Err(ClientError::Protocol(format!(
+                    "expected HelloOk, got {:?}",
+                    other.kind()
+                )))
+            }
             None => return Err(ClientError::Closed),
         };
         let shared = Arc::new(Shared {
@@ -209,6 +214,43 @@ impl Client {
         }))? {
             Response::ProduceOk(ok) => Ok(ok.offsets),
             other => Err(unexpected(other)),
+        }
+    }
+
+    /// Produces one producer's batch to one partition: a retry with the same
+    /// producer id, epoch and sequence is written once and answered with the
+    /// original offsets.
+    pub fn produce_idempotent(
+        &self,
+        topic: &str,
+        producer: (i64, i16, i32),
+        records: Vec<ProduceRecord>,
+    ) -> Result<Vec<(u32, u64)>, ClientError> {
+        let (producer_id, epoch, sequence) = producer;
+        match self.call(&Request::IdempotentProduce(IdempotentProduce {
+            producer_id,
+            epoch,
+            sequence,
+            produce: Produce {
+                topic: topic.into(),
+                records,
+            },
+        }))? {
+            Response::ProduceOk(ok) => Ok(ok.offsets),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A new producer id (`None`), or the next epoch of one: (id, epoch).
+    pub fn init_producer(&self, existing: Option<i64>) -> Result<(i64, i16), ClientError> {
+        let body = match existing {
+            Some(id) => serde_json::json!({ "producer_id": id }),
+            None => serde_json::json!({}),
+        };
+        let v = self.admin(Kind::InitProducer, body)?;
+        match (v["producer_id"].as_i64(), v["epoch"].as_i64()) {
+            (Some(id), Some(epoch)) => Ok((id, epoch as i16)),
+            _ => Err(ClientError::Protocol(format!("bad InitProducer answer {v}"))),
         }
     }
 
@@ -321,7 +363,13 @@ impl Producer {
     /// `batch_bytes`: send a batch once this much is buffered; `linger`:
     /// send a non-empty batch once its first record waited this long (checked
     /// on each `send` and by `flush`); `max_in_flight`: batches awaiting acks.
-    pub fn new(client: Arc<Client>, topic: &str, batch_bytes: usize, linger: Duration, max_in_flight: usize) -> Producer {
+    pub fn new(
+        client: Arc<Client>,
+        topic: &str,
+        batch_bytes: usize,
+        linger: Duration,
+        max_in_flight: usize,
+    ) -> Producer {
         Producer {
             client,
             topic: topic.to_string(),
@@ -341,7 +389,9 @@ impl Producer {
         self.buffered_bytes += record.value.len() + record.key.as_ref().map_or(0, |k| k.len()) + 20;
         self.buffer.push(record);
         self.first_at.get_or_insert_with(Instant::now);
-        if self.buffered_bytes >= self.batch_bytes || self.first_at.is_some_and(|t| t.elapsed() >= self.linger) {
+        if self.buffered_bytes >= self.batch_bytes
+            || self.first_at.is_some_and(|t| t.elapsed() >= self.linger)
+        {
             self.send_batch()?;
         }
         Ok(())

@@ -7,15 +7,26 @@ pub enum Kind {
     Hello = 0x01,
     Produce = 0x02,
     Fetch = 0x03,
+    IdempotentProduce = 0x04,
     CreateTopic = 0x10,
     ListTopics = 0x11,
     DescribeTopic = 0x12,
     DeleteTopic = 0x13,
     PatchTopicConfig = 0x14,
+    InitProducer = 0x18,
+    JoinGroup = 0x20,
+    Heartbeat = 0x21,
+    LeaveGroup = 0x22,
+    CommitOffsets = 0x23,
+    FetchCommits = 0x24,
+    DescribeGroup = 0x25,
+    ListGroups = 0x26,
+    DeleteGroup = 0x27,
+    ResetGroup = 0x28,
     HelloOk = 0x81,
     ProduceOk = 0x82,
     FetchOk = 0x83,
-    /// The JSON answer to any topic request (0x10-0x1f).
+    /// The JSON answer to any JSON request (0x10-0x2f).
     AdminOk = 0x90,
     Error = 0xff,
 }
@@ -27,11 +38,22 @@ impl Kind {
             0x01 => Hello,
             0x02 => Produce,
             0x03 => Fetch,
+            0x04 => IdempotentProduce,
             0x10 => CreateTopic,
             0x11 => ListTopics,
             0x12 => DescribeTopic,
             0x13 => DeleteTopic,
             0x14 => PatchTopicConfig,
+            0x18 => InitProducer,
+            0x20 => JoinGroup,
+            0x21 => Heartbeat,
+            0x22 => LeaveGroup,
+            0x23 => CommitOffsets,
+            0x24 => FetchCommits,
+            0x25 => DescribeGroup,
+            0x26 => ListGroups,
+            0x27 => DeleteGroup,
+            0x28 => ResetGroup,
             0x81 => HelloOk,
             0x82 => ProduceOk,
             0x83 => FetchOk,
@@ -44,5 +66,10 @@ impl Kind {
     /// A request kind (sent by clients).
     pub fn is_request(self) -> bool {
         (self as u8) < 0x80
+    }
+
+    /// A request whose payload is a JSON document answered by AdminOk.
+    pub fn is_json_request(self) -> bool {
+        (0x10..0x30).contains(&(self as u8))
     }
 }

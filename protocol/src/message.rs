@@ -6,7 +6,7 @@ use crate::requests::admin;
 use crate::requests::error::ErrorResponse;
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
-use crate::requests::produce::{Produce, ProduceOk};
+use crate::requests::produce::{IdempotentProduce, Produce, ProduceOk};
 use crate::{DecodeError, Kind};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -14,7 +14,8 @@ pub enum Request {
     Hello(Hello),
     Produce(Produce),
     Fetch(Fetch),
-    /// A topic request with its JSON document (see requests/admin.rs).
+    IdempotentProduce(IdempotentProduce),
+    /// A JSON request (topics, groups, producer ids; see requests/admin.rs).
     Admin(Kind, serde_json::Value),
 }
 
@@ -33,6 +34,7 @@ impl Request {
             Request::Hello(_) => Kind::Hello,
             Request::Produce(_) => Kind::Produce,
             Request::Fetch(_) => Kind::Fetch,
+            Request::IdempotentProduce(_) => Kind::IdempotentProduce,
             Request::Admin(k, _) => *k,
         }
     }
@@ -44,6 +46,7 @@ impl Request {
             Request::Hello(h) => h.encode(&mut w),
             Request::Produce(p) => p.encode(&mut w),
             Request::Fetch(f) => f.encode(&mut w),
+            Request::IdempotentProduce(p) => p.encode(&mut w),
             Request::Admin(_, v) => w.buf = admin::encode_json(v),
         }
         frame::encode(self.kind(), request_id, &w.buf, gzip)
@@ -56,11 +59,8 @@ impl Request {
             Kind::Hello => Request::Hello(Hello::decode(&mut r).and_then(|h| r.finish("hello").map(|_| h))?),
             Kind::Produce => Request::Produce(Produce::decode(&mut r)?),
             Kind::Fetch => Request::Fetch(Fetch::decode(&mut r)?),
-            k @ (Kind::CreateTopic
-            | Kind::ListTopics
-            | Kind::DescribeTopic
-            | Kind::DeleteTopic
-            | Kind::PatchTopicConfig) => Request::Admin(k, admin::decode_json(&f.payload)?),
+            Kind::IdempotentProduce => Request::IdempotentProduce(IdempotentProduce::decode(&mut r)?),
+            k if k.is_json_request() => Request::Admin(k, admin::decode_json(&f.payload)?),
             other => return Err(DecodeError::malformed(format!("{other:?} is not a request"))),
         })
     }

@@ -11,6 +11,7 @@ use es_protocol::{Kind, Request, Response};
 use crate::admin::{self, CreateTopic};
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
+use crate::idempotence::ProducerFields;
 use crate::produce::Item;
 use crate::shard::Shard;
 
@@ -36,13 +37,68 @@ fn endpoint(req: &Request) -> &'static str {
     match req {
         Request::Hello(_) => "hello",
         Request::Produce(_) => "produce",
+        Request::IdempotentProduce(_) => "idempotent_produce",
         Request::Fetch(_) => "fetch",
         Request::Admin(Kind::CreateTopic, _) => "create_topic",
         Request::Admin(Kind::ListTopics, _) => "list_topics",
         Request::Admin(Kind::DescribeTopic, _) => "describe_topic",
         Request::Admin(Kind::DeleteTopic, _) => "delete_topic",
-        Request::Admin(_, _) => "patch_config",
+        Request::Admin(Kind::PatchTopicConfig, _) => "patch_config",
+        Request::Admin(Kind::InitProducer, _) => "init_producer",
+        Request::Admin(_, _) => "group",
     }
+}
+
+async fn produce(
+    shard: &Rc<Shard>,
+    p: es_protocol::requests::produce::Produce,
+    producer: Option<ProducerFields>,
+) -> Result<Vec<(u32, u64)>, ApiError> {
+    let meta = admin::lookup(shard, &p.topic)?;
+    let items = p
+        .records
+        .into_iter()
+        .map(|r| Item {
+            key: r.key,
+            value: r.value,
+            partition: r.partition,
+            timestamp_ms: r.timestamp_ms,
+        })
+        .collect();
+    crate::produce::produce(shard, &meta, items, producer).await
+}
+
+fn str_field<'a>(body: &'a serde_json::Value, field: &str) -> Result<&'a str, ApiError> {
+    body.get(field)
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| ApiError::invalid(format!("the request needs a string \"{field}\"")))
+}
+
+/// Group requests carry the group (and member) in the JSON body, with the
+/// same fields as the HTTP bodies otherwise.
+async fn group_request(
+    shard: &Rc<Shard>,
+    kind: Kind,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, ApiError> {
+    use crate::coordinator::GroupOp;
+    let group = str_field(body, "group")?;
+    let member = || str_field(body, "member_id").map(String::from);
+    let op = match kind {
+        Kind::JoinGroup => crate::http::groups_join_op(body)?,
+        Kind::Heartbeat => GroupOp::Heartbeat { member_id: member()? },
+        Kind::LeaveGroup => GroupOp::Leave { member_id: member()? },
+        Kind::CommitOffsets => crate::http::groups_commit_op(body)?,
+        Kind::FetchCommits => GroupOp::Commits,
+        Kind::DescribeGroup => return crate::groups::describe(shard, group).await,
+        Kind::DeleteGroup => GroupOp::Delete,
+        Kind::ResetGroup => {
+            let (topic, to) = crate::http::groups_reset_args(body)?;
+            return crate::groups::reset(shard, group, &topic, to).await;
+        }
+        other => return Err(ApiError::invalid(format!("{other:?} is not a group request"))),
+    };
+    crate::groups::call(shard, group, op).await
 }
 
 fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
@@ -54,19 +110,17 @@ fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
 async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
     match req {
         Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
+        Request::IdempotentProduce(ip) => {
+            let producer = ProducerFields {
+                producer_id: ip.producer_id,
+                epoch: ip.epoch,
+                sequence: ip.sequence,
+            };
+            let offsets = produce(shard, ip.produce, Some(producer)).await?;
+            Ok(Response::ProduceOk(ProduceOk { offsets }))
+        }
         Request::Produce(p) => {
-            let meta = admin::lookup(shard, &p.topic)?;
-            let items = p
-                .records
-                .into_iter()
-                .map(|r| Item {
-                    key: r.key,
-                    value: r.value,
-                    partition: r.partition,
-                    timestamp_ms: r.timestamp_ms,
-                })
-                .collect();
-            let offsets = crate::produce::produce(shard, &meta, items, None).await?;
+            let offsets = produce(shard, p, None).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::Fetch(f) => {
@@ -103,6 +157,25 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
                 Kind::ListTopics => admin::list(shard),
                 Kind::DescribeTopic => admin::describe(shard, name_of(&body)?).await?,
                 Kind::DeleteTopic => admin::delete(shard, name_of(&body)?).await?,
+                Kind::InitProducer => {
+                    let existing = match body.get("producer_id") {
+                        None | Some(serde_json::Value::Null) => None,
+                        Some(v) => Some(
+                            v.as_i64()
+                                .ok_or_else(|| ApiError::invalid("producer_id must be an integer"))?,
+                        ),
+                    };
+                    crate::http::init_producer_json(shard, existing).await?
+                }
+                k @ (Kind::JoinGroup
+                | Kind::Heartbeat
+                | Kind::LeaveGroup
+                | Kind::CommitOffsets
+                | Kind::FetchCommits
+                | Kind::DescribeGroup
+                | Kind::DeleteGroup
+                | Kind::ResetGroup) => group_request(shard, k, &body).await?,
+                Kind::ListGroups => crate::groups::list(shard).await?,
                 Kind::PatchTopicConfig => {
                     let name = name_of(&body)?.to_string();
                     let changes = body
