@@ -177,9 +177,13 @@ impl TopicConfig {
                     })?
                 }
                 "tiered" => {
-                    next.tiered = value
-                        .as_bool()
-                        .ok_or_else(|| ApiError::invalid("tiered must be true or false"))?
+                    // "true"/"false" as strings too: command lines send them so.
+                    next.tiered = match value {
+                        serde_json::Value::Bool(b) => *b,
+                        serde_json::Value::String(s) if s == "true" => true,
+                        serde_json::Value::String(s) if s == "false" => false,
+                        _ => return Err(ApiError::invalid("tiered must be true or false")),
+                    }
                 }
                 other => return Err(ApiError::invalid(format!("unknown config key {other:?}"))),
             }
@@ -347,6 +351,8 @@ mod tests {
             ))
             .unwrap();
         assert!(t.tiered && t.log_config().cleanup.tiered);
+        let as_text = c.patched(&m(serde_json::json!({"tiered": "true"}))).unwrap();
+        assert!(as_text.tiered);
         for bad in [
             serde_json::json!({"cleanup_policy": "shred"}),
             serde_json::json!({"cleanup_policy": 1}),
@@ -355,6 +361,7 @@ mod tests {
             serde_json::json!({"retention_ms": 1.5}),
             serde_json::json!({"delete_retention_ms": -1}),
             serde_json::json!({"tiered": "yes"}),
+            serde_json::json!({"tiered": 1}),
             serde_json::json!({"cold_retention_ms": u64::MAX}),
             serde_json::json!({"tiered": true, "cleanup_policy": "compact"}),
         ] {
