@@ -92,17 +92,19 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     });
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    // Bytes of `buf` already handled; dropped once per read, not per frame.
+    let mut start = 0usize;
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut handshaken = false;
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         loop {
-            let (f, used) = match frame::parse(&buf, frame_max) {
+            let (f, used) = match frame::parse(&buf[start..], frame_max) {
                 Ok(ok) => ok,
                 Err(DecodeError::Incomplete { .. }) => break,
-                Err(e) => break 'conn refuse_frame(&buf, e),
+                Err(e) => break 'conn refuse_frame(&buf[start..], e),
             };
-            buf.drain(..used);
+            start += used;
             let id = f.request_id;
             let gzip = f.gzip;
             let req = match Request::from_frame(&f) {
@@ -158,7 +160,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         };
         match n {
             Ok(0) | Err(_) => break End::Eof,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.drain(..start);
+                start = 0;
+                buf.extend_from_slice(&chunk[..n]);
+            }
         }
     };
     if let End::Refused(id, resp) = &end {
