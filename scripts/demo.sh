@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # End-to-end demo: build, start a broker on a temp dir, create a topic,
-# produce and consume over HTTP, restart the broker, show the data is still
-# there. Ends by printing DEMO OK (exit 0).
+# produce and consume through the es CLI, restart the broker, show the data
+# is still there. Ends by printing DEMO OK (exit 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release -q -p es-broker
+cargo build --release -q -p es-broker -p es-cli
 BROKER=./target/release/es-broker
+ES=./target/release/es
 DIR=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-URL="http://127.0.0.1:$PORT"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+HTTP_PORT=$(free_port)
+BINARY_PORT=$(free_port)
+export ES_BROKER="127.0.0.1:$BINARY_PORT"
 PID=
 cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true; rm -rf "$DIR"; }
 trap cleanup EXIT
 
 start() {
-  "$BROKER" --data-dir "$DIR/data" --http-addr "127.0.0.1:$PORT" --shards 2 2>>"$DIR/broker.log" &
+  "$BROKER" --data-dir "$DIR/data" --http-addr "127.0.0.1:$HTTP_PORT" \
+    --binary-addr "$ES_BROKER" --shards 2 2>>"$DIR/broker.log" &
   PID=$!
   for _ in $(seq 1 150); do
-    curl -sf "$URL/ready" >/dev/null && return 0
+    curl -sf "http://127.0.0.1:$HTTP_PORT/ready" >/dev/null && return 0
     sleep 0.1
   done
   echo "broker did not become ready"; cat "$DIR/broker.log"; exit 1
@@ -26,24 +30,34 @@ start() {
 say() { printf '\n$ %s\n' "$*"; }
 
 start
-say "create topic demo with 3 partitions"
-curl -sf -X POST "$URL/v1/topics" -d '{"name":"demo","partitions":3}'; echo
-say "produce three records (two keyed, one to partition 2)"
-curl -sf -X POST "$URL/v1/topics/demo/records" \
-  -d '{"records":[{"key":"user-42","value":"signed up"},{"key":"user-42","value":"paid"},{"value":"hello","partition":2}]}'; echo
+say "es topic create demo --partitions 3"
+"$ES" topic create demo --partitions 3
+
+say "printf 'user-42:signed up\nuser-42:paid\nuser-1:hello\n' | es produce demo --key-separator :"
+printf 'user-42:signed up\nuser-42:paid\nuser-1:hello\n' | "$ES" produce demo --key-separator :
+
+say "es topic describe demo"
+"$ES" topic describe demo
+
 P=$(python3 -c 'h=0xcbf29ce484222325
 for b in b"user-42": h=((h^b)*0x100000001b3)%2**64
 print(h%3)')
-say "consume partition $P (where key user-42 lives)"
-BEFORE=$(curl -sf "$URL/v1/topics/demo/partitions/$P/records?offset=0")
+say "es consume demo --from-beginning --partition $P --print-key   # where key user-42 lives"
+BEFORE=$("$ES" consume demo --from-beginning --partition "$P" --print-key)
 echo "$BEFORE"
+
+say "es --json consume demo --from-beginning"
+"$ES" --json consume demo --from-beginning
+
 say "restart the broker (SIGTERM, then start again)"
 kill -TERM "$PID"; wait "$PID"; PID=
 start
-AFTER=$(curl -sf "$URL/v1/topics/demo/partitions/$P/records?offset=0")
+say "es consume demo --from-beginning --partition $P --print-key"
+AFTER=$("$ES" consume demo --from-beginning --partition "$P" --print-key)
 echo "$AFTER"
 [ "$BEFORE" = "$AFTER" ] || { echo "records changed across restart"; exit 1; }
-echo "$AFTER" | grep -q '"value":"paid"' || { echo "record missing"; exit 1; }
+printf '%s\n' "$AFTER" | grep -q $'^user-42\tpaid$' || { echo "record missing"; exit 1; }
+[ "$("$ES" consume demo --from-beginning | wc -l)" -eq 3 ] || { echo "expected 3 records"; exit 1; }
 kill -TERM "$PID"; wait "$PID"; PID=
 echo
 echo "DEMO OK"

@@ -1,0 +1,186 @@
+//! What went wrong, said so that the user knows what to do next. Every
+//! error ends the command with exit code 1 and one message on stderr
+//! (`es: ...`); clap's own usage errors exit 2.
+
+use std::fmt;
+use std::io;
+
+use es_protocol::client::ClientError;
+
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    /// Stop without a message and with exit code 0: whoever read our
+    /// output closed the pipe (`es consume t | head -3`).
+    quiet: bool,
+}
+
+pub type Result<T> = std::result::Result<T, CliError>;
+
+impl CliError {
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            quiet: false,
+        }
+    }
+
+    pub fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+const BROKER_HINT: &str = "Is es-broker running? Set --broker or ES_BROKER.";
+
+/// A failure to connect or shake hands with the broker at `addr`.
+pub fn connect_error(addr: &str, e: ClientError) -> CliError {
+    match e {
+        ClientError::Io(e) => CliError::new(format!(
+            "cannot reach the broker at {addr}: {}. {BROKER_HINT}",
+            io_reason(&e)
+        )),
+        ClientError::Broker { code, message } => CliError::new(format!(
+            "the broker at {addr} refused the connection: {message} ({code})"
+        )),
+        ClientError::Protocol(m) if m.contains("resolves to no address") => {
+            CliError::new(format!("cannot reach the broker at {addr}: {m}. {BROKER_HINT}"))
+        }
+        ClientError::Protocol(_) | ClientError::Closed => CliError::new(format!(
+            "{addr} did not answer as an es broker ({e}). --broker takes the broker's binary protocol \
+             address (es-broker --binary-addr, default 127.0.0.1:9090), not its HTTP address."
+        )),
+    }
+}
+
+/// A failure of a request about `topic`, after the connection was made.
+pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
+    let (code, message) = match e {
+        ClientError::Broker { code, message } => (code, message),
+        ClientError::Io(e) => {
+            return CliError::new(format!(
+                "lost the connection to the broker at {addr}: {}. Is es-broker still running?",
+                io_reason(&e)
+            ))
+        }
+        ClientError::Closed => {
+            return CliError::new(format!(
+                "the broker at {addr} closed the connection. Is es-broker still running?"
+            ))
+        }
+        ClientError::Protocol(m) if m.starts_with("connection lost") => {
+            return CliError::new(format!(
+                "lost the connection to the broker at {addr} ({m}). Is es-broker still running?"
+            ))
+        }
+        ClientError::Protocol(m) => {
+            return CliError::new(format!("protocol error with the broker at {addr}: {m}"))
+        }
+    };
+    let hint = match code.as_str() {
+        "topic_not_found" => {
+            return CliError::new(format!(
+                "topic {topic:?} does not exist (topic_not_found). Create it with: es topic create {topic} --partitions N"
+            ))
+        }
+        "topic_exists" => {
+            return CliError::new(format!(
+                "topic {topic:?} already exists (topic_exists). See it with: es topic describe {topic}"
+            ))
+        }
+        "partition_not_found" => format!(" See the partitions with: es topic describe {topic}"),
+        "offset_out_of_range" => format!(
+            " Use --from-beginning, or an --offset between the log start offset and the high watermark \
+             (es topic describe {topic})."
+        ),
+        "invalid_topic_name" => " Use 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\".".to_string(),
+        "unavailable" => {
+            " The broker is shutting down, or the partition refuses writes after a disk error until the broker \
+             restarts; try again later."
+                .to_string()
+        }
+        "unsupported_version" => " Use es and es-broker from the same release.".to_string(),
+        _ => String::new(),
+    };
+    CliError::new(format!("{message} ({code}).{hint}"))
+}
+
+/// Writing to stdout failed. A closed pipe (`es consume t | head`) just
+/// ends the command, quietly.
+pub fn output_error(e: io::Error) -> CliError {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return CliError {
+            message: String::new(),
+            quiet: true,
+        };
+    }
+    CliError::new(format!("cannot write the output: {e}"))
+}
+
+/// A short, lower-case reason for an I/O error.
+fn io_reason(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        io::ErrorKind::ConnectionReset => "connection reset".into(),
+        io::ErrorKind::ConnectionAborted => "connection aborted".into(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "timed out".into(),
+        io::ErrorKind::BrokenPipe => "connection closed".into(),
+        io::ErrorKind::AddrNotAvailable => "address not available".into(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_says_what_to_do() {
+        let e = connect_error(
+            "127.0.0.1:9090",
+            ClientError::Io(io::Error::from(io::ErrorKind::ConnectionRefused)),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cannot reach the broker at 127.0.0.1:9090: connection refused. Is es-broker running? \
+             Set --broker or ES_BROKER."
+        );
+    }
+
+    #[test]
+    fn topic_not_found_says_how_to_create() {
+        let e = request_error(
+            "b:1",
+            "x",
+            ClientError::Broker {
+                code: "topic_not_found".into(),
+                message: "topic \"x\" does not exist".into(),
+            },
+        );
+        assert_eq!(
+            e.to_string(),
+            "topic \"x\" does not exist (topic_not_found). Create it with: es topic create x --partitions N"
+        );
+    }
+
+    #[test]
+    fn other_codes_keep_the_broker_message() {
+        let e = request_error(
+            "b:1",
+            "x",
+            ClientError::Broker {
+                code: "invalid_request".into(),
+                message: "unknown config key \"retention_ms\"".into(),
+            },
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown config key \"retention_ms\" (invalid_request)."
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! `es produce TOPIC`: one record per stdin line, batched by size and
+//! linger with several batches in flight, flushed at EOF (and after each
+//! line when stdin is a terminal, so a person typing sees each ack).
+
+use std::io::{self, BufRead, IsTerminal};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use es_protocol::client::Producer;
+use es_protocol::requests::produce::{ProduceRecord, RECORD_OVERHEAD_BYTES};
+use es_protocol::HEADER_BYTES;
+
+use crate::acks::Acks;
+use crate::args::{Global, ProduceArgs};
+use crate::error::{request_error, CliError, Result};
+use crate::session::Session;
+
+/// Send a batch once this much is buffered (or less, under a small frame limit).
+const BATCH_BYTES: usize = 1 << 20;
+/// Send a batch once its first record waited this long; also how long
+/// stdin may stay quiet before what is buffered is flushed.
+const LINGER: Duration = Duration::from_millis(10);
+/// Batches awaiting their acks.
+const BATCHES_IN_FLIGHT: usize = 8;
+/// Flush (and report) at least every this many records, so that the acks
+/// kept in memory stay bounded on endless input.
+const FLUSH_EVERY_RECORDS: u64 = 1 << 20;
+
+pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
+    if args.key_separator.as_deref() == Some("") {
+        return Err(CliError::new("--key-separator must not be empty"));
+    }
+    let session = Session::open(global, args.gzip)?;
+    let (_, info) = session.describe(&args.topic)?;
+    if let Some(p) = args.partition {
+        if info.partition(p).is_none() {
+            return Err(info.no_partition(p));
+        }
+    }
+    let frame_max = session.frame_bytes_max();
+    let batch_bytes = BATCH_BYTES.min(frame_max / 2).max(1);
+    let mut producer = Producer::new(
+        session.client.clone(),
+        &args.topic,
+        batch_bytes,
+        LINGER,
+        BATCHES_IN_FLIGHT,
+    );
+    let interactive = io::stdin().is_terminal();
+    let mut acks = Acks::new(global.json, interactive);
+    let mut flusher = Flusher {
+        session: &session,
+        topic: &args.topic,
+        unflushed: 0,
+    };
+    let lines = read_lines();
+    let mut line_no: u64 = 0;
+    loop {
+        let next = if flusher.unflushed > 0 {
+            match lines.recv_timeout(LINGER) {
+                Ok(line) => Some(line),
+                Err(RecvTimeoutError::Timeout) => {
+                    flusher.flush(&mut producer, &mut acks)?;
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => None,
+            }
+        } else {
+            lines.recv().ok()
+        };
+        let Some(line) = next else { break };
+        line_no += 1;
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => return flusher.fail(&mut producer, &mut acks, format!("cannot read stdin: {e}")),
+        };
+        let record = match to_record(line, &args) {
+            Some(r) => r,
+            None => {
+                let sep = args.key_separator.as_deref().unwrap_or_default();
+                let msg = format!(
+                    "line {line_no} has no key separator {sep:?} (with --key-separator every line must be KEY{sep}VALUE)"
+                );
+                return flusher.fail(&mut producer, &mut acks, msg);
+            }
+        };
+        let size = HEADER_BYTES + 2 + args.topic.len() + 4 + RECORD_OVERHEAD_BYTES + record_bytes(&record);
+        if size > frame_max {
+            let msg = format!(
+                "line {line_no} makes a request of {size} bytes, over the broker's frame limit of {frame_max} \
+                 bytes (es-broker --frame-bytes-max)"
+            );
+            return flusher.fail(&mut producer, &mut acks, msg);
+        }
+        if record_bytes(&record) >= batch_bytes {
+            // Alone in its batch, so that no batch outgrows a frame.
+            flusher.flush(&mut producer, &mut acks)?;
+        }
+        if let Err(e) = producer.send(record) {
+            return Err(flusher.error(e, &acks));
+        }
+        flusher.unflushed += 1;
+        if interactive || flusher.unflushed >= FLUSH_EVERY_RECORDS {
+            flusher.flush(&mut producer, &mut acks)?;
+        }
+    }
+    flusher.flush(&mut producer, &mut acks)?;
+    acks.finish(&args.topic);
+    Ok(())
+}
+
+/// Flushes the producer and reports what was acknowledged.
+struct Flusher<'a> {
+    session: &'a Session,
+    topic: &'a str,
+    /// Records sent to the producer since the last flush.
+    unflushed: u64,
+}
+
+impl Flusher<'_> {
+    fn flush(&mut self, producer: &mut Producer, acks: &mut Acks) -> Result<()> {
+        if self.unflushed == 0 {
+            return Ok(());
+        }
+        let done = producer.flush().map_err(|e| self.error(e, acks))?;
+        self.unflushed = 0;
+        acks.record(&done)
+    }
+
+    /// A failure on a line: what came before it is flushed, then the
+    /// message says how much of the input was produced.
+    fn fail(&mut self, producer: &mut Producer, acks: &mut Acks, message: String) -> Result<()> {
+        self.flush(producer, acks)?;
+        acks.finish(self.topic);
+        Err(CliError::new(format!(
+            "{message}. The {} record(s) before it were produced.",
+            acks.total()
+        )))
+    }
+
+    fn error(&self, e: es_protocol::client::ClientError, acks: &Acks) -> CliError {
+        let err = request_error(&self.session.addr, self.topic, e);
+        CliError::new(format!(
+            "{err} {} record(s) had been acknowledged before the failure.",
+            acks.total()
+        ))
+    }
+}
+
+fn record_bytes(r: &ProduceRecord) -> usize {
+    r.value.len() + r.key.as_ref().map_or(0, Vec::len)
+}
+
+/// A line (newline stripped) as a record; `None` when `--key-separator`
+/// is set and the line does not contain it.
+fn to_record(line: Vec<u8>, args: &ProduceArgs) -> Option<ProduceRecord> {
+    let (key, value) = match (&args.key, &args.key_separator) {
+        (Some(k), _) => (Some(k.as_bytes().to_vec()), line),
+        (None, Some(sep)) => {
+            let sep = sep.as_bytes();
+            let at = line.windows(sep.len()).position(|w| w == sep)?;
+            (Some(line[..at].to_vec()), line[at + sep.len()..].to_vec())
+        }
+        (None, None) => (None, line),
+    };
+    Some(ProduceRecord {
+        partition: args.partition,
+        timestamp_ms: None,
+        key,
+        value,
+    })
+}
+
+/// Lines of stdin, read on their own thread so that a quiet pipe does not
+/// hold back what is buffered. A line loses its `\n` (and a `\r` before
+/// it); the bytes need not be UTF-8.
+fn read_lines() -> Receiver<io::Result<Vec<u8>>> {
+    let (tx, rx) = mpsc::sync_channel(4096);
+    std::thread::spawn(move || {
+        let mut stdin = io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) => return,
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                        if line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
+                    }
+                    if tx.send(Ok(line)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(key: Option<&str>, sep: Option<&str>) -> ProduceArgs {
+        ProduceArgs {
+            topic: "t".into(),
+            key: key.map(String::from),
+            key_separator: sep.map(String::from),
+            partition: None,
+            gzip: false,
+        }
+    }
+
+    #[test]
+    fn key_separator_splits_at_the_first() {
+        let r = to_record(b"user-42::a::b".to_vec(), &args(None, Some("::"))).unwrap();
+        assert_eq!(r.key.as_deref(), Some(&b"user-42"[..]));
+        assert_eq!(r.value, b"a::b");
+        let r = to_record(b":v".to_vec(), &args(None, Some(":"))).unwrap();
+        assert_eq!(r.key.as_deref(), Some(&b""[..]));
+        assert!(to_record(b"no separator".to_vec(), &args(None, Some(":"))).is_none());
+    }
+
+    #[test]
+    fn key_for_all_and_no_key() {
+        let r = to_record(b"v".to_vec(), &args(Some("k"), None)).unwrap();
+        assert_eq!(
+            (r.key.as_deref(), r.value.as_slice()),
+            (Some(&b"k"[..]), &b"v"[..])
+        );
+        assert_eq!(to_record(b"v".to_vec(), &args(None, None)).unwrap().key, None);
+    }
+}
