@@ -107,6 +107,9 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
                     "session_timeout_ms must be in {SESSION_TIMEOUT_MS_MIN}..={SESSION_TIMEOUT_MS_MAX}"
                 )));
             }
+            if topics.is_empty() {
+                return Err(ApiError::invalid("topics must name at least one topic"));
+            }
             let partitions = partitions_of(shard, &topics)?;
             let id = new_member_id(shard);
             let mut groups = shard.groups.borrow_mut();
@@ -251,11 +254,13 @@ async fn commit(
     let lock = group_lock(shard, name);
     let _guard = lock.acquire_permit(1).await;
     let file = {
-        let mut groups = shard.groups.borrow_mut();
-        let g = match (groups.get_mut(name), &member) {
+        let groups = shard.groups.borrow();
+        let fresh = Group::new(name);
+        let g = match (groups.get(name), &member) {
             (Some(g), _) => g,
             (None, Some(_)) => return Err(group_not_found(name)),
-            (None, None) => groups.entry(name.to_string()).or_insert_with(|| Group::new(name)),
+            // A member-less commit creates the group, once it is durable.
+            (None, None) => &fresh,
         };
         g.check_commit(member.as_ref().map(|(m, gen)| (m.as_str(), *gen)), &offsets)?;
         let mut next = g.committed.clone();
@@ -275,7 +280,7 @@ async fn commit(
     let bytes = serde_json::to_vec_pretty(&file).expect("group file serializes");
     crate::fsops::write_atomic(&groups_dir(shard), &format!("{name}.json"), bytes).await?;
     let mut groups = shard.groups.borrow_mut();
-    let g = groups.get_mut(name).ok_or_else(|| group_not_found(name))?;
+    let g = groups.entry(name.to_string()).or_insert_with(|| Group::new(name));
     for ((t, p), o) in offsets {
         metrics::gauge!("es_group_committed_offset", "group" => name.to_string(), "topic" => t.clone(), "partition" => p.to_string())
             .set(o as f64);

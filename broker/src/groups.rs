@@ -101,10 +101,11 @@ pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<serde_json::Valu
     let mut partitions = Vec::new();
     for t in topics {
         let Ok(b) = bounds(shard, &t).await else { continue };
-        for (p, (_start, hw)) in b {
+        for (p, (start, hw)) in b {
             let key = (t.clone(), p as u64);
             let c = committed.get(&key).copied();
-            let lag = hw.saturating_sub(c.unwrap_or(0));
+            // Without a commit a consumer would start at the log start at best.
+            let lag = hw.saturating_sub(c.unwrap_or(start).max(start));
             metrics::gauge!("es_group_lag", "group" => group.to_string(), "topic" => t.clone(), "partition" => p.to_string())
                 .set(lag as f64);
             partitions.push(serde_json::json!({

@@ -94,6 +94,16 @@ impl ProducerTable {
             }
             return Ok(Check::Duplicate(w.base_offset));
         }
+        if let Some(w) = state
+            .recent
+            .iter()
+            .find(|w| f.sequence > w.sequence && (f.sequence as i64) < w.sequence as i64 + w.count as i64)
+        {
+            return Err(ApiError::invalid(format!(
+                "sequence {} falls inside the batch written with sequence {} ({} records): retry that batch whole",
+                f.sequence, w.sequence, w.count
+            )));
+        }
         let expected = state
             .recent
             .back()
@@ -231,6 +241,11 @@ mod tests {
         assert_eq!(t.check(f(0), 3).unwrap(), Check::Duplicate(100));
         assert_eq!(t.check(f(0), 2).unwrap_err().code, "invalid_request");
         assert_eq!(t.check(f(4), 1).unwrap_err().code, "out_of_order_sequence");
+        assert_eq!(
+            t.check(f(1), 2).unwrap_err().code,
+            "invalid_request",
+            "inside a written batch"
+        );
         assert_eq!(t.check(f(3), 1).unwrap(), Check::Append);
         for i in 0..PRODUCER_WINDOW_BATCHES as i32 {
             t.record(f(3 + i), 1, 200 + i as u64);

@@ -168,17 +168,39 @@ async fn idempotent_append(
     f: ProducerFields,
 ) -> Result<Result<es_storage::Appended, u64>, ApiError> {
     let count = records.len() as u32;
-    if let Some(current) = shard.producer_epochs.borrow().get(&f.producer_id) {
-        if f.epoch < *current {
+    if f.producer_id < 0 || f.epoch < 0 || f.sequence < 0 {
+        return Err(ApiError::invalid(
+            "producer_id, epoch and sequence must be non-negative",
+        ));
+    }
+    // Every shard learns each issued id and epoch before POST /v1/producers
+    // answers, so an id or epoch the registry never issued is refused here.
+    match shard.producer_epochs.borrow().get(&f.producer_id) {
+        None => {
             return Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "producer_fenced",
+                hyper::StatusCode::NOT_FOUND,
+                "unknown_producer_id",
                 format!(
-                    "producer {} epoch {} is fenced by epoch {current}: a newer instance of this producer exists",
-                    f.producer_id, f.epoch
+                    "producer id {} was never issued by this broker: POST /v1/producers first",
+                    f.producer_id
                 ),
-            ));
+            ))
         }
+        Some(current) if f.epoch < *current => return Err(ApiError::new(
+            hyper::StatusCode::CONFLICT,
+            "producer_fenced",
+            format!(
+                "producer {} epoch {} is fenced by epoch {current}: a newer instance of this producer exists",
+                f.producer_id, f.epoch
+            ),
+        )),
+        Some(current) if f.epoch > *current => {
+            return Err(ApiError::invalid(format!(
+                "producer {} epoch {} was never issued (the current epoch is {current})",
+                f.producer_id, f.epoch
+            )))
+        }
+        Some(_) => {}
     }
     let key = (topic.to_string(), partition);
     let check = match shard.producers.borrow().get(&key) {

@@ -51,6 +51,7 @@ pub async fn produce(
     shard.spread.set(shard.spread.get().wrapping_add(1));
     let total = items.len();
     let mut by_partition: BTreeMap<u32, (Vec<usize>, Vec<Record>)> = BTreeMap::new();
+    let mut spread_used = false;
     for (i, item) in items.into_iter().enumerate() {
         if item.key.is_none() && meta.config.is_compacted() {
             return Err(ApiError::invalid(format!(
@@ -68,7 +69,10 @@ pub async fn produce(
             }
             (Some(p), _) => p,
             (None, Some(k)) => placement::partition_for_key(k, meta.partitions),
-            (None, None) => spread,
+            (None, None) => {
+                spread_used = true;
+                spread
+            }
         };
         let group = by_partition.entry(partition).or_default();
         group.0.push(i);
@@ -77,6 +81,11 @@ pub async fn produce(
             value: item.value,
             timestamp_ms: item.timestamp_ms.unwrap_or(now),
         });
+    }
+    if producer.is_some() && spread_used {
+        return Err(ApiError::invalid(
+            "an idempotent produce must give each record a partition or a key: a retry must reach the same partition",
+        ));
     }
     if producer.is_some() && by_partition.len() > 1 {
         return Err(ApiError::invalid(format!(

@@ -86,4 +86,22 @@ fn retries_are_written_once_across_kill9_and_epochs_fence() {
     assert_eq!(values(&b), vec!["a", "b", "c", "d"]);
     let (status, unknown) = b.post("/v1/producers", json!({"producer_id": 999}));
     assert_eq!(status, 404, "{unknown}");
+    let (status, invented) = produce(&b, 999, 0, 0, &["x"]);
+    assert_eq!(status, 404, "{invented}");
+    assert_eq!(invented["error"]["code"], "unknown_producer_id");
+    let (status, future) = produce(&b, id, 5, 0, &["x"]);
+    assert_eq!(status, 400, "an epoch never issued: {future}");
+    let (status, keyless) = b.post(
+        "/v1/topics/idem/records",
+        json!({"records": [{"value": "k"}], "producer_id": id, "epoch": 1, "sequence": 1}),
+    );
+    assert_eq!(
+        status, 400,
+        "an idempotent record needs a partition or a key: {keyless}"
+    );
+    assert_eq!(
+        values(&b),
+        vec!["a", "b", "c", "d"],
+        "nothing refused was written"
+    );
 }
