@@ -5,9 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release -q -p es-broker -p es-cli
-BROKER=./target/release/es-broker
-ES=./target/release/es
+# DEMO_PROFILE=debug reuses the debug build (CI builds it for the tests).
+PROFILE=${DEMO_PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build --release -q -p es-broker -p es-cli
+else
+  cargo build -q -p es-broker -p es-cli
+fi
+BROKER=./target/$PROFILE/es-broker
+ES=./target/$PROFILE/es
 DIR=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP_PORT=$(free_port)
@@ -22,11 +28,13 @@ start() {
     --binary-addr "$ES_BROKER" --shards 2 2>>"$DIR/broker.log" &
   PID=$!
   for _ in $(seq 1 150); do
-    curl -sf "http://127.0.0.1:$HTTP_PORT/ready" >/dev/null && return 0
+    ready "http://127.0.0.1:$HTTP_PORT/ready" && return 0
     sleep 0.1
   done
   echo "broker did not become ready"; cat "$DIR/broker.log"; exit 1
 }
+# python3 rather than curl: a fresh machine has python3.
+ready() { python3 -c 'import sys, urllib.request; sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=1).status == 200 else 1)' "$1" 2>/dev/null; }
 say() { printf '\n$ %s\n' "$*"; }
 
 start
