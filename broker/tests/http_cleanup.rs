@@ -393,3 +393,103 @@ fn cold_dir_flag_puts_the_cold_tier_elsewhere() {
     let expect: Vec<String> = (0..100).map(|i| format!("v{i}")).collect();
     assert_eq!(values_of(&b, "x", 0), expect);
 }
+
+/// A consumer group reads a compacted topic as any other: it pages with
+/// `next_offset` (across gaps, while compaction may still run), commits
+/// where it stopped, and resumes from the commit, even when the commit
+/// points into a gap; reset to earliest and latest work.
+#[test]
+fn a_consumer_group_reads_a_compacted_topic_unchanged() {
+    let b = Broker::start_with(&["--shards", "2", FAST_CLEANUP[0], FAST_CLEANUP[1]]);
+    let got = b.post(
+        "/v1/topics",
+        json!({ "name": "kv", "partitions": 1, "config": { "segment_bytes": 1024, "cleanup_policy": "compact" } }),
+    );
+    assert_eq!(got.0, 201, "{}", got.1);
+    produce_n(&b, "kv", 0, 300, 5);
+    wait_until("compaction", CLEANUP_WAIT, || {
+        fetch_all(&b, "kv", 0, "utf8").len() < 100
+    });
+    let all = fetch_all(&b, "kv", 0, "utf8");
+
+    let (status, joined) = b.post(
+        "/v1/groups/readers/members",
+        json!({ "topics": ["kv"], "session_timeout_ms": 30000 }),
+    );
+    assert_eq!(status, 201, "{joined}");
+    let member = joined["member_id"].as_str().unwrap().to_string();
+    let generation = joined["generation"].as_u64().unwrap();
+    // Read the first page, commit its next_offset, and resume from there.
+    let (status, page) = fetch(&b, "kv", 0, "offset=0&max_records=3");
+    assert_eq!(status, 200, "{page}");
+    let next = page["next_offset"].as_u64().unwrap();
+    let (status, v) = b.post(
+        "/v1/groups/readers/commits",
+        json!({ "member_id": member, "generation": generation,
+                "offsets": [{ "topic": "kv", "partition": 0, "offset": next }] }),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = b.get("/v1/groups/readers/commits");
+    assert_eq!(status, 200, "{v}");
+    let committed = v["offsets"][0]["offset"].as_u64().unwrap();
+    assert_eq!(committed, next);
+    let mut seen: Vec<Value> = page["records"].as_array().unwrap().clone();
+    let mut offset = committed;
+    loop {
+        let (status, page) = fetch(&b, "kv", 0, &format!("offset={offset}&max_records=3"));
+        assert_eq!(status, 200, "{page}");
+        seen.extend(page["records"].as_array().unwrap().iter().cloned());
+        let next = page["next_offset"].as_u64().unwrap();
+        if next >= page["high_watermark"].as_u64().unwrap() {
+            break;
+        }
+        assert!(next > offset, "progress past gaps: {page}");
+        offset = next;
+    }
+    // Compaction may still be rewriting segments while we page (it only
+    // ever removes superseded records): offsets only grow, and the latest
+    // value of every key is read.
+    let offsets: Vec<u64> = seen.iter().map(|r| r["offset"].as_u64().unwrap()).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+    for i in 295..300 {
+        assert!(seen.iter().any(|r| r["value"] == format!("v{i}")), "latest v{i}");
+    }
+    // A commit in a gap resumes at the next record after it.
+    // (offset in a gap, the first record after it)
+    let mut expected_next = 0;
+    let mut gap = None;
+    for r in &all {
+        let o = r["offset"].as_u64().unwrap();
+        if o > expected_next {
+            gap = Some((expected_next, o));
+            break;
+        }
+        expected_next = o + 1;
+    }
+    let gap = gap.expect("compaction left a gap");
+    let (status, v) = b.post(
+        "/v1/groups/readers/commits",
+        json!({ "member_id": member, "generation": generation,
+                "offsets": [{ "topic": "kv", "partition": 0, "offset": gap.0 }] }),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, page) = fetch(&b, "kv", 0, &format!("offset={}&max_records=1", gap.0));
+    assert_eq!(status, 200, "{page}");
+    let first = page["records"][0]["offset"].as_u64().unwrap();
+    assert!(first >= gap.1, "resumes after the gap: {page}");
+    // Reset (of an empty group) to earliest and latest.
+    let (status, v) = b.delete(&format!("/v1/groups/readers/members/{member}"));
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = b.post(
+        "/v1/groups/readers/reset",
+        json!({ "topic": "kv", "to": "earliest" }),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["offsets"][0]["offset"], 0);
+    let (status, v) = b.post(
+        "/v1/groups/readers/reset",
+        json!({ "topic": "kv", "to": "latest" }),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["offsets"][0]["offset"], 300);
+}
