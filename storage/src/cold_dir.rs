@@ -70,6 +70,12 @@ impl LocalDirColdStore {
         // partition may have just created them.
         let mut d = dir.as_path();
         while let Some(parent) = d.parent() {
+            // A relative root's parent is "": the current directory.
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
             dirs::sync_dir(parent).await?;
             if d == self.root {
                 break;
