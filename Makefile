@@ -37,7 +37,10 @@ audit:
 	@command -v cargo-deny >/dev/null || { echo "cargo-deny is not installed: cargo install cargo-deny --locked"; exit 1; }
 	$(CARGO) deny --offline check licenses bans
 
+# The storage benchmark, then the es-bench scenarios against a release broker
+# (docs/benchmarks.md). BENCH_SECS: seconds per phase; BENCH_DIR picks the disk.
 bench: bench-storage
+	./bench/scenarios.sh
 
 # Storage engine benchmark: raw append+fdatasync vs durable appends with
 # 1, 16 and 256 concurrent appenders (docs/storage.md). BENCH_DIR picks the disk.

@@ -1,0 +1,186 @@
+//! Command line: one subcommand per load, one set of options for all.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "es-bench",
+    version,
+    about = "es benchmark harness: produce, consume and end-to-end load against a broker, and the raw disk"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Producers only: records/s, MB/s and per-request latency, send to fsynced ack.
+    Produce(Options),
+    /// Sequential fetches from the start of each partition (pre-filled first).
+    Consume(Options),
+    /// Producers and consumers at once: latency from send to receipt.
+    E2e(Options),
+    /// The produce write pattern straight to files: append + fdatasync per write.
+    Disk(Options),
+}
+
+/// Which load a run measures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Produce,
+    Consume,
+    E2e,
+    Disk,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Produce => "produce",
+            Mode::Consume => "consume",
+            Mode::E2e => "e2e",
+            Mode::Disk => "disk",
+        }
+    }
+}
+
+impl Command {
+    pub fn split(self) -> (Mode, Options) {
+        match self {
+            Command::Produce(o) => (Mode::Produce, o),
+            Command::Consume(o) => (Mode::Consume, o),
+            Command::E2e(o) => (Mode::E2e, o),
+            Command::Disk(o) => (Mode::Disk, o),
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Options {
+    /// Broker binary-protocol address (ignored with --start-broker).
+    #[arg(long, env = "ES_BENCH_BROKER", default_value = "127.0.0.1:9090")]
+    pub broker: String,
+    /// Start an es-broker (from this binary's directory) on a temporary
+    /// directory, and stop it at the end.
+    #[arg(long)]
+    pub start_broker: bool,
+    /// The es-broker binary for --start-broker (default: next to es-bench).
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    /// Shard counts for --start-broker, comma separated: each runs the load
+    /// on a fresh broker over the same data, and the report compares them
+    /// with the first (e.g. `--shards 1,2`). Default: the cores es-bench
+    /// may use.
+    #[arg(long, value_delimiter = ',')]
+    pub shards: Vec<usize>,
+    /// Where the temporary directory goes (broker data, disk files): pick
+    /// the disk to measure. Default: the system temp directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Topic, created with --partitions if missing.
+    #[arg(long, default_value = "bench")]
+    pub topic: String,
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Producer connections (one thread each); producer i writes partition
+    /// i % partitions. For `disk`, the number of writer threads.
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    /// Bytes of each record's value.
+    #[arg(long, default_value_t = 1024)]
+    pub record_size: usize,
+    /// Records per produce request (for `disk`: write size = batch x record-size).
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Produce requests in flight per connection.
+    #[arg(long, default_value_t = 4)]
+    pub inflight: usize,
+    /// Seconds each measured phase runs.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Target records/s over all producers (paced sends; latency is measured
+    /// from each request's scheduled send time), or `half`: first run at the
+    /// maximum rate, then again paced at half of what it reached.
+    #[arg(long)]
+    pub rate: Option<Rate>,
+    /// Gzip every request frame (the broker answers in kind).
+    #[arg(long)]
+    pub gzip: bool,
+    /// Print one JSON object with every figure instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Run `disk` first with the same writers and write size, in the same
+    /// directory, and report the broker as a share of it.
+    #[arg(long)]
+    pub compare_disk: bool,
+    /// consume: MiB the topic must hold before fetching (topped up by
+    /// producing if it holds less).
+    #[arg(long, default_value_t = 1024)]
+    pub prefill_mb: u64,
+    /// consume and e2e: max_bytes of each fetch request.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub fetch_bytes: u32,
+    /// No live progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `--rate`: records/s, or `half` of the measured maximum.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Rate {
+    PerSecond(f64),
+    HalfOfMax,
+}
+
+impl FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Rate, String> {
+        if s == "half" {
+            return Ok(Rate::HalfOfMax);
+        }
+        match s.parse::<f64>() {
+            Ok(r) if r.is_finite() && r > 0.0 => Ok(Rate::PerSecond(r)),
+            _ => Err(format!(
+                "--rate takes records per second (> 0) or `half`, not {s:?}"
+            )),
+        }
+    }
+}
+
+impl Options {
+    /// Checks bounds before anything starts.
+    pub fn validate(&self, mode: Mode) -> Result<(), String> {
+        if self.partitions == 0 || self.producers == 0 || self.batch == 0 || self.inflight == 0 {
+            return Err("--partitions, --producers, --batch and --inflight must be at least 1".into());
+        }
+        if self.record_size == 0 {
+            return Err("--record-size must be at least 1".into());
+        }
+        if mode == Mode::E2e && self.record_size < crate::payload::STAMP_BYTES {
+            return Err(format!(
+                "e2e embeds the send time in each value: --record-size must be at least {}",
+                crate::payload::STAMP_BYTES
+            ));
+        }
+        if !(self.duration.is_finite() && self.duration > 0.0) {
+            return Err("--duration must be a positive number of seconds".into());
+        }
+        if self.shards.contains(&0) {
+            return Err("--shards must be at least 1".into());
+        }
+        if self.shards.len() > 1 && !self.start_broker {
+            return Err("several --shards need --start-broker".into());
+        }
+        if self.rate == Some(Rate::HalfOfMax) && mode != Mode::Produce {
+            return Err("--rate half is for `produce`; give e2e a number of records/s".into());
+        }
+        if self.fetch_bytes == 0 {
+            return Err("--fetch-bytes must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,124 @@
+//! The consume phase: top the topic up to `--prefill-mb` (producing, one
+//! producer per partition), then one consumer connection per partition
+//! sweeps its partition from the start for `duration`. Just written, the
+//! data is in the page cache: this measures the broker's read path, not the
+//! disk.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use es_protocol::client::{Client, Options as ClientOptions};
+
+use crate::args::Options;
+use crate::consumer::Consumer;
+use crate::counters::Counters;
+use crate::latency::Latency;
+use crate::phase::Phase;
+use crate::producer::{self, Shared, Spec};
+use crate::progress::Progress;
+use crate::topic;
+
+/// Produces until every partition holds its share of `--prefill-mb`.
+pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
+    let client =
+        Client::connect(addr, ClientOptions::default()).map_err(|e| format!("connect to {addr}: {e}"))?;
+    let marks = topic::high_watermarks(&client, &opts.topic)?;
+    drop(client);
+    let partitions = opts.partitions as usize;
+    let want = (opts.prefill_mb << 20) / opts.partitions as u64 / opts.record_size as u64;
+    let budget: Vec<u64> = (0..partitions)
+        .map(|p| want.saturating_sub(marks.get(p).copied().unwrap_or(0)))
+        .collect();
+    if budget.iter().all(|&b| b == 0) {
+        return Ok(());
+    }
+    let spec = Spec {
+        addr: addr.to_string(),
+        topic: opts.topic.clone(),
+        partitions: opts.partitions,
+        producers: partitions,
+        batch: opts.batch,
+        record_size: opts.record_size,
+        inflight: opts.inflight,
+        gzip: opts.gzip,
+        stamped: false,
+        rate: None,
+        budget: Some(budget),
+    };
+    let counters = Arc::new(Counters::default());
+    let stop = AtomicBool::new(false);
+    let acked: Vec<AtomicU64> = (0..partitions).map(|_| AtomicU64::new(0)).collect();
+    let shared = Shared {
+        counters: &counters,
+        stop: &stop,
+        acked: &acked,
+    };
+    let progress = Progress::start("prefill".into(), counters.clone(), opts.quiet);
+    // A budget, not a deadline, ends the prefill.
+    let deadline = Instant::now() + Duration::from_secs(24 * 3600);
+    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..partitions)
+            .map(|i| {
+                let (spec, shared) = (&spec, &shared);
+                s.spawn(move || producer::run(i, spec, deadline, shared))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a producer thread panicked".into()))
+            })
+            .collect()
+    });
+    progress.finish();
+    results.into_iter().try_for_each(|r| r.map(|_| ()))
+}
+
+/// Sweeps every partition for `duration`, one connection each.
+pub fn run(opts: &Options, addr: &str, duration: Duration, shards: Option<usize>) -> Result<Phase, String> {
+    let consumers = (0..opts.partitions)
+        .map(|p| Consumer::connect(addr, &opts.topic, p, opts.fetch_bytes, opts.gzip))
+        .collect::<Result<Vec<_>, String>>()?;
+    let counters = Arc::new(Counters::default());
+    let stop = AtomicBool::new(false);
+    let progress = Progress::start("consume".into(), counters.clone(), opts.quiet);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = consumers
+            .iter()
+            .map(|c| {
+                let (counters, stop) = (&counters, &stop);
+                s.spawn(move || {
+                    let r = c.sweep(deadline, counters, stop);
+                    if r.is_err() {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a consumer thread panicked".into()))
+            })
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    progress.finish();
+    let mut latency = Latency::new();
+    for r in results {
+        latency.merge(&r?);
+    }
+    Ok(Phase::new(
+        "consume",
+        shards,
+        counters.totals(),
+        seconds,
+        &latency,
+    ))
+}

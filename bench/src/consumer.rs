@@ -1,0 +1,138 @@
+//! One consumer: a connection of its own reading one partition with
+//! sequential fetches. Two ways to run it: `sweep` reads from the log start
+//! to the high watermark and starts over until the deadline (throughput
+//! from the page cache); `follow` long-polls from an offset and times each
+//! record from the send time embedded in its value (e2e).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use es_protocol::client::{Client, Options};
+use es_protocol::requests::fetch::{Fetch, FetchOk};
+
+use crate::counters::Counters;
+use crate::latency::Latency;
+use crate::payload;
+
+/// Most records one fetch may ask for (the protocol's limit).
+const MAX_RECORDS: u32 = 10_000;
+/// How long a `follow` fetch waits at the high watermark.
+const FOLLOW_WAIT_MS: u32 = 100;
+
+pub struct Consumer {
+    client: Client,
+    topic: String,
+    partition: u32,
+    fetch_bytes: u32,
+}
+
+impl Consumer {
+    pub fn connect(
+        addr: &str,
+        topic: &str,
+        partition: u32,
+        fetch_bytes: u32,
+        gzip: bool,
+    ) -> Result<Consumer, String> {
+        let options = Options {
+            client_id: format!("es-bench-consumer-{partition}"),
+            gzip,
+            ..Options::default()
+        };
+        let client = Client::connect(addr, options)
+            .map_err(|e| format!("consumer {partition}: connect to {addr}: {e}"))?;
+        Ok(Consumer {
+            client,
+            topic: topic.to_string(),
+            partition,
+            fetch_bytes,
+        })
+    }
+
+    fn fetch(&self, offset: Option<u64>, wait_ms: u32) -> Result<FetchOk, String> {
+        self.client
+            .fetch(Fetch {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                offset,
+                max_records: MAX_RECORDS,
+                max_bytes: self.fetch_bytes,
+                wait_ms,
+            })
+            .map_err(|e| format!("fetch partition {}: {e}", self.partition))
+    }
+
+    /// Reads the whole partition over and over until `deadline`; latency is
+    /// per fetch.
+    pub fn sweep(
+        &self,
+        deadline: Instant,
+        counters: &Counters,
+        stop: &AtomicBool,
+    ) -> Result<Latency, String> {
+        let mut latency = Latency::new();
+        let mut offset = None;
+        while Instant::now() < deadline && !stopped(stop) {
+            let t0 = Instant::now();
+            let ok = self.fetch(offset, 0)?;
+            latency.record(t0.elapsed());
+            if ok.high_watermark == 0 {
+                return Err(format!(
+                    "partition {} is empty: nothing to consume",
+                    self.partition
+                ));
+            }
+            counters.add(ok.records.len() as u64, value_bytes(&ok));
+            offset = if ok.records.is_empty() || ok.next_offset >= ok.high_watermark {
+                None
+            } else {
+                Some(ok.next_offset)
+            };
+        }
+        Ok(latency)
+    }
+
+    /// Reads from `from` as records arrive until the producers are `done`
+    /// and everything they had acknowledged (`acked`) is read, or `give_up`
+    /// passes; latency is per record, send time to receipt.
+    pub fn follow(
+        &self,
+        from: u64,
+        done: &AtomicBool,
+        acked: &AtomicU64,
+        give_up: Instant,
+        counters: &Counters,
+    ) -> Result<Latency, String> {
+        let mut latency = Latency::new();
+        let mut offset = from;
+        loop {
+            if done.load(Ordering::Acquire) && offset >= acked.load(Ordering::Relaxed) {
+                break;
+            }
+            if Instant::now() >= give_up || crate::interrupt::requested() {
+                break;
+            }
+            let ok = self.fetch(Some(offset), FOLLOW_WAIT_MS)?;
+            let now = payload::unix_nanos();
+            for r in &ok.records {
+                if let Some(sent) = payload::read_stamp(&r.value) {
+                    latency.record(Duration::from_nanos(now.saturating_sub(sent)));
+                }
+            }
+            counters.add(ok.records.len() as u64, value_bytes(&ok));
+            offset = offset.max(ok.next_offset);
+        }
+        Ok(latency)
+    }
+}
+
+fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed) || crate::interrupt::requested()
+}
+
+fn value_bytes(ok: &FetchOk) -> u64 {
+    ok.records
+        .iter()
+        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+        .sum()
+}

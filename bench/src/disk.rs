@@ -1,0 +1,95 @@
+//! The disk phase: the produce write pattern with no broker. `producers`
+//! writer threads, each appending `batch x record-size` bytes to a file of
+//! its own and calling fdatasync after every write, for `duration`. Its
+//! MB/s is the disk's limit for that pattern and its latency is the
+//! write + fdatasync time, the figures the broker is compared with.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::counters::Counters;
+use crate::latency::Latency;
+use crate::payload;
+use crate::phase::Phase;
+use crate::progress::Progress;
+
+pub struct Pattern {
+    pub writers: usize,
+    /// Records per write and bytes per record (the write is their product).
+    pub batch: usize,
+    pub record_size: usize,
+}
+
+/// Runs the pattern in `dir` (files removed afterwards).
+pub fn run(pattern: &Pattern, dir: &Path, duration: Duration, quiet: bool) -> Result<Phase, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let counters = Arc::new(Counters::default());
+    let stop = AtomicBool::new(false);
+    let progress = Progress::start("disk".into(), counters.clone(), quiet);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..pattern.writers)
+            .map(|i| {
+                let (counters, stop) = (&counters, &stop);
+                let path = dir.join(format!("disk-{i}.dat"));
+                s.spawn(move || {
+                    let r = writer(&path, i, pattern, deadline, counters, stop);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a disk writer thread panicked".into()))
+            })
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    progress.finish();
+    for i in 0..pattern.writers {
+        let _ = std::fs::remove_file(dir.join(format!("disk-{i}.dat")));
+    }
+    let mut latency = Latency::new();
+    for r in results {
+        latency.merge(&r?);
+    }
+    Ok(Phase::new("disk", None, counters.totals(), seconds, &latency))
+}
+
+fn writer(
+    path: &Path,
+    index: usize,
+    pattern: &Pattern,
+    deadline: Instant,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Result<Latency, String> {
+    let mut file: File = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let records = pattern.batch as u64;
+    let buf = payload::value(pattern.batch * pattern.record_size, index as u64);
+    let mut latency = Latency::new();
+    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && !crate::interrupt::requested() {
+        let t0 = Instant::now();
+        file.write_all(&buf)
+            .and_then(|_| file.sync_data())
+            .map_err(|e| format!("write + fdatasync {}: {e}", path.display()))?;
+        latency.record(t0.elapsed());
+        counters.add(records, buf.len() as u64);
+    }
+    Ok(latency)
+}

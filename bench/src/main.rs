@@ -1,0 +1,53 @@
+//! es-bench: the benchmark harness. `produce`, `consume` and `e2e` load a
+//! broker over the binary protocol (one it starts itself with
+//! `--start-broker`, or a running one); `disk` runs the same write pattern
+//! straight to files with fdatasync, the limit the broker is compared with.
+//! docs/benchmarks.md says how to run it and what each figure means.
+
+mod args;
+mod batch;
+mod broker;
+mod compare;
+mod consume;
+mod consumer;
+mod counters;
+mod disk;
+mod e2e;
+mod interrupt;
+mod latency;
+mod payload;
+mod phase;
+mod plan;
+mod produce;
+mod producer;
+mod progress;
+mod report;
+mod scratch;
+mod topic;
+
+use clap::Parser;
+
+fn main() {
+    let (mode, opts) = args::Cli::parse().command.split();
+    if let Err(e) = opts.validate(mode) {
+        eprintln!("es-bench: {e}");
+        std::process::exit(2);
+    }
+    interrupt::install();
+    let phases = match plan::execute(mode, &opts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("es-bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    if opts.json {
+        println!("{}", report::json(mode, &opts, &phases));
+    } else {
+        print!("{}", report::table(mode, &opts, &phases));
+    }
+    if interrupt::requested() {
+        eprintln!("es-bench: interrupted; the figures cover what ran");
+        std::process::exit(130);
+    }
+}

@@ -1,0 +1,155 @@
+//! A run from start to end: the scratch directory, the disk phase when
+//! asked, then for each shard count a broker (started or given), the topic,
+//! and the load's phases; finally the ratios between them.
+
+use std::path::Path;
+use std::time::Duration;
+
+use es_protocol::client::{Client, Options as ClientOptions};
+
+use crate::args::{Mode, Options, Rate};
+use crate::broker::{self, Broker};
+use crate::phase::Phase;
+use crate::producer::Spec;
+use crate::scratch::Scratch;
+use crate::{compare, consume, disk, e2e, interrupt, produce, topic};
+
+/// Runs `mode` as `opts` says; every phase measured, in order.
+pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
+    let duration = Duration::from_secs_f64(opts.duration);
+    let scratch = Scratch::create(opts.data_dir.as_deref())?;
+    let mut phases = Vec::new();
+    if mode == Mode::Disk || opts.compare_disk {
+        let pattern = disk::Pattern {
+            writers: opts.producers,
+            batch: opts.batch,
+            record_size: opts.record_size,
+        };
+        phases.push(disk::run(
+            &pattern,
+            &scratch.path().join("disk"),
+            duration,
+            opts.quiet,
+        )?);
+    }
+    if mode != Mode::Disk {
+        // A started broker always gets an explicit --shards (default: the
+        // cores es-bench may use), so every phase names its shard count.
+        let shard_counts: Vec<Option<usize>> = if !opts.start_broker {
+            vec![None]
+        } else if opts.shards.is_empty() {
+            vec![Some(std::thread::available_parallelism().map_or(1, |n| n.get()))]
+        } else {
+            opts.shards.iter().copied().map(Some).collect()
+        };
+        for shards in shard_counts {
+            if interrupt::requested() {
+                break;
+            }
+            against_broker(mode, opts, shards, scratch.path(), duration, &mut phases)?;
+        }
+    }
+    compare::fill(&mut phases);
+    Ok(phases)
+}
+
+/// One broker (started on `dir`, or the one at `--broker`) and the load's
+/// phases against it.
+fn against_broker(
+    mode: Mode,
+    opts: &Options,
+    shards: Option<usize>,
+    dir: &Path,
+    duration: Duration,
+    phases: &mut Vec<Phase>,
+) -> Result<(), String> {
+    let started = match shards {
+        Some(n) => {
+            let bin = match &opts.broker_bin {
+                Some(b) => b.clone(),
+                None => broker::default_binary()?,
+            };
+            Some(Broker::start(&bin, dir, n)?)
+        }
+        None => None,
+    };
+    let addr = started
+        .as_ref()
+        .map_or_else(|| opts.broker.clone(), |b| b.addr.clone());
+    let result = load(mode, opts, &addr, shards, duration, phases);
+    match (result, &started) {
+        (Err(e), Some(b)) => Err(format!("{e}\nbroker log (last lines):\n{}", b.log_tail())),
+        (r, _) => r,
+    }
+}
+
+fn load(
+    mode: Mode,
+    opts: &Options,
+    addr: &str,
+    shards: Option<usize>,
+    duration: Duration,
+    phases: &mut Vec<Phase>,
+) -> Result<(), String> {
+    {
+        let client =
+            Client::connect(addr, ClientOptions::default()).map_err(|e| format!("connect to {addr}: {e}"))?;
+        topic::ensure(&client, &opts.topic, opts.partitions)?;
+    }
+    let mut spec = spec(opts, addr);
+    match mode {
+        Mode::Produce => match opts.rate {
+            None => phases.push(produce::run(&spec, duration, "produce", shards, opts.quiet)?),
+            Some(Rate::PerSecond(r)) => {
+                spec.rate = Some(r);
+                phases.push(produce::run(&spec, duration, "produce", shards, opts.quiet)?);
+            }
+            Some(Rate::HalfOfMax) => {
+                let max = produce::run(&spec, duration, "produce", shards, opts.quiet)?;
+                let half = max.records_per_s() / 2.0;
+                phases.push(max);
+                if half <= 0.0 {
+                    return Err("the maximum-rate phase acknowledged nothing: no half rate to run".into());
+                }
+                spec.rate = Some(half);
+                phases.push(produce::run(
+                    &spec,
+                    duration,
+                    "produce half-rate",
+                    shards,
+                    opts.quiet,
+                )?);
+            }
+        },
+        Mode::Consume => {
+            consume::prefill(opts, addr)?;
+            phases.push(consume::run(opts, addr, duration, shards)?);
+        }
+        Mode::E2e => {
+            spec.stamped = true;
+            spec.rate = match opts.rate {
+                Some(Rate::PerSecond(r)) => Some(r),
+                _ => None,
+            };
+            phases.push(e2e::run(&spec, opts.fetch_bytes, duration, shards, opts.quiet)?);
+        }
+        Mode::Disk => {}
+    }
+    Ok(())
+}
+
+fn spec(opts: &Options, addr: &str) -> Spec {
+    Spec {
+        addr: addr.to_string(),
+        topic: opts.topic.clone(),
+        partitions: opts.partitions,
+        producers: opts.producers,
+        batch: opts.batch,
+        record_size: opts.record_size,
+        inflight: opts.inflight,
+        gzip: opts.gzip,
+        stamped: false,
+        rate: None,
+        budget: None,
+    }
+}

@@ -1,0 +1,61 @@
+//! The produce phase: `producers` producer threads for `duration`, with the
+//! live progress line; their latencies merged into one histogram.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::counters::Counters;
+use crate::latency::Latency;
+use crate::phase::Phase;
+use crate::producer::{self, Shared, Spec};
+use crate::progress::Progress;
+
+/// Runs the producers of `spec` for `duration` and reports them as `name`.
+pub fn run(
+    spec: &Spec,
+    duration: Duration,
+    name: &str,
+    shards: Option<usize>,
+    quiet: bool,
+) -> Result<Phase, String> {
+    let counters = Arc::new(Counters::default());
+    let stop = AtomicBool::new(false);
+    let acked: Vec<AtomicU64> = (0..spec.partitions).map(|_| AtomicU64::new(0)).collect();
+    let shared = Shared {
+        counters: &counters,
+        stop: &stop,
+        acked: &acked,
+    };
+    let progress = Progress::start(name.to_string(), counters.clone(), quiet);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..spec.producers)
+            .map(|i| {
+                let shared = &shared;
+                std::thread::Builder::new()
+                    .name(format!("es-bench-producer-{i}"))
+                    .spawn_scoped(s, move || producer::run(i, spec, deadline, shared))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("a producer thread panicked".into())),
+                Err(e) => Err(format!("cannot start a producer thread: {e}")),
+            })
+            .collect()
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    progress.finish();
+    let mut latency = Latency::new();
+    for r in results {
+        latency.merge(&r?);
+    }
+    let mut phase = Phase::new(name, shards, counters.totals(), seconds, &latency);
+    phase.target_rate = spec.rate;
+    Ok(phase)
+}

@@ -1,0 +1,217 @@
+//! One producer: a connection of its own, Produce requests of `batch`
+//! records to partition `index % partitions`, `inflight` of them in flight.
+//! Latency is per request, from send to the fsynced ack.
+//!
+//! Unpaced, the thread sends until the window is full and then waits for
+//! the oldest ack (acks on one partition come back in order). Paced
+//! (`rate`), a collector thread waits for the acks so they are timed as they
+//! arrive, and latency runs from each request's scheduled send time, so a
+//! late send counts against the broker rather than hiding (no coordinated
+//! omission).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use es_protocol::client::{Client, Options, PendingResponse};
+use es_protocol::Response;
+
+use crate::batch::Batch;
+use crate::counters::Counters;
+use crate::latency::Latency;
+
+/// What every producer of a phase does.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub addr: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub producers: usize,
+    pub batch: usize,
+    pub record_size: usize,
+    pub inflight: usize,
+    pub gzip: bool,
+    /// Embed the send time in each value (e2e).
+    pub stamped: bool,
+    /// Records/s over all producers; None: as fast as acks allow.
+    pub rate: Option<f64>,
+    /// Records producer i sends before it stops (prefill); None: until the
+    /// deadline.
+    pub budget: Option<Vec<u64>>,
+}
+
+/// What the producers of a phase share.
+pub struct Shared<'a> {
+    pub counters: &'a Counters,
+    /// Set on the first error, or to end a phase early.
+    pub stop: &'a AtomicBool,
+    /// Per partition: one past the highest offset acknowledged.
+    pub acked: &'a [AtomicU64],
+}
+
+struct InFlight {
+    t0: Instant,
+    records: u64,
+    bytes: u64,
+    pending: PendingResponse,
+}
+
+/// Runs producer `index` until `deadline` (or its budget); its latencies.
+pub fn run(index: usize, spec: &Spec, deadline: Instant, shared: &Shared) -> Result<Latency, String> {
+    let result = connect(index, spec).and_then(|client| {
+        let mut batch = Batch::new(
+            &spec.topic,
+            index as u32 % spec.partitions,
+            spec.batch,
+            spec.record_size,
+            spec.stamped,
+            index as u64,
+        );
+        let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
+        match spec.rate {
+            None => unpaced(&client, &mut batch, spec.inflight, budget, deadline, shared),
+            Some(rate) => {
+                let per_producer = rate / spec.producers as f64;
+                let interval = Duration::from_secs_f64(batch.records as f64 / per_producer);
+                paced(&client, &mut batch, spec.inflight, interval, deadline, shared)
+            }
+        }
+    });
+    if result.is_err() {
+        shared.stop.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
+    let options = Options {
+        client_id: format!("es-bench-producer-{index}"),
+        gzip: spec.gzip,
+        ..Options::default()
+    };
+    Client::connect(&spec.addr, options)
+        .map_err(|e| format!("producer {index}: connect to {}: {e}", spec.addr))
+}
+
+fn stopped(shared: &Shared) -> bool {
+    shared.stop.load(Ordering::Relaxed) || crate::interrupt::requested()
+}
+
+fn unpaced(
+    client: &Client,
+    batch: &mut Batch,
+    inflight: usize,
+    budget: Option<u64>,
+    deadline: Instant,
+    shared: &Shared,
+) -> Result<Latency, String> {
+    let mut latency = Latency::new();
+    let mut queue = VecDeque::with_capacity(inflight);
+    let mut sent = 0u64;
+    loop {
+        while queue.len() >= inflight {
+            if let Some(f) = queue.pop_front() {
+                settle(f, &mut latency, shared)?;
+            }
+        }
+        if stopped(shared) || Instant::now() >= deadline || budget.is_some_and(|b| sent >= b) {
+            break;
+        }
+        let t0 = Instant::now();
+        let pending = client.send(batch.next()).map_err(|e| format!("produce: {e}"))?;
+        sent += batch.records;
+        queue.push_back(InFlight {
+            t0,
+            records: batch.records,
+            bytes: batch.bytes,
+            pending,
+        });
+    }
+    for f in queue {
+        settle(f, &mut latency, shared)?;
+    }
+    Ok(latency)
+}
+
+fn paced(
+    client: &Client,
+    batch: &mut Batch,
+    inflight: usize,
+    interval: Duration,
+    deadline: Instant,
+    shared: &Shared,
+) -> Result<Latency, String> {
+    let (to_collector, from_sender) = mpsc::channel::<InFlight>();
+    let (free_slot, slot_freed) = mpsc::channel::<()>();
+    for _ in 0..inflight {
+        let _ = free_slot.send(());
+    }
+    std::thread::scope(|s| {
+        let collector = std::thread::Builder::new()
+            .name("es-bench-acks".into())
+            .spawn_scoped(s, move || {
+                let mut latency = Latency::new();
+                for f in from_sender {
+                    settle(f, &mut latency, shared)?;
+                    let _ = free_slot.send(());
+                }
+                Ok::<_, String>(latency)
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        let start = Instant::now();
+        let mut sent = Ok(());
+        for k in 0u32.. {
+            let at = start + interval.mul_f64(f64::from(k));
+            if at >= deadline || stopped(shared) {
+                break;
+            }
+            if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            // The collector gone means it failed: its error is the one to tell.
+            if slot_freed.recv().is_err() {
+                break;
+            }
+            match client.send(batch.next()) {
+                Ok(pending) => {
+                    let f = InFlight {
+                        t0: at,
+                        records: batch.records,
+                        bytes: batch.bytes,
+                        pending,
+                    };
+                    if to_collector.send(f).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    sent = Err(format!("produce: {e}"));
+                    break;
+                }
+            }
+        }
+        drop(to_collector);
+        let latency = collector
+            .join()
+            .map_err(|_| "the ack collector panicked".to_string())??;
+        sent.map(|_| latency)
+    })
+}
+
+fn settle(f: InFlight, latency: &mut Latency, shared: &Shared) -> Result<(), String> {
+    match f.pending.wait() {
+        Ok(Response::ProduceOk(ok)) if ok.offsets.len() as u64 == f.records => {
+            latency.record(f.t0.elapsed());
+            shared.counters.add(f.records, f.bytes);
+            if let Some(&(partition, offset)) = ok.offsets.last() {
+                if let Some(mark) = shared.acked.get(partition as usize) {
+                    mark.fetch_max(offset + 1, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        }
+        Ok(other) => Err(format!("produce: unexpected answer {:?}", other.kind())),
+        Err(e) => Err(format!("produce: {e}")),
+    }
+}

@@ -1,0 +1,202 @@
+//! es-bench end to end: each command against a broker it starts itself,
+//! checked for the shape of its JSON and for counts above zero. No timed
+//! assertions: the figures depend on the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// es-broker next to es-bench, (re)built with the same profile first so a
+/// stale binary is never measured; if that build fails, an existing binary
+/// is used.
+fn broker_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bench = PathBuf::from(env!("CARGO_BIN_EXE_es-bench"));
+        let dir = bench.parent().expect("es-bench has a directory");
+        let bin = dir.join("es-broker");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(workspace).args(["build", "-p", "es-broker"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let built = cmd.status().is_ok_and(|s| s.success());
+        assert!(
+            bin.is_file(),
+            "{} missing (cargo build -p es-broker succeeded: {built})",
+            bin.display()
+        );
+        if !built {
+            eprintln!(
+                "cargo build -p es-broker failed; using the existing {}",
+                bin.display()
+            );
+        }
+        bin
+    })
+}
+
+/// Runs es-bench with `args` plus a started broker and `--json`.
+fn bench(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
+        .args(args)
+        .args(["--start-broker", "--broker-bin"])
+        .arg(broker_bin())
+        .args(["--json", "--quiet"])
+        .output()
+        .expect("run es-bench");
+    assert!(
+        out.status.success(),
+        "es-bench {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "es-bench {args:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn phase<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} phase in {doc}"))
+}
+
+fn check_counts(p: &Value) {
+    for key in ["records", "bytes", "requests"] {
+        assert!(p[key].as_u64().expect(key) > 0, "{key} in {p}");
+    }
+    for key in ["seconds", "records_per_s", "mb_per_s", "requests_per_s"] {
+        assert!(p[key].as_f64().expect(key) > 0.0, "{key} in {p}");
+    }
+    check_latency(&p["latency_us"]);
+}
+
+fn check_latency(l: &Value) {
+    let get = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k} in {l}"));
+    assert!(get("count") > 0);
+    assert!(
+        get("p50") <= get("p99") && get("p99") <= get("p999") && get("p999") <= get("max"),
+        "{l}"
+    );
+}
+
+#[test]
+fn produce_with_disk_comparison() {
+    let doc = bench(&[
+        "produce",
+        "--duration",
+        "2",
+        "--producers",
+        "2",
+        "--partitions",
+        "2",
+        "--batch",
+        "10",
+        "--compare-disk",
+    ]);
+    assert_eq!(doc["command"], "produce");
+    assert_eq!(doc["config"]["producers"], 2);
+    check_counts(phase(&doc, "disk"));
+    let p = phase(&doc, "produce");
+    check_counts(p);
+    assert!(p["pct_of_disk"].as_f64().expect("pct_of_disk") > 0.0);
+    assert!(p["p99_vs_disk"].as_f64().expect("p99_vs_disk") > 0.0);
+}
+
+#[test]
+fn produce_at_half_rate_and_two_shard_counts() {
+    let doc = bench(&[
+        "produce",
+        "--duration",
+        "1",
+        "--rate",
+        "half",
+        "--shards",
+        "1,2",
+        "--batch",
+        "5",
+    ]);
+    let phases = doc["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["produce", "produce half-rate", "produce", "produce half-rate"]
+    );
+    for p in phases {
+        check_counts(p);
+        assert!(p["vs_first_shards"].as_f64().is_some(), "{p}");
+    }
+    assert!(phases[1]["target_rate"].as_f64().expect("paced") > 0.0);
+    assert_eq!(phases[2]["shards"], 2);
+}
+
+#[test]
+fn consume_after_prefill() {
+    let doc = bench(&[
+        "consume",
+        "--duration",
+        "1",
+        "--partitions",
+        "2",
+        "--prefill-mb",
+        "2",
+    ]);
+    check_counts(phase(&doc, "consume"));
+}
+
+#[test]
+fn e2e_times_records_from_send_to_receipt() {
+    let doc = bench(&[
+        "e2e",
+        "--duration",
+        "1",
+        "--rate",
+        "2000",
+        "--batch",
+        "10",
+        "--gzip",
+    ]);
+    let p = phase(&doc, "e2e");
+    check_counts(p);
+    check_latency(&p["e2e_latency_us"]);
+}
+
+#[test]
+fn disk_alone_needs_no_broker() {
+    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
+        .args(["disk", "--duration", "1", "--batch", "4", "--json", "--quiet"])
+        .output()
+        .expect("run es-bench");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    check_counts(phase(&doc, "disk"));
+}
+
+#[test]
+fn bad_flags_are_refused_before_anything_runs() {
+    for args in [
+        &["produce", "--batch", "0"][..],
+        &["consume", "--rate", "half"],
+        &["produce", "--shards", "1,2"],
+        &["e2e", "--record-size", "4"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
+            .args(args)
+            .output()
+            .expect("run es-bench");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
