@@ -492,7 +492,11 @@ fn a_crash_at_each_compaction_step_leaves_the_old_or_the_new_set() {
             if !new_set_wins {
                 // A crash while the manifest was being written leaves its
                 // temporary file too (the rename is the commit).
-                std::fs::write(dir.path().join("compaction.swap.tmp"), b"es-compaction-swap 1\noutp").unwrap();
+                std::fs::write(
+                    dir.path().join("compaction.swap.tmp"),
+                    b"es-compaction-swap 1\noutp",
+                )
+                .unwrap();
             }
 
             let (log, report) = PartitionLog::open(dir.path(), config(500, 64 << 20), FsyncBatcher::new())
