@@ -312,8 +312,8 @@ pub async fn load(shard: &Shard) -> Result<(), ApiError> {
     let d = dir.clone();
     let names = glommio::executor()
         .spawn_blocking(move || -> std::io::Result<Vec<String>> {
-            match std::fs::read_dir(&d) {
-                // blocking-ok: on the blocking pool
+            let listing = std::fs::read_dir(&d); // blocking-ok: on the blocking pool
+            match listing {
                 Ok(entries) => entries
                     .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
                     .collect(),

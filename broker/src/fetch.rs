@@ -25,13 +25,24 @@ pub struct FetchQuery {
 }
 
 /// Checks a fetch against the limits and runs it on the owning shard.
-pub async fn fetch(shard: &Rc<Shard>, meta: &TopicMeta, partition: u64, q: FetchQuery) -> Result<Fetched, ApiError> {
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    partition: u64,
+    q: FetchQuery,
+) -> Result<Fetched, ApiError> {
     if partition >= meta.partitions as u64 {
-        return Err(ApiError::partition_not_found(&meta.name, partition, meta.partitions));
+        return Err(ApiError::partition_not_found(
+            &meta.name,
+            partition,
+            meta.partitions,
+        ));
     }
     let max_records = q.max_records.unwrap_or(FETCH_RECORDS_DEFAULT);
     if max_records == 0 || max_records > FETCH_RECORDS_MAX {
-        return Err(ApiError::invalid(format!("max_records must be in 1..={FETCH_RECORDS_MAX}")));
+        return Err(ApiError::invalid(format!(
+            "max_records must be in 1..={FETCH_RECORDS_MAX}"
+        )));
     }
     let max_bytes = q.max_bytes.unwrap_or(FETCH_BYTES_DEFAULT);
     if max_bytes == 0 {
@@ -39,7 +50,9 @@ pub async fn fetch(shard: &Rc<Shard>, meta: &TopicMeta, partition: u64, q: Fetch
     }
     let wait_ms = q.wait_ms.unwrap_or(0);
     if wait_ms > WAIT_MS_MAX {
-        return Err(ApiError::invalid(format!("wait_ms must be at most {WAIT_MS_MAX}")));
+        return Err(ApiError::invalid(format!(
+            "wait_ms must be at most {WAIT_MS_MAX}"
+        )));
     }
     let partition = partition as u32;
     let args = FetchArgs {
@@ -50,7 +63,10 @@ pub async fn fetch(shard: &Rc<Shard>, meta: &TopicMeta, partition: u64, q: Fetch
         max_bytes: max_bytes.min(shard.config.fetch_bytes_max as u64) as usize,
         wait_ms,
     };
-    match shard.call(shard.owner(&meta.name, partition), Op::Fetch(args)).await {
+    match shard
+        .call(shard.owner(&meta.name, partition), Op::Fetch(args))
+        .await
+    {
         Reply::Fetched(Ok(f)) => Ok(f),
         Reply::Fetched(Err(e)) | Reply::Done(Err(e)) => Err(e),
         other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),

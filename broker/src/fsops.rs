@@ -8,11 +8,13 @@ use crate::error::ApiError;
 pub async fn remove_dir_all(dir: &Path) -> Result<(), ApiError> {
     let d = dir.to_path_buf();
     let removed = glommio::executor()
-        .spawn_blocking(move || match std::fs::remove_dir_all(&d) {
-            // blocking-ok: on the blocking pool
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e),
+        .spawn_blocking(move || {
+            let removed = std::fs::remove_dir_all(&d); // blocking-ok: on the blocking pool
+            match removed {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            }
         })
         .await
         .map_err(|e| ApiError::internal(format!("removing {}: {e}", dir.display())))?;

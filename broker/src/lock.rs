@@ -3,7 +3,7 @@
 //! when the process dies, even by kill -9). Taken at start-up, before any
 //! shard runs.
 
-use std::fs::File;
+use std::fs::File; // blocking-ok: used only at start-up, before the shards run
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 

@@ -186,14 +186,16 @@ async fn idempotent_append(
                 ),
             ))
         }
-        Some(current) if f.epoch < *current => return Err(ApiError::new(
-            hyper::StatusCode::CONFLICT,
-            "producer_fenced",
-            format!(
+        Some(current) if f.epoch < *current => {
+            return Err(ApiError::new(
+                hyper::StatusCode::CONFLICT,
+                "producer_fenced",
+                format!(
                 "producer {} epoch {} is fenced by epoch {current}: a newer instance of this producer exists",
                 f.producer_id, f.epoch
             ),
-        )),
+            ))
+        }
         Some(current) if f.epoch > *current => {
             return Err(ApiError::invalid(format!(
                 "producer {} epoch {} was never issued (the current epoch is {current})",

@@ -23,8 +23,8 @@ pub struct Registry {
 /// Reads the registry's epochs at start-up, before any shard runs.
 pub fn load_epochs(data_dir: &Path) -> Result<std::collections::HashMap<i64, i16>, String> {
     let path = data_dir.join("producers").join("registry.json");
-    match std::fs::read(&path) {
-        // blocking-ok: start-up, before the shards run
+    let read = std::fs::read(&path); // blocking-ok: start-up, before the shards run
+    match read {
         Ok(bytes) => serde_json::from_slice::<Registry>(&bytes)
             .map(|r| r.epochs.into_iter().collect())
             .map_err(|e| format!("{} is damaged: {e}", path.display())),

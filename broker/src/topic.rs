@@ -260,8 +260,8 @@ pub fn load_all(data_dir: &Path) -> std::io::Result<Vec<TopicMeta>> {
     let dir = topics_dir(data_dir);
     std::fs::create_dir_all(&dir)?; // blocking-ok: start-up, before the shards run
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir)? {
-        // blocking-ok: start-up, before the shards run
+    let entries = std::fs::read_dir(&dir)?; // blocking-ok: start-up, before the shards run
+    for entry in entries {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path().join("meta.json");

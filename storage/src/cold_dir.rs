@@ -148,10 +148,12 @@ impl LocalDirColdStore {
         let dir = self.partition_dir(partition)?;
         let d = dir.clone();
         glommio::executor()
-            .spawn_blocking(move || match std::fs::remove_dir_all(&d) {
-                // blocking-ok: on the blocking pool
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                other => other,
+            .spawn_blocking(move || {
+                let removed = std::fs::remove_dir_all(&d); // blocking-ok: on the blocking pool
+                match removed {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                }
             })
             .await
             .map_err(|e| StorageError::io(&dir, e))?;

@@ -30,8 +30,8 @@ pub async fn list_names(dir: &Path) -> Result<Vec<String>> {
     glommio::executor()
         .spawn_blocking(move || -> std::io::Result<Vec<String>> {
             let mut out = Vec::new();
-            for entry in std::fs::read_dir(&d)? {
-                // blocking-ok: on the blocking pool
+            let entries = std::fs::read_dir(&d)?; // blocking-ok: on the blocking pool
+            for entry in entries {
                 out.push(entry?.file_name().to_string_lossy().into_owned());
             }
             Ok(out)
