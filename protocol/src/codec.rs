@@ -140,7 +140,9 @@ impl<'a> Reader<'a> {
     pub fn count(&mut self, what: &str, item_bytes_min: usize) -> Result<usize, DecodeError> {
         let n = self.u32(what)? as usize;
         if n.saturating_mul(item_bytes_min) > self.remaining() {
-            return Err(DecodeError::malformed(format!("{what} {n} does not fit the payload")));
+            return Err(DecodeError::malformed(format!(
+                "{what} {n} does not fit the payload"
+            )));
         }
         Ok(n)
     }
@@ -149,7 +151,10 @@ impl<'a> Reader<'a> {
         if self.pos == self.buf.len() {
             Ok(())
         } else {
-            Err(DecodeError::malformed(format!("{} trailing bytes after {what}", self.buf.len() - self.pos)))
+            Err(DecodeError::malformed(format!(
+                "{} trailing bytes after {what}",
+                self.buf.len() - self.pos
+            )))
         }
     }
 }

@@ -70,10 +70,16 @@ pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), Decod
     };
     let total = 4 + h.frame_len as usize;
     if (h.frame_len as usize) < LEN_COVERED_HEADER_BYTES {
-        return Err(DecodeError::malformed(format!("frame_len {} is below the header size", h.frame_len)));
+        return Err(DecodeError::malformed(format!(
+            "frame_len {} is below the header size",
+            h.frame_len
+        )));
     }
     if total > max_bytes {
-        return Err(DecodeError::TooLarge { len: total, max: max_bytes });
+        return Err(DecodeError::TooLarge {
+            len: total,
+            max: max_bytes,
+        });
     }
     if h.flags & !FLAG_GZIP != 0 {
         return Err(DecodeError::malformed(format!("unknown flags {:#04x}", h.flags)));
@@ -94,9 +100,14 @@ pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), Decod
 /// decompressing a gzip payload up to `max_bytes`.
 pub fn parse(buf: &[u8], max_bytes: usize) -> Result<(Frame, usize), DecodeError> {
     let (h, total) = check(buf, max_bytes)?;
-    let kind = Kind::from_u8(h.kind).ok_or_else(|| DecodeError::malformed(format!("unknown kind {:#04x}", h.kind)))?;
+    let kind = Kind::from_u8(h.kind)
+        .ok_or_else(|| DecodeError::malformed(format!("unknown kind {:#04x}", h.kind)))?;
     let raw = &buf[HEADER_BYTES..total];
-    let payload = if h.flags & FLAG_GZIP != 0 { gunzip(raw, max_bytes)? } else { raw.to_vec() };
+    let payload = if h.flags & FLAG_GZIP != 0 {
+        gunzip(raw, max_bytes)?
+    } else {
+        raw.to_vec()
+    };
     Ok((
         Frame {
             kind,
@@ -168,7 +179,10 @@ mod tests {
     fn partial_frames_are_incomplete() {
         let bytes = encode(Kind::Fetch, 7, b"abc", false);
         for cut in 0..bytes.len() {
-            assert!(matches!(check(&bytes[..cut], 1 << 20), Err(DecodeError::Incomplete { .. })), "cut {cut}");
+            assert!(
+                matches!(check(&bytes[..cut], 1 << 20), Err(DecodeError::Incomplete { .. })),
+                "cut {cut}"
+            );
         }
     }
 
@@ -194,7 +208,10 @@ mod tests {
     fn zip_bomb_is_refused() {
         let bytes = encode(Kind::Produce, 1, &vec![0u8; 1 << 20], true);
         assert!(bytes.len() < 10_000);
-        assert!(matches!(parse(&bytes, 64 << 10), Err(DecodeError::TooLarge { .. })));
+        assert!(matches!(
+            parse(&bytes, 64 << 10),
+            Err(DecodeError::TooLarge { .. })
+        ));
         let mut corrupt = encode(Kind::Produce, 1, b"payload", true);
         let n = corrupt.len();
         corrupt[n - 3] ^= 0xff;

@@ -7,7 +7,9 @@ use es_protocol::requests::produce::{Produce, ProduceOk, ProduceRecord};
 use es_protocol::{Request, Response};
 
 fn hex(s: &str) -> Vec<u8> {
-    s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
+    s.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
 }
 
 #[test]
@@ -33,13 +35,19 @@ fn bytes_match_the_doc() {
     });
     assert_eq!(
         produce.to_frame(1, false),
-        hex("00 00 00 35 02 00 00 00 00 00 00 00 00 00 00 01 00 06 6f 72 64 65 72 73 00 00 00 01 \
-             ff ff ff ff ff ff ff ff ff ff ff ff 00 00 00 07 75 73 65 72 2d 34 32 00 00 00 02 68 69")
+        hex(
+            "00 00 00 35 02 00 00 00 00 00 00 00 00 00 00 01 00 06 6f 72 64 65 72 73 00 00 00 01 \
+             ff ff ff ff ff ff ff ff ff ff ff ff 00 00 00 07 75 73 65 72 2d 34 32 00 00 00 02 68 69"
+        )
     );
-    let ok = Response::ProduceOk(ProduceOk { offsets: vec![(0, 0)] });
+    let ok = Response::ProduceOk(ProduceOk {
+        offsets: vec![(0, 0)],
+    });
     assert_eq!(
         ok.to_frame(1, false),
-        hex("00 00 00 1c 82 00 00 00 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00")
+        hex(
+            "00 00 00 1c 82 00 00 00 00 00 00 00 00 00 00 01 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00"
+        )
     );
     let fetch = Request::Fetch(Fetch {
         topic: "orders".into(),
@@ -51,8 +59,10 @@ fn bytes_match_the_doc() {
     });
     assert_eq!(
         fetch.to_frame(2, false),
-        hex("00 00 00 2c 03 00 00 00 00 00 00 00 00 00 00 02 00 06 6f 72 64 65 72 73 00 00 00 00 \
-             00 00 00 00 00 00 00 00 00 00 00 64 00 10 00 00 00 00 00 00")
+        hex(
+            "00 00 00 2c 03 00 00 00 00 00 00 00 00 00 00 02 00 06 6f 72 64 65 72 73 00 00 00 00 \
+             00 00 00 00 00 00 00 00 00 00 00 64 00 10 00 00 00 00 00 00"
+        )
     );
     let fetched = Response::FetchOk(FetchOk {
         high_watermark: 1,

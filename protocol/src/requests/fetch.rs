@@ -69,7 +69,9 @@ impl Fetch {
 
 impl FetchOk {
     pub fn encode(&self, w: &mut Writer) {
-        w.u64(self.high_watermark).u64(self.next_offset).u32(self.records.len() as u32);
+        w.u64(self.high_watermark)
+            .u64(self.next_offset)
+            .u32(self.records.len() as u32);
         for rec in &self.records {
             w.u64(rec.offset)
                 .i64(rec.timestamp_ms)
