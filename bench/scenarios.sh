@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # `make bench`: the es-bench scenarios of docs/benchmarks.md, each one run
 # of es-bench against a release broker it starts on a temporary directory.
-# Env: BENCH_SECS (10) seconds per phase; BENCH_DIR (system temp dir) picks
-# the disk; ES_BENCH_ONLY=N runs scenario N alone (1-5); ES_BENCH_ARGS adds
-# flags to every run (e.g. --json).
+# Env: BENCH_SECS (10) seconds measured per phase; BENCH_WARMUP (15) seconds
+# of unmeasured load before each produce and disk phase (past the disk's
+# write burst: docs/benchmarks.md); BENCH_DIR (system temp dir) picks the
+# disk; ES_BENCH_ONLY=N runs scenario N alone (1-5); ES_BENCH_ARGS adds flags
+# to every run (e.g. --json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${BENCH_SECS:-10}
+WARMUP=${BENCH_WARMUP:-15}
 cargo build --release -q -p es-broker -p es-bench
 BENCH=(./target/release/es-bench)
-COMMON=(--start-broker --duration "$SECS" ${BENCH_DIR:+--data-dir "$BENCH_DIR"} ${ES_BENCH_ARGS:-})
+COMMON=(--start-broker --duration "$SECS" --warmup "$WARMUP" ${BENCH_DIR:+--data-dir "$BENCH_DIR"} ${ES_BENCH_ARGS:-})
 
 run() {
     local n=$1 title=$2

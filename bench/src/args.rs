@@ -102,6 +102,10 @@ pub struct Options {
     /// Seconds each measured phase runs.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
+    /// Seconds of load before each produce, e2e and disk phase that are
+    /// not measured: past a disk's write burst, the steady state.
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup: f64,
     /// Target records/s over all producers (paced sends; latency is measured
     /// from each request's scheduled send time), or `half`: first run at the
     /// maximum rate, then again paced at half of what it reached.
@@ -168,6 +172,9 @@ impl Options {
         }
         if !(self.duration.is_finite() && self.duration > 0.0) {
             return Err("--duration must be a positive number of seconds".into());
+        }
+        if !(self.warmup.is_finite() && self.warmup >= 0.0) {
+            return Err("--warmup must be zero or a positive number of seconds".into());
         }
         if self.shards.contains(&0) {
             return Err("--shards must be at least 1".into());

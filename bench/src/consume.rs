@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use es_protocol::client::{Client, Options as ClientOptions};
 
@@ -18,6 +18,7 @@ use crate::phase::Phase;
 use crate::producer::{self, Shared, Spec};
 use crate::progress::Progress;
 use crate::topic;
+use crate::window::Window;
 
 /// Produces until every partition holds its share of `--prefill-mb`.
 pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
@@ -54,14 +55,14 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
         stop: &stop,
         acked: &acked,
     };
-    let progress = Progress::start("prefill".into(), counters.clone(), opts.quiet);
-    // A budget, not a deadline, ends the prefill.
-    let deadline = Instant::now() + Duration::from_secs(24 * 3600);
+    // A budget, not the window, ends the prefill.
+    let window = Window::starting_now(Duration::ZERO, Duration::from_secs(24 * 3600));
+    let progress = Progress::start("prefill".into(), counters.clone(), window.from, opts.quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..partitions)
             .map(|i| {
                 let (spec, shared) = (&spec, &shared);
-                s.spawn(move || producer::run(i, spec, deadline, shared))
+                s.spawn(move || producer::run(i, spec, window, shared))
             })
             .collect();
         handles
@@ -83,16 +84,15 @@ pub fn run(opts: &Options, addr: &str, duration: Duration, shards: Option<usize>
         .collect::<Result<Vec<_>, String>>()?;
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
-    let progress = Progress::start("consume".into(), counters.clone(), opts.quiet);
-    let start = Instant::now();
-    let deadline = start + duration;
+    let window = Window::starting_now(Duration::ZERO, duration);
+    let progress = Progress::start("consume".into(), counters.clone(), window.from, opts.quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = consumers
             .iter()
             .map(|c| {
                 let (counters, stop) = (&counters, &stop);
                 s.spawn(move || {
-                    let r = c.sweep(deadline, counters, stop);
+                    let r = c.sweep(window.until, counters, stop);
                     if r.is_err() {
                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -108,7 +108,7 @@ pub fn run(opts: &Options, addr: &str, duration: Duration, shards: Option<usize>
             })
             .collect()
     });
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = window.measured_secs();
     progress.finish();
     let mut latency = Latency::new();
     for r in results {

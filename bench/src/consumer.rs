@@ -13,11 +13,14 @@ use es_protocol::requests::fetch::{Fetch, FetchOk};
 use crate::counters::Counters;
 use crate::latency::Latency;
 use crate::payload;
+use crate::window::Window;
 
 /// Most records one fetch may ask for (the protocol's limit).
 const MAX_RECORDS: u32 = 10_000;
 /// How long a `follow` fetch waits at the high watermark.
 const FOLLOW_WAIT_MS: u32 = 100;
+/// How long `follow` may take to catch up after the window ends.
+const DRAIN: Duration = Duration::from_secs(30);
 
 pub struct Consumer {
     client: Client,
@@ -93,18 +96,20 @@ impl Consumer {
     }
 
     /// Reads from `from` as records arrive until the producers are `done`
-    /// and everything they had acknowledged (`acked`) is read, or `give_up`
-    /// passes; latency is per record, send time to receipt.
+    /// and everything they had acknowledged (`acked`) is read, or `DRAIN`
+    /// after the window ends; latency is per record, send time to receipt,
+    /// for records received after the window's warm-up.
     pub fn follow(
         &self,
         from: u64,
         done: &AtomicBool,
         acked: &AtomicU64,
-        give_up: Instant,
+        window: Window,
         counters: &Counters,
     ) -> Result<Latency, String> {
         let mut latency = Latency::new();
         let mut offset = from;
+        let give_up = window.until + DRAIN;
         loop {
             if done.load(Ordering::Acquire) && offset >= acked.load(Ordering::Relaxed) {
                 break;
@@ -114,13 +119,16 @@ impl Consumer {
             }
             let ok = self.fetch(Some(offset), FOLLOW_WAIT_MS)?;
             let now = payload::unix_nanos();
+            offset = offset.max(ok.next_offset);
+            if !window.counts(Instant::now()) {
+                continue;
+            }
             for r in &ok.records {
                 if let Some(sent) = payload::read_stamp(&r.value) {
                     latency.record(Duration::from_nanos(now.saturating_sub(sent)));
                 }
             }
             counters.add(ok.records.len() as u64, value_bytes(&ok));
-            offset = offset.max(ok.next_offset);
         }
         Ok(latency)
     }

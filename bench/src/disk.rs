@@ -16,6 +16,7 @@ use crate::latency::Latency;
 use crate::payload;
 use crate::phase::Phase;
 use crate::progress::Progress;
+use crate::window::Window;
 
 pub struct Pattern {
     pub writers: usize,
@@ -24,21 +25,27 @@ pub struct Pattern {
     pub record_size: usize,
 }
 
-/// Runs the pattern in `dir` (files removed afterwards).
-pub fn run(pattern: &Pattern, dir: &Path, duration: Duration, quiet: bool) -> Result<Phase, String> {
+/// Runs the pattern in `dir` for `warmup` (not measured), then `duration`;
+/// the files are removed afterwards.
+pub fn run(
+    pattern: &Pattern,
+    dir: &Path,
+    warmup: Duration,
+    duration: Duration,
+    quiet: bool,
+) -> Result<Phase, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
-    let progress = Progress::start("disk".into(), counters.clone(), quiet);
-    let start = Instant::now();
-    let deadline = start + duration;
+    let window = Window::starting_now(warmup, duration);
+    let progress = Progress::start("disk".into(), counters.clone(), window.from, quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..pattern.writers)
             .map(|i| {
                 let (counters, stop) = (&counters, &stop);
                 let path = dir.join(format!("disk-{i}.dat"));
                 s.spawn(move || {
-                    let r = writer(&path, i, pattern, deadline, counters, stop);
+                    let r = writer(&path, i, pattern, window, counters, stop);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -54,7 +61,7 @@ pub fn run(pattern: &Pattern, dir: &Path, duration: Duration, quiet: bool) -> Re
             })
             .collect()
     });
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = window.measured_secs();
     progress.finish();
     for i in 0..pattern.writers {
         let _ = std::fs::remove_file(dir.join(format!("disk-{i}.dat")));
@@ -70,7 +77,7 @@ fn writer(
     path: &Path,
     index: usize,
     pattern: &Pattern,
-    deadline: Instant,
+    window: Window,
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<Latency, String> {
@@ -83,13 +90,15 @@ fn writer(
     let records = pattern.batch as u64;
     let buf = payload::value(pattern.batch * pattern.record_size, index as u64);
     let mut latency = Latency::new();
-    while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && !crate::interrupt::requested() {
+    while !window.over() && !stop.load(Ordering::Relaxed) && !crate::interrupt::requested() {
         let t0 = Instant::now();
         file.write_all(&buf)
             .and_then(|_| file.sync_data())
             .map_err(|e| format!("write + fdatasync {}: {e}", path.display()))?;
-        latency.record(t0.elapsed());
-        counters.add(records, buf.len() as u64);
+        if window.counts(t0) {
+            latency.record(t0.elapsed());
+            counters.add(records, buf.len() as u64);
+        }
     }
     Ok(latency)
 }

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use es_protocol::client::{Client, Options as ClientOptions};
 
@@ -16,13 +16,12 @@ use crate::phase::Phase;
 use crate::producer::{self, Shared, Spec};
 use crate::progress::Progress;
 use crate::topic;
-
-/// How long consumers may take to catch up after the producers stop.
-const DRAIN: Duration = Duration::from_secs(30);
+use crate::window::Window;
 
 pub fn run(
     spec: &Spec,
     fetch_bytes: u32,
+    warmup: Duration,
     duration: Duration,
     shards: Option<usize>,
     quiet: bool,
@@ -44,9 +43,8 @@ pub fn run(
         stop: &stop,
         acked: &acked,
     };
-    let progress = Progress::start("e2e".into(), consumed.clone(), quiet);
-    let start = Instant::now();
-    let deadline = start + duration;
+    let window = Window::starting_now(warmup, duration);
+    let progress = Progress::start("e2e".into(), consumed.clone(), window.from, quiet);
     let (produce_results, consume_results) = std::thread::scope(|s| {
         let followers: Vec<_> = consumers
             .iter()
@@ -54,13 +52,13 @@ pub fn run(
             .map(|(p, c)| {
                 let from = starts.get(p).copied().unwrap_or(0);
                 let (done, acked, consumed) = (&done, &acked[p], &consumed);
-                s.spawn(move || c.follow(from, done, acked, deadline + DRAIN, consumed))
+                s.spawn(move || c.follow(from, done, acked, window, consumed))
             })
             .collect();
         let producers: Vec<_> = (0..spec.producers)
             .map(|i| {
                 let shared = &shared;
-                s.spawn(move || producer::run(i, spec, deadline, shared))
+                s.spawn(move || producer::run(i, spec, window, shared))
             })
             .collect();
         let produce_results: Vec<Result<Latency, String>> = producers
@@ -80,7 +78,7 @@ pub fn run(
             .collect();
         (produce_results, consume_results)
     });
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = window.measured_secs();
     progress.finish();
     let mut ack_latency = Latency::new();
     for r in produce_results {

@@ -24,6 +24,7 @@ mod progress;
 mod report;
 mod scratch;
 mod topic;
+mod window;
 
 use clap::Parser;
 

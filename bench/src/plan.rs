@@ -17,6 +17,7 @@ use crate::{compare, consume, disk, e2e, interrupt, produce, topic};
 /// Runs `mode` as `opts` says; every phase measured, in order.
 pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
     let duration = Duration::from_secs_f64(opts.duration);
+    let warmup = Duration::from_secs_f64(opts.warmup);
     let scratch = Scratch::create(opts.data_dir.as_deref())?;
     let mut phases = Vec::new();
     if mode == Mode::Disk || opts.compare_disk {
@@ -28,6 +29,7 @@ pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
         phases.push(disk::run(
             &pattern,
             &scratch.path().join("disk"),
+            warmup,
             duration,
             opts.quiet,
         )?);
@@ -96,16 +98,21 @@ fn load(
             Client::connect(addr, ClientOptions::default()).map_err(|e| format!("connect to {addr}: {e}"))?;
         topic::ensure(&client, &opts.topic, opts.partitions)?;
     }
+    let warmup = Duration::from_secs_f64(opts.warmup);
     let mut spec = spec(opts, addr);
     match mode {
         Mode::Produce => match opts.rate {
-            None => phases.push(produce::run(&spec, duration, "produce", shards, opts.quiet)?),
+            None => phases.push(produce::run(
+                &spec, warmup, duration, "produce", shards, opts.quiet,
+            )?),
             Some(Rate::PerSecond(r)) => {
                 spec.rate = Some(r);
-                phases.push(produce::run(&spec, duration, "produce", shards, opts.quiet)?);
+                phases.push(produce::run(
+                    &spec, warmup, duration, "produce", shards, opts.quiet,
+                )?);
             }
             Some(Rate::HalfOfMax) => {
-                let max = produce::run(&spec, duration, "produce", shards, opts.quiet)?;
+                let max = produce::run(&spec, warmup, duration, "produce", shards, opts.quiet)?;
                 let half = max.records_per_s() / 2.0;
                 phases.push(max);
                 if half <= 0.0 {
@@ -114,6 +121,7 @@ fn load(
                 spec.rate = Some(half);
                 phases.push(produce::run(
                     &spec,
+                    warmup,
                     duration,
                     "produce half-rate",
                     shards,
@@ -131,7 +139,14 @@ fn load(
                 Some(Rate::PerSecond(r)) => Some(r),
                 _ => None,
             };
-            phases.push(e2e::run(&spec, opts.fetch_bytes, duration, shards, opts.quiet)?);
+            phases.push(e2e::run(
+                &spec,
+                opts.fetch_bytes,
+                warmup,
+                duration,
+                shards,
+                opts.quiet,
+            )?);
         }
         Mode::Disk => {}
     }

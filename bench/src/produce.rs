@@ -1,19 +1,22 @@
-//! The produce phase: `producers` producer threads for `duration`, with the
-//! live progress line; their latencies merged into one histogram.
+//! The produce phase: `producers` producer threads for `warmup` (not
+//! measured) and then `duration`, with the live progress line; their
+//! latencies merged into one histogram.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::counters::Counters;
 use crate::latency::Latency;
 use crate::phase::Phase;
 use crate::producer::{self, Shared, Spec};
 use crate::progress::Progress;
+use crate::window::Window;
 
-/// Runs the producers of `spec` for `duration` and reports them as `name`.
+/// Runs the producers of `spec` and reports them as `name`.
 pub fn run(
     spec: &Spec,
+    warmup: Duration,
     duration: Duration,
     name: &str,
     shards: Option<usize>,
@@ -27,16 +30,15 @@ pub fn run(
         stop: &stop,
         acked: &acked,
     };
-    let progress = Progress::start(name.to_string(), counters.clone(), quiet);
-    let start = Instant::now();
-    let deadline = start + duration;
+    let window = Window::starting_now(warmup, duration);
+    let progress = Progress::start(name.to_string(), counters.clone(), window.from, quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..spec.producers)
             .map(|i| {
                 let shared = &shared;
                 std::thread::Builder::new()
                     .name(format!("es-bench-producer-{i}"))
-                    .spawn_scoped(s, move || producer::run(i, spec, deadline, shared))
+                    .spawn_scoped(s, move || producer::run(i, spec, window, shared))
             })
             .collect();
         handles
@@ -49,7 +51,7 @@ pub fn run(
             })
             .collect()
     });
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = window.measured_secs();
     progress.finish();
     let mut latency = Latency::new();
     for r in results {

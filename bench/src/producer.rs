@@ -20,6 +20,7 @@ use es_protocol::Response;
 use crate::batch::Batch;
 use crate::counters::Counters;
 use crate::latency::Latency;
+use crate::window::Window;
 
 /// What every producer of a phase does.
 #[derive(Clone, Debug)]
@@ -37,7 +38,7 @@ pub struct Spec {
     /// Records/s over all producers; None: as fast as acks allow.
     pub rate: Option<f64>,
     /// Records producer i sends before it stops (prefill); None: until the
-    /// deadline.
+    /// end of the window.
     pub budget: Option<Vec<u64>>,
 }
 
@@ -57,8 +58,9 @@ struct InFlight {
     pending: PendingResponse,
 }
 
-/// Runs producer `index` until `deadline` (or its budget); its latencies.
-pub fn run(index: usize, spec: &Spec, deadline: Instant, shared: &Shared) -> Result<Latency, String> {
+/// Runs producer `index` through `window` (or until its budget is sent);
+/// its latencies, of the requests sent after the warm-up.
+pub fn run(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
     let result = connect(index, spec).and_then(|client| {
         let mut batch = Batch::new(
             &spec.topic,
@@ -70,11 +72,11 @@ pub fn run(index: usize, spec: &Spec, deadline: Instant, shared: &Shared) -> Res
         );
         let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
         match spec.rate {
-            None => unpaced(&client, &mut batch, spec.inflight, budget, deadline, shared),
+            None => unpaced(&client, &mut batch, spec.inflight, budget, window, shared),
             Some(rate) => {
                 let per_producer = rate / spec.producers as f64;
                 let interval = Duration::from_secs_f64(batch.records as f64 / per_producer);
-                paced(&client, &mut batch, spec.inflight, interval, deadline, shared)
+                paced(&client, &mut batch, spec.inflight, interval, window, shared)
             }
         }
     });
@@ -103,7 +105,7 @@ fn unpaced(
     batch: &mut Batch,
     inflight: usize,
     budget: Option<u64>,
-    deadline: Instant,
+    window: Window,
     shared: &Shared,
 ) -> Result<Latency, String> {
     let mut latency = Latency::new();
@@ -112,10 +114,10 @@ fn unpaced(
     loop {
         while queue.len() >= inflight {
             if let Some(f) = queue.pop_front() {
-                settle(f, &mut latency, shared)?;
+                settle(f, &mut latency, shared, window)?;
             }
         }
-        if stopped(shared) || Instant::now() >= deadline || budget.is_some_and(|b| sent >= b) {
+        if stopped(shared) || window.over() || budget.is_some_and(|b| sent >= b) {
             break;
         }
         let t0 = Instant::now();
@@ -129,7 +131,7 @@ fn unpaced(
         });
     }
     for f in queue {
-        settle(f, &mut latency, shared)?;
+        settle(f, &mut latency, shared, window)?;
     }
     Ok(latency)
 }
@@ -139,7 +141,7 @@ fn paced(
     batch: &mut Batch,
     inflight: usize,
     interval: Duration,
-    deadline: Instant,
+    window: Window,
     shared: &Shared,
 ) -> Result<Latency, String> {
     let (to_collector, from_sender) = mpsc::channel::<InFlight>();
@@ -153,7 +155,7 @@ fn paced(
             .spawn_scoped(s, move || {
                 let mut latency = Latency::new();
                 for f in from_sender {
-                    settle(f, &mut latency, shared)?;
+                    settle(f, &mut latency, shared, window)?;
                     let _ = free_slot.send(());
                 }
                 Ok::<_, String>(latency)
@@ -163,7 +165,7 @@ fn paced(
         let mut sent = Ok(());
         for k in 0u32.. {
             let at = start + interval.mul_f64(f64::from(k));
-            if at >= deadline || stopped(shared) {
+            if at >= window.until || stopped(shared) {
                 break;
             }
             if let Some(wait) = at.checked_duration_since(Instant::now()) {
@@ -199,11 +201,13 @@ fn paced(
     })
 }
 
-fn settle(f: InFlight, latency: &mut Latency, shared: &Shared) -> Result<(), String> {
+fn settle(f: InFlight, latency: &mut Latency, shared: &Shared, window: Window) -> Result<(), String> {
     match f.pending.wait() {
         Ok(Response::ProduceOk(ok)) if ok.offsets.len() as u64 == f.records => {
-            latency.record(f.t0.elapsed());
-            shared.counters.add(f.records, f.bytes);
+            if window.counts(f.t0) {
+                latency.record(f.t0.elapsed());
+                shared.counters.add(f.records, f.bytes);
+            }
             if let Some(&(partition, offset)) = ok.offsets.last() {
                 if let Some(mark) = shared.acked.get(partition as usize) {
                     mark.fetch_max(offset + 1, Ordering::Relaxed);

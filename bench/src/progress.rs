@@ -16,8 +16,9 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Starts the line for `label` unless `quiet`.
-    pub fn start(label: String, counters: Arc<Counters>, quiet: bool) -> Progress {
+    /// Starts the line for `label` unless `quiet`; until `measured_from` it
+    /// says the phase is warming up.
+    pub fn start(label: String, counters: Arc<Counters>, measured_from: Instant, quiet: bool) -> Progress {
         if quiet {
             return Progress {
                 done: Arc::new(AtomicBool::new(true)),
@@ -28,7 +29,7 @@ impl Progress {
         let flag = done.clone();
         let handle = std::thread::Builder::new()
             .name("es-bench-progress".into())
-            .spawn(move || run(&label, &counters, &flag))
+            .spawn(move || run(&label, &counters, measured_from, &flag))
             .ok();
         Progress { done, handle }
     }
@@ -51,7 +52,21 @@ impl Drop for Progress {
     }
 }
 
-fn run(label: &str, counters: &Counters, done: &AtomicBool) {
+fn run(label: &str, counters: &Counters, measured_from: Instant, done: &AtomicBool) {
+    let started = Instant::now();
+    let mut next = started + Duration::from_secs(1);
+    while !done.load(Ordering::Relaxed) && Instant::now() < measured_from {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = Instant::now();
+        if now >= next {
+            next += Duration::from_secs(1);
+            let line = format!(
+                "{label} warming up {:>4.0}s",
+                now.duration_since(started).as_secs_f64()
+            );
+            let _ = write!(std::io::stderr(), "\r{line:<100}");
+        }
+    }
     let start = Instant::now();
     let mut last = (start, Totals::default());
     let mut next = start + Duration::from_secs(1);

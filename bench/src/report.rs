@@ -21,7 +21,7 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
     };
     format!(
         "es-bench {}: {broker}, topic {} with {} partitions, {} producers x {} in flight, \
-         batches of {} x {} B{}{}, {} s per phase",
+         batches of {} x {} B{}{}, {} s per phase{}",
         mode.name(),
         opts.topic,
         opts.partitions,
@@ -31,7 +31,12 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
         opts.record_size,
         if opts.gzip { ", gzip" } else { "" },
         rate,
-        opts.duration
+        opts.duration,
+        if opts.warmup > 0.0 {
+            format!(" after {} s of warm-up", opts.warmup)
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -126,6 +131,7 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
             "batch": opts.batch,
             "inflight": opts.inflight,
             "duration_s": opts.duration,
+            "warmup_s": opts.warmup,
             "rate": match opts.rate {
                 None => Value::Null,
                 Some(Rate::PerSecond(r)) => json!(r),

@@ -176,7 +176,17 @@ fn e2e_times_records_from_send_to_receipt() {
 #[test]
 fn disk_alone_needs_no_broker() {
     let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
-        .args(["disk", "--duration", "1", "--batch", "4", "--json", "--quiet"])
+        .args([
+            "disk",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.5",
+            "--batch",
+            "4",
+            "--json",
+            "--quiet",
+        ])
         .output()
         .expect("run es-bench");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -191,6 +201,7 @@ fn bad_flags_are_refused_before_anything_runs() {
         &["consume", "--rate", "half"],
         &["produce", "--shards", "1,2"],
         &["e2e", "--record-size", "4"],
+        &["disk", "--warmup", "-1"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
             .args(args)
