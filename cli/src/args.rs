@@ -1,7 +1,7 @@
 //! The command line: global flags, commands and their flags (clap derive).
 //! docs/cli.md documents every one.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 use crate::config_value::ConfigPair;
 
@@ -12,7 +12,7 @@ pub const BROKER_DEFAULT: &str = "127.0.0.1:9090";
 #[command(
     name = "es",
     version,
-    about = "es command-line client: topics, produce and consume over the binary protocol",
+    about = "es command-line client: topics, produce, consume and consumer groups over the binary protocol",
     after_help = "Exit codes: 0 success, 1 broker or usage error (with a message on stderr), 2 bad flags."
 )]
 pub struct Cli {
@@ -48,8 +48,11 @@ pub enum Command {
     Topic(TopicCommand),
     /// Produce records read from stdin, one per line.
     Produce(ProduceArgs),
-    /// Print records of a topic.
+    /// Print records of a topic (alone, or as a member of a consumer group with --group).
     Consume(ConsumeArgs),
+    /// List, describe, reset and delete consumer groups.
+    #[command(subcommand)]
+    Group(GroupCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -106,6 +109,12 @@ pub struct ProduceArgs {
     /// Compress request frames with gzip.
     #[arg(long)]
     pub gzip: bool,
+    /// Produce without an idempotent producer. By default es gets a producer id, sends each batch to one
+    /// partition with a sequence number, and on a lost connection or an `unavailable` error reconnects (up
+    /// to 10 times, backing off from 100 ms to 5 s) and resends every unacknowledged batch, which the broker
+    /// writes once. Without it, nothing is retried and the broker picks keyless records' partitions.
+    #[arg(long)]
+    pub no_idempotence: bool,
 }
 
 #[derive(Args, Debug)]
@@ -118,9 +127,26 @@ pub struct ConsumeArgs {
     /// Start at this offset (in every partition read).
     #[arg(long, value_name = "N", conflicts_with = "from_beginning")]
     pub offset: Option<u64>,
-    /// Start at the log start offset (default: the high watermark, i.e. only new records).
+    /// Start at the log start offset (default: the high watermark, i.e. only new records). With --group:
+    /// where a partition the group never committed starts.
     #[arg(long)]
     pub from_beginning: bool,
+    /// Consume as a member of consumer group G: only the partitions the group assigns to this member,
+    /// from the group's committed offsets, committing after each page is printed and on exit (Ctrl-C or
+    /// SIGTERM: finish the page, commit, leave). Delivery is at-least-once: after a rebalance or a crash,
+    /// records printed but not yet committed are printed again (by this member or another), never skipped.
+    #[arg(long, value_name = "G", conflicts_with_all = ["partition", "offset"])]
+    pub group: Option<String>,
+    /// With --group: the member's session timeout; the broker drops a member silent this long
+    /// (es heartbeats every third of it). 100 to 300000.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        requires = "group",
+        value_parser = clap::value_parser!(u64).range(100..=300_000)
+    )]
+    pub session_timeout_ms: u64,
     /// Stop after this many records.
     #[arg(long, value_name = "N")]
     pub max: Option<u64>,
@@ -130,4 +156,48 @@ pub struct ConsumeArgs {
     /// Print the key, a tab, then the value (a record without a key prints "null" as its key).
     #[arg(long)]
     pub print_key: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GroupCommand {
+    /// List consumer groups: members, generation and topics.
+    List,
+    /// Show a group's members, and per partition its owner, committed offset, high watermark and lag.
+    Describe {
+        /// Group name.
+        group: String,
+    },
+    /// Move a group's committed offsets for a topic (the group must have no members).
+    Reset(ResetArgs),
+    /// Delete a group and its committed offsets (the group must have no members).
+    Delete {
+        /// Group name.
+        group: String,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(group(
+    ArgGroup::new("to")
+        .required(true)
+        .args(["to_earliest", "to_latest", "to_offset", "to_timestamp"])
+))]
+pub struct ResetArgs {
+    /// Group name.
+    pub group: String,
+    /// The topic whose offsets move (every partition of it).
+    #[arg(long)]
+    pub topic: String,
+    /// To the log start offset of each partition (re-read everything stored).
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// To the high watermark of each partition (skip everything stored).
+    #[arg(long)]
+    pub to_latest: bool,
+    /// To offset N in each partition (clamped to the partition's log start and high watermark).
+    #[arg(long, value_name = "N")]
+    pub to_offset: Option<u64>,
+    /// To the first record at or after MS (milliseconds since the Unix epoch) in each partition.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub to_timestamp: Option<i64>,
 }

@@ -22,7 +22,7 @@ use crate::printer::Printer;
 use crate::session::Session;
 
 /// Records per fetch: the most the broker gives; `max_bytes` bounds the page.
-const RECORDS_PER_FETCH: u64 = 10_000;
+pub const RECORDS_PER_FETCH: u64 = 10_000;
 /// Bytes per fetch: 1 MiB, less with many partitions so that a round (or
 /// every follower at once) holds at most about 32 MiB.
 const FETCH_BYTES_MAX: u64 = 1 << 20;
@@ -39,7 +39,15 @@ struct Cursor {
     offset: Option<u64>,
 }
 
+/// Bytes per fetch when `partitions` are fetched at once.
+pub fn fetch_bytes(partitions: usize) -> u32 {
+    (ROUND_BYTES / partitions.max(1) as u64).clamp(FETCH_BYTES_MIN, FETCH_BYTES_MAX) as u32
+}
+
 pub fn run(global: &Global, args: ConsumeArgs) -> Result<()> {
+    if let Some(group) = args.group.clone() {
+        return crate::group_consume::run(global, args, group);
+    }
     let session = Session::open(global, false)?;
     let (_, info) = session.describe(&args.topic)?;
     let chosen: Vec<_> = match args.partition {
@@ -61,11 +69,10 @@ pub fn run(global: &Global, args: ConsumeArgs) -> Result<()> {
     if printer.done() {
         return Ok(());
     }
-    let max_bytes = (ROUND_BYTES / cursors.len().max(1) as u64).clamp(FETCH_BYTES_MIN, FETCH_BYTES_MAX);
     let reader = Reader {
         session: &session,
         topic: &args.topic,
-        max_bytes: max_bytes as u32,
+        max_bytes: fetch_bytes(cursors.len()),
     };
     if args.follow {
         reader.follow(cursors, &mut printer)
@@ -200,11 +207,11 @@ fn follow_partition(client: Arc<Client>, mut fetch: Fetch, tx: mpsc::SyncSender<
     }
 }
 
-fn unexpected(r: &Response) -> CliError {
+pub fn unexpected(r: &Response) -> CliError {
     CliError::new(format!("the broker answered a fetch with {:?}", r.kind()))
 }
 
-fn stuck(partition: u32, ok: &FetchOk) -> CliError {
+pub fn stuck(partition: u32, ok: &FetchOk) -> CliError {
     CliError::new(format!(
         "the broker returned no records for partition {partition} at offset {} below its high watermark {} \
          (a broker bug; please report it)",

@@ -105,9 +105,53 @@ pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
                 .to_string()
         }
         "unsupported_version" => " Use es and es-broker from the same release.".to_string(),
+        "producer_fenced" => {
+            " A newer instance of this idempotent producer (the same producer id, a newer epoch) took over; \
+             this one stops."
+                .to_string()
+        }
+        "out_of_order_sequence" | "duplicate_sequence" => {
+            " The broker and this idempotent producer disagree on what was written (a bug; please report it). \
+             --no-idempotence produces without sequences."
+                .to_string()
+        }
         _ => String::new(),
     };
     CliError::new(format!("{message} ({code}).{hint}"))
+}
+
+/// A failure of a request about consumer group `group` (and `topic`,
+/// where there is one).
+pub fn group_error(addr: &str, group: &str, topic: &str, e: ClientError) -> CliError {
+    let (code, message) = match &e {
+        ClientError::Broker { code, message } => (code.as_str(), message.as_str()),
+        _ => return request_error(addr, topic, e),
+    };
+    match code {
+        "group_not_found" => CliError::new(format!(
+            "group {group:?} does not exist (group_not_found). See the groups with: es group list"
+        )),
+        "group_not_empty" => CliError::new(format!(
+            "group {group:?} has members, and only a group without members can be reset or deleted \
+             (group_not_empty). Stop its consumers first: es consume --group leaves the group when it exits, \
+             and a killed one is dropped after its session timeout. See the members with: es group describe {group}"
+        )),
+        "inconsistent_topics" => CliError::new(format!(
+            "{message} (inconsistent_topics). Use another group for this topic, or wait until the group's \
+             members leave."
+        )),
+        _ => request_error(addr, topic, e),
+    }
+}
+
+/// Whether a request may succeed if sent again on a new connection: the
+/// connection was lost, or the broker is shutting down (`unavailable`).
+pub fn is_transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Io(_) | ClientError::Closed => true,
+        ClientError::Protocol(m) => m.starts_with("connection lost"),
+        ClientError::Broker { code, .. } => code == "unavailable",
+    }
 }
 
 /// Writing to stdout failed. A closed pipe (`es consume t | head`) just
@@ -166,6 +210,46 @@ mod tests {
             e.to_string(),
             "topic \"x\" does not exist (topic_not_found). Create it with: es topic create x --partitions N"
         );
+    }
+
+    #[test]
+    fn group_not_empty_says_to_stop_the_consumers() {
+        let e = group_error(
+            "b:1",
+            "g",
+            "t",
+            ClientError::Broker {
+                code: "group_not_empty".into(),
+                message: "group \"g\" has members: commit as a member".into(),
+            },
+        );
+        let text = e.to_string();
+        assert!(text.starts_with("group \"g\" has members"), "{text}");
+        assert!(
+            text.contains("(group_not_empty)") && text.contains("es group describe g"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn transient_errors() {
+        assert!(is_transient(&ClientError::Closed));
+        assert!(is_transient(&ClientError::Io(io::Error::from(
+            io::ErrorKind::ConnectionReset
+        ))));
+        assert!(is_transient(&ClientError::Protocol(
+            "connection lost: closed by the broker".into()
+        )));
+        assert!(!is_transient(&ClientError::Protocol(
+            "unexpected response".into()
+        )));
+        let broker = |code: &str| ClientError::Broker {
+            code: code.into(),
+            message: String::new(),
+        };
+        assert!(is_transient(&broker("unavailable")));
+        assert!(!is_transient(&broker("producer_fenced")));
+        assert!(!is_transient(&broker("out_of_order_sequence")));
     }
 
     #[test]

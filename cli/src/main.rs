@@ -6,7 +6,11 @@
 //! - `session`: the connection and the requests every command makes
 //! - `topic`: `es topic create|list|describe|delete|config`
 //! - `produce`, `acks`: `es produce` and what it reports
+//! - `idempotent`, `partitioner`, `link`: the idempotent producer behind
+//!   `es produce` (partitions, sequences, reconnect and resend)
 //! - `consume`, `printer`: `es consume` and how records are printed
+//! - `group_consume`, `member`, `heartbeat`: `es consume --group`
+//! - `group`: `es group list|describe|reset|delete`
 //! - `topic_info`, `config_value`: reading describe answers, `key=value` entries
 //! - `output`, `encoding`: tables, JSON lines, base64
 //! - `error`: messages that say what to do
@@ -17,7 +21,14 @@ mod config_value;
 mod consume;
 mod encoding;
 mod error;
+mod group;
+mod group_consume;
+mod heartbeat;
+mod idempotent;
+mod link;
+mod member;
 mod output;
+mod partitioner;
 mod printer;
 mod produce;
 mod session;
@@ -36,6 +47,7 @@ fn main() -> ExitCode {
         Command::Topic(cmd) => topic::run(&cli.global, cmd),
         Command::Produce(args) => produce::run(&cli.global, args),
         Command::Consume(args) => consume::run(&cli.global, args),
+        Command::Group(cmd) => group::run(&cli.global, cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

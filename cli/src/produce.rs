@@ -1,18 +1,26 @@
 //! `es produce TOPIC`: one record per stdin line, batched by size and
 //! linger with several batches in flight, flushed at EOF (and after each
 //! line when stdin is a terminal, so a person typing sees each ack).
+//!
+//! By default through an idempotent producer (`idempotent`), which picks
+//! each record's partition itself and resends what a lost connection left
+//! unacknowledged; with `--no-idempotence` through es-protocol's plain
+//! `Producer`, and the broker picks partitions.
 
 use std::io::{self, BufRead, IsTerminal};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use es_protocol::client::Producer;
+use es_protocol::client::{ClientError, Producer};
 use es_protocol::requests::produce::{ProduceRecord, RECORD_OVERHEAD_BYTES};
 use es_protocol::HEADER_BYTES;
 
 use crate::acks::Acks;
 use crate::args::{Global, ProduceArgs};
-use crate::error::{request_error, CliError, Result};
+use crate::error::{is_transient, request_error, CliError, Result};
+use crate::idempotent::{IdempotentProducer, Settings, RECONNECT_ATTEMPTS};
+use crate::link::ClientLink;
+use crate::partitioner::Partitioner;
 use crate::session::Session;
 
 /// Send a batch once this much is buffered (or less, under a small frame limit).
@@ -25,6 +33,8 @@ const BATCHES_IN_FLIGHT: usize = 8;
 /// Flush (and report) at least every this many records, so that the acks
 /// kept in memory stay bounded on endless input.
 const FLUSH_EVERY_RECORDS: u64 = 1 << 20;
+/// What an idempotent request adds to a plain one: producer id, epoch, sequence.
+const PRODUCER_FIELDS_BYTES: usize = 8 + 2 + 4;
 
 pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
     if args.key_separator.as_deref() == Some("") {
@@ -39,18 +49,37 @@ pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
     }
     let frame_max = session.frame_bytes_max();
     let batch_bytes = BATCH_BYTES.min(frame_max / 2).max(1);
-    let mut producer = Producer::new(
-        session.client.clone(),
-        &args.topic,
-        batch_bytes,
-        LINGER,
-        BATCHES_IN_FLIGHT,
-    );
+    let idempotent = !args.no_idempotence;
+    let mut producer = if idempotent {
+        let partitions = u32::try_from(info.partitions.len())
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| CliError::new(format!("topic {:?} has no partitions", args.topic)))?;
+        let settings = Settings {
+            batch_bytes,
+            linger: LINGER,
+            max_in_flight: BATCHES_IN_FLIGHT,
+        };
+        let link = ClientLink::new(&session);
+        let partitioner = Partitioner::new(partitions, keyless_start());
+        let p = IdempotentProducer::new(link, &args.topic, partitioner, settings)
+            .map_err(|e| request_error(&session.addr, &args.topic, e))?;
+        Sink::Idempotent(Box::new(p))
+    } else {
+        Sink::Plain(Producer::new(
+            session.client.clone(),
+            &args.topic,
+            batch_bytes,
+            LINGER,
+            BATCHES_IN_FLIGHT,
+        ))
+    };
     let interactive = io::stdin().is_terminal();
     let mut acks = Acks::new(global.json, interactive);
     let mut flusher = Flusher {
         session: &session,
         topic: &args.topic,
+        idempotent,
         unflushed: 0,
     };
     let lines = read_lines();
@@ -84,7 +113,14 @@ pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
                 return flusher.fail(&mut producer, &mut acks, msg);
             }
         };
-        let size = HEADER_BYTES + 2 + args.topic.len() + 4 + RECORD_OVERHEAD_BYTES + record_bytes(&record);
+        let producer_fields = if idempotent { PRODUCER_FIELDS_BYTES } else { 0 };
+        let size = HEADER_BYTES
+            + producer_fields
+            + 2
+            + args.topic.len()
+            + 4
+            + RECORD_OVERHEAD_BYTES
+            + record_bytes(&record);
         if size > frame_max {
             let msg = format!(
                 "line {line_no} makes a request of {size} bytes, over the broker's frame limit of {frame_max} \
@@ -109,16 +145,49 @@ pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where records go: an idempotent producer (the default) or a plain one.
+enum Sink<'a> {
+    Idempotent(Box<IdempotentProducer<ClientLink<'a>>>),
+    Plain(Producer),
+}
+
+impl Sink<'_> {
+    fn send(&mut self, record: ProduceRecord) -> std::result::Result<(), ClientError> {
+        match self {
+            Sink::Idempotent(p) => p.send(record),
+            Sink::Plain(p) => p.send(record),
+        }
+    }
+
+    /// Sends everything and waits; the acks in the order records were sent.
+    fn flush(&mut self) -> std::result::Result<Vec<(u32, u64)>, ClientError> {
+        match self {
+            Sink::Idempotent(p) => p.flush(),
+            Sink::Plain(p) => p.flush(),
+        }
+    }
+}
+
+/// Where the keyless records of this run start: varies between runs, so
+/// that short runs spread over the partitions.
+fn keyless_start() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    nanos ^ std::process::id()
+}
+
 /// Flushes the producer and reports what was acknowledged.
 struct Flusher<'a> {
     session: &'a Session,
     topic: &'a str,
+    idempotent: bool,
     /// Records sent to the producer since the last flush.
     unflushed: u64,
 }
 
 impl Flusher<'_> {
-    fn flush(&mut self, producer: &mut Producer, acks: &mut Acks) -> Result<()> {
+    fn flush(&mut self, producer: &mut Sink, acks: &mut Acks) -> Result<()> {
         if self.unflushed == 0 {
             return Ok(());
         }
@@ -129,7 +198,7 @@ impl Flusher<'_> {
 
     /// A failure on a line: what came before it is flushed, then the
     /// message says how much of the input was produced.
-    fn fail(&mut self, producer: &mut Producer, acks: &mut Acks, message: String) -> Result<()> {
+    fn fail(&mut self, producer: &mut Sink, acks: &mut Acks, message: String) -> Result<()> {
         self.flush(producer, acks)?;
         acks.finish(self.topic);
         Err(CliError::new(format!(
@@ -138,10 +207,17 @@ impl Flusher<'_> {
         )))
     }
 
-    fn error(&self, e: es_protocol::client::ClientError, acks: &Acks) -> CliError {
+    fn error(&self, e: ClientError, acks: &Acks) -> CliError {
+        // The idempotent producer only gives up on a lost connection after
+        // its reconnect attempts.
+        let gave_up = if self.idempotent && is_transient(&e) {
+            format!(" Gave up after {RECONNECT_ATTEMPTS} reconnect attempts.")
+        } else {
+            String::new()
+        };
         let err = request_error(&self.session.addr, self.topic, e);
         CliError::new(format!(
-            "{err} {} record(s) had been acknowledged before the failure.",
+            "{err}{gave_up} {} record(s) had been acknowledged before the failure.",
             acks.total()
         ))
     }
@@ -215,6 +291,7 @@ mod tests {
             key_separator: sep.map(String::from),
             partition: None,
             gzip: false,
+            no_idempotence: false,
         }
     }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_protocol::client::{Client, Options};
+use es_protocol::client::{Client, ClientError, Options};
 use es_protocol::Kind;
 use serde_json::{json, Value};
 
@@ -15,6 +15,7 @@ pub struct Session {
     pub client: Arc<Client>,
     /// The broker address, as the user gave it (for messages).
     pub addr: String,
+    options: Options,
 }
 
 impl Session {
@@ -27,11 +28,17 @@ impl Session {
             connect_timeout: Duration::from_secs(10),
         };
         let client =
-            Client::connect(&global.broker, options).map_err(|e| connect_error(&global.broker, e))?;
+            Client::connect(&global.broker, options.clone()).map_err(|e| connect_error(&global.broker, e))?;
         Ok(Session {
             client: Arc::new(client),
             addr: global.broker.clone(),
+            options,
         })
+    }
+
+    /// A new connection with the same options (after the first one was lost).
+    pub fn reconnect(&self) -> std::result::Result<Client, ClientError> {
+        Client::connect(&self.addr, self.options.clone())
     }
 
     /// A topic request; `topic` names the topic in error messages.
