@@ -12,8 +12,9 @@ if [ "$PROFILE" = release ]; then
 else
   cargo build -q -p es-broker -p es-cli
 fi
-BROKER=./target/$PROFILE/es-broker
-ES=./target/$PROFILE/es
+TARGET=${CARGO_TARGET_DIR:-./target}
+BROKER=$TARGET/$PROFILE/es-broker
+ES=$TARGET/$PROFILE/es
 DIR=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP_PORT=$(free_port)
