@@ -50,6 +50,7 @@ pub fn run(
         PoolPlacement::Unbound(shards)
     };
     let mesh = (shards > 1).then(|| MeshBuilder::<Envelope, _>::full(shards, MESH_CHANNEL_DEPTH));
+    let shards_state = state.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("es-shard")
         .io_memory(IO_MEMORY_BYTES)
@@ -58,25 +59,37 @@ pub fn run(
             let (config, catalog, state, metrics, mesh) = (
                 config.clone(),
                 catalog.clone(),
-                state.clone(),
+                shards_state.clone(),
                 metrics.clone(),
                 mesh.clone(),
             );
             async move { shard_main(config, catalog, state, metrics, mesh).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;
-    let mut failed = Vec::new();
-    for (i, r) in handles.join_all().into_iter().enumerate() {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failed.push(format!("shard {i}: {e}")),
-            Err(e) => failed.push(format!("shard {i} panicked: {e}")),
-        }
+    // Shards never return: once every one has closed its partitions (the
+    // last fsync is done), the process exits from here, without tearing the
+    // shard threads and their io_uring rings down one by one. A shard thread
+    // that ends anyway has panicked.
+    let joiner_state = state.clone();
+    std::thread::Builder::new()
+        .name("es-shard-join".into())
+        .spawn(move || {
+            for (i, r) in handles.join_all().into_iter().enumerate() {
+                if let Err(e) = r {
+                    tracing::error!(shard = i, error = %e, "shard thread ended");
+                }
+            }
+            joiner_state.shard_failed.store(true, Ordering::Release);
+            joiner_state.closed_shards.store(usize::MAX, Ordering::Release);
+        })
+        .map_err(|e| format!("starting the shard joiner: {e}"))?;
+    while state.closed_shards.load(Ordering::Acquire) < shards {
+        std::thread::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)); // blocking-ok: the main thread, not a shard
     }
-    if failed.is_empty() {
-        Ok(())
+    if state.shard_failed.load(Ordering::Acquire) {
+        Err("a shard failed; see the log above".into())
     } else {
-        Err(failed.join("; "))
+        Ok(())
     }
 }
 
@@ -86,13 +99,15 @@ async fn shard_main(
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     mesh: Option<MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>>,
-) -> Result<(), String> {
+) {
     let (id, senders, receivers) = match mesh {
         Some(mesh) => {
-            let (senders, receivers) = mesh
-                .join()
-                .await
-                .map_err(|_| "joining the shard mesh failed".to_string())?;
+            let Ok((senders, receivers)) = mesh.join().await else {
+                tracing::error!("joining the shard mesh failed");
+                state.shard_failed.store(true, Ordering::Release);
+                state.closed_shards.store(usize::MAX, Ordering::Release);
+                return;
+            };
             (senders.peer_id(), Some(senders), Some(receivers))
         }
         None => (0, None, None),
@@ -118,7 +133,15 @@ async fn shard_main(
     }
     crate::ops::close_all(&shard).await;
     tracing::info!(shard = id, "shard stopped");
-    served
+    if let Err(e) = &served {
+        tracing::error!(shard = id, error = %e, "shard failed");
+        state.shard_failed.store(true, Ordering::Release);
+    }
+    state.closed_shards.fetch_add(1, Ordering::AcqRel);
+    // Wait for the process to exit (see `run`).
+    loop {
+        glommio::timer::sleep(Duration::from_secs(3600)).await;
+    }
 }
 
 /// Recovers this shard's partitions and serves clients until shutdown

@@ -11,6 +11,10 @@ pub struct BrokerState {
     pub shutting_down: AtomicBool,
     /// Shards that stopped serving clients and drained their connections.
     pub drained_shards: AtomicUsize,
+    /// Shards that closed every partition (final fsync done).
+    pub closed_shards: AtomicUsize,
+    /// A shard failed (its error is in the log).
+    pub shard_failed: AtomicBool,
 }
 
 impl BrokerState {
