@@ -19,6 +19,7 @@ mod group;
 mod groups;
 mod http;
 mod idempotence;
+mod listener;
 mod lock;
 mod message;
 mod ops;

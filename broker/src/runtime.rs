@@ -148,11 +148,11 @@ async fn shard_main(
 /// starts and open connections have finished.
 async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.http_addr;
-    let listener = crate::http::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let listener = crate::listener::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let server = glommio::spawn_local(crate::http::serve(shard.clone(), listener));
     let binary_addr = shard.config.binary_addr;
     let binary_listener =
-        crate::http::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
+        crate::listener::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
     let binary = glommio::spawn_local(crate::binary::serve(shard.clone(), binary_listener));
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();

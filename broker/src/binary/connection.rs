@@ -3,7 +3,6 @@
 //! frame with an error frame.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
@@ -23,42 +22,7 @@ const WRITE_COALESCE_BYTES: usize = 1 << 20;
 
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
-    let per_shard_max = shard.config.connections_max.div_ceil(shard.shards).max(1);
-    loop {
-        let accepted = {
-            let accept = listener.accept().fuse();
-            let stop = shard.shutdown.wait_for(1).fuse();
-            futures::pin_mut!(accept, stop);
-            futures::select! {
-                a = accept => Some(a),
-                _ = stop => None,
-            }
-        };
-        let stream = match accepted {
-            None => return,
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "binary accept failed");
-                glommio::timer::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        if shard.connections.get() >= per_shard_max {
-            metrics::counter!("es_binary_connections_refused_total").increment(1);
-            continue;
-        }
-        let _ = stream.set_nodelay(true);
-        shard.connections.set(shard.connections.get() + 1);
-        let shard = shard.clone();
-        glommio::spawn_local(async move {
-            let conn = connection(shard.clone(), stream);
-            if std::panic::AssertUnwindSafe(conn).catch_unwind().await.is_err() {
-                tracing::error!("binary connection task panicked; connection dropped, shard keeps serving");
-            }
-            shard.connections.set(shard.connections.get() - 1);
-        })
-        .detach();
-    }
+    crate::listener::accept_loop(shard, listener, "binary", connection).await
 }
 
 /// Why the read loop stopped.

@@ -12,4 +12,4 @@ mod topics;
 
 pub use groups::{commit_op as groups_commit_op, join_op as groups_join_op, reset_args as groups_reset_args};
 pub use producers::init_json as init_producer_json;
-pub use server::{listen, serve};
+pub use server::serve;
