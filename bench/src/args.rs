@@ -103,7 +103,8 @@ pub struct Options {
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
     /// Seconds of load before each produce, e2e and disk phase that are
-    /// not measured: past a disk's write burst, the steady state.
+    /// not measured: past a disk's write burst, the steady state (consume
+    /// has none).
     #[arg(long, default_value_t = 0.0)]
     pub warmup: f64,
     /// Target records/s over all producers (paced sends; latency is measured

@@ -32,7 +32,8 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
         if opts.gzip { ", gzip" } else { "" },
         rate,
         opts.duration,
-        if opts.warmup > 0.0 {
+        // consume sweeps the page cache from the first fetch: no warm-up.
+        if opts.warmup > 0.0 && mode != Mode::Consume {
             format!(" after {} s of warm-up", opts.warmup)
         } else {
             String::new()
