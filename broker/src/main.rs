@@ -55,11 +55,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = config::Config::parse();
+    let mut config = config::Config::parse();
     if let Err(e) = config.validate() {
         eprintln!("es-broker: {e}");
         return ExitCode::from(2);
     }
+    // Count the cores here, on the main thread: inside a pinned shard the
+    // process sees one core, and every shard must agree on the count.
+    config.shards = Some(config.shard_count());
     match start(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
