@@ -181,17 +181,7 @@ pub fn encode(base_offset: Offset, records: &[Record], producer: ProducerStamp, 
     out.extend_from_slice(&max_ts.to_le_bytes());
     out.extend_from_slice(&producer.producer_id.to_le_bytes());
     for (delta, r) in records.iter().enumerate() {
-        out.extend_from_slice(&(delta as u32).to_le_bytes());
-        out.extend_from_slice(&r.timestamp_ms.to_le_bytes());
-        match &r.key {
-            Some(k) => {
-                out.extend_from_slice(&(k.len() as i32).to_le_bytes());
-                out.extend_from_slice(k);
-            }
-            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
-        }
-        out.extend_from_slice(&(r.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(&r.value);
+        put_record(out, delta as u32, r.timestamp_ms, r.key.as_deref(), &r.value);
     }
     debug_assert_eq!(out.len() - start, len);
     let crc = checksum(&out[start..]);
@@ -248,21 +238,26 @@ pub fn encode_kept(
             assert!(d > p, "kept offsets strictly increase");
         }
         prev = Some(d);
-        out.extend_from_slice(&d.to_le_bytes());
-        out.extend_from_slice(&r.timestamp_ms.to_le_bytes());
-        match &r.key {
-            Some(k) => {
-                out.extend_from_slice(&(k.len() as i32).to_le_bytes());
-                out.extend_from_slice(k);
-            }
-            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
-        }
-        out.extend_from_slice(&(r.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(&r.value);
+        put_record(out, d, r.timestamp_ms, r.key.as_deref(), &r.value);
     }
     debug_assert_eq!(out.len() - start, len);
     let crc = checksum(&out[start..]);
     out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends one record in the layout of the module doc.
+fn put_record(out: &mut Vec<u8>, offset_delta: u32, timestamp_ms: i64, key: Option<&[u8]>, value: &[u8]) {
+    out.extend_from_slice(&offset_delta.to_le_bytes());
+    out.extend_from_slice(&timestamp_ms.to_le_bytes());
+    match key {
+        Some(k) => {
+            out.extend_from_slice(&(k.len() as i32).to_le_bytes());
+            out.extend_from_slice(k);
+        }
+        None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+    }
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
 }
 
 /// Decodes the records of a checked batch (`batch` is exactly one batch, as
