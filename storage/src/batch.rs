@@ -165,21 +165,16 @@ pub fn encode(base_offset: Offset, records: &[Record], producer: ProducerStamp, 
     let len = encoded_len(records);
     assert!(len <= BATCH_BYTES_MAX, "caller checks the batch size");
     out.reserve(len);
-    let first_ts = records[0].timestamp_ms;
-    let max_ts = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(first_ts);
-    let last_delta = (records.len() - 1) as u32;
-    out.extend_from_slice(&base_offset.0.to_le_bytes());
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes()); // crc, filled below
-    out.push(MAGIC);
-    out.push(0);
-    out.extend_from_slice(&producer.epoch.to_le_bytes());
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-    out.extend_from_slice(&last_delta.to_le_bytes());
-    out.extend_from_slice(&producer.base_sequence.to_le_bytes());
-    out.extend_from_slice(&first_ts.to_le_bytes());
-    out.extend_from_slice(&max_ts.to_le_bytes());
-    out.extend_from_slice(&producer.producer_id.to_le_bytes());
+    let timestamps = records.iter().map(|r| r.timestamp_ms);
+    put_header(
+        out,
+        base_offset,
+        len,
+        records.len(),
+        (records.len() - 1) as u32,
+        producer,
+        timestamps,
+    );
     for (delta, r) in records.iter().enumerate() {
         put_record(out, delta as u32, r.timestamp_ms, r.key.as_deref(), &r.value);
     }
@@ -215,22 +210,18 @@ pub fn encode_kept(
         assert!(d <= u32::MAX as u64, "a kept record stays within its batch");
         d as u32
     };
-    let first_ts = records[0].timestamp_ms;
-    let max_ts = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(first_ts);
     let last_delta = delta(records.last().expect("not empty"));
     out.reserve(len);
-    out.extend_from_slice(&base_offset.0.to_le_bytes());
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes()); // crc, filled below
-    out.push(MAGIC);
-    out.push(0);
-    out.extend_from_slice(&producer.epoch.to_le_bytes());
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-    out.extend_from_slice(&last_delta.to_le_bytes());
-    out.extend_from_slice(&producer.base_sequence.to_le_bytes());
-    out.extend_from_slice(&first_ts.to_le_bytes());
-    out.extend_from_slice(&max_ts.to_le_bytes());
-    out.extend_from_slice(&producer.producer_id.to_le_bytes());
+    let timestamps = records.iter().map(|r| r.timestamp_ms);
+    put_header(
+        out,
+        base_offset,
+        len,
+        records.len(),
+        last_delta,
+        producer,
+        timestamps,
+    );
     let mut prev: Option<u32> = None;
     for r in records {
         let d = delta(r);
@@ -243,6 +234,34 @@ pub fn encode_kept(
     debug_assert_eq!(out.len() - start, len);
     let crc = checksum(&out[start..]);
     out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends a batch header in the layout of the module doc, with the CRC
+/// field zeroed (filled once the records follow). The first and largest
+/// timestamps come from `timestamps` (at least one).
+fn put_header(
+    out: &mut Vec<u8>,
+    base_offset: Offset,
+    len: usize,
+    count: usize,
+    last_delta: u32,
+    producer: ProducerStamp,
+    mut timestamps: impl Iterator<Item = i64>,
+) {
+    let first_ts = timestamps.next().expect("a batch holds at least one record");
+    let max_ts = timestamps.fold(first_ts, i64::max);
+    out.extend_from_slice(&base_offset.0.to_le_bytes());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes()); // crc, filled below
+    out.push(MAGIC);
+    out.push(0);
+    out.extend_from_slice(&producer.epoch.to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+    out.extend_from_slice(&last_delta.to_le_bytes());
+    out.extend_from_slice(&producer.base_sequence.to_le_bytes());
+    out.extend_from_slice(&first_ts.to_le_bytes());
+    out.extend_from_slice(&max_ts.to_le_bytes());
+    out.extend_from_slice(&producer.producer_id.to_le_bytes());
 }
 
 /// Appends one record in the layout of the module doc.
