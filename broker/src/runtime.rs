@@ -49,20 +49,21 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
-    let mesh = (shards > 1).then(|| MeshBuilder::<Envelope, _>::full(shards, MESH_CHANNEL_DEPTH));
+    let meshes = Arc::new(std::sync::Mutex::new(mesh_builders(shards)));
     let shards_state = state.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("es-shard")
         .io_memory(IO_MEMORY_BYTES)
         .spin_before_park(Duration::from_micros(SPIN_BEFORE_PARK_US))
         .on_all_shards(move || {
-            let (config, catalog, state, metrics, mesh) = (
+            let (config, catalog, state, metrics) = (
                 config.clone(),
                 catalog.clone(),
                 shards_state.clone(),
                 metrics.clone(),
-                mesh.clone(),
             );
+            // Taken by move: no MeshBuilder is cloned on a shard thread.
+            let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop().flatten();
             async move { shard_main(config, catalog, state, metrics, mesh).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;
@@ -91,6 +92,26 @@ pub fn run(
     } else {
         Ok(())
     }
+}
+
+/// One mesh builder per shard, all cloned here on the calling thread.
+///
+/// glommio 0.9's `MeshBuilder` is `Send` but holds an `Rc`: cloning or
+/// dropping copies on several threads at once races its reference count,
+/// and a lost increment frees the peer list while shards still use it (the
+/// heap corruption behind rare `malloc(): unaligned tcache chunk detected`
+/// aborts at start with two or more shards). So every clone is made here,
+/// before any shard runs; shards take theirs by move and only drop them
+/// (a lost decrement merely leaks), and one clone is leaked so the count
+/// never reaches zero while a shard still joins.
+fn mesh_builders(shards: usize) -> Vec<Option<MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>>> {
+    if shards <= 1 {
+        return vec![None; shards.max(1)];
+    }
+    let mesh = MeshBuilder::<Envelope, _>::full(shards, MESH_CHANNEL_DEPTH);
+    let builders = (0..shards).map(|_| Some(mesh.clone())).collect();
+    std::mem::forget(mesh);
+    builders
 }
 
 async fn shard_main(
