@@ -85,8 +85,8 @@ impl Consumer {
                     self.partition
                 ));
             }
-            counters.add(ok.records.len() as u64, value_bytes(&ok));
-            offset = if ok.records.is_empty() || ok.next_offset >= ok.high_watermark {
+            counters.add(ok.record_count() as u64, value_bytes(&ok));
+            offset = if ok.is_empty() || ok.next_offset >= ok.high_watermark {
                 None
             } else {
                 Some(ok.next_offset)
@@ -123,12 +123,12 @@ impl Consumer {
             if !window.counts(Instant::now()) {
                 continue;
             }
-            for r in &ok.records {
-                if let Some(sent) = payload::read_stamp(&r.value) {
+            for r in ok.records() {
+                if let Some(sent) = payload::read_stamp(r.value) {
                     latency.record(Duration::from_nanos(now.saturating_sub(sent)));
                 }
             }
-            counters.add(ok.records.len() as u64, value_bytes(&ok));
+            counters.add(ok.record_count() as u64, value_bytes(&ok));
         }
         Ok(latency)
     }
@@ -139,8 +139,7 @@ fn stopped(stop: &AtomicBool) -> bool {
 }
 
 fn value_bytes(ok: &FetchOk) -> u64 {
-    ok.records
-        .iter()
-        .map(|r| (r.value.len() + r.key.as_ref().map_or(0, Vec::len)) as u64)
+    ok.records()
+        .map(|r| (r.value.len() + r.key.map_or(0, <[u8]>::len)) as u64)
         .sum()
 }

@@ -29,6 +29,7 @@ mod window;
 use clap::Parser;
 
 fn main() {
+    es_protocol::client::keep_large_buffers();
     let (mode, opts) = args::Cli::parse().command.split();
     if let Err(e) = opts.validate(mode) {
         eprintln!("es-bench: {e}");

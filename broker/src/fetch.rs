@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use crate::error::ApiError;
-use crate::message::{FetchArgs, Fetched, Op, Reply};
+use crate::message::{FetchArgs, FetchForm, Fetched, Op, Reply};
 use crate::ops::WAIT_MS_MAX;
 use crate::shard::Shard;
 use crate::topic::TopicMeta;
@@ -22,6 +22,7 @@ pub struct FetchQuery {
     pub max_records: Option<u64>,
     pub max_bytes: Option<u64>,
     pub wait_ms: Option<u64>,
+    pub form: FetchForm,
 }
 
 /// Checks a fetch against the limits and runs it on the owning shard.
@@ -62,6 +63,7 @@ pub async fn fetch(
         max_records: max_records as usize,
         max_bytes: max_bytes.min(shard.config.fetch_bytes_max as u64) as usize,
         wait_ms,
+        form: q.form,
     };
     match shard
         .call(shard.owner(&meta.name, partition), Op::Fetch(args))

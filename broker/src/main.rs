@@ -21,6 +21,7 @@ mod http;
 mod idempotence;
 mod listener;
 mod lock;
+mod malloc;
 mod message;
 mod ops;
 mod placement;
@@ -48,6 +49,7 @@ const PER_ROUND_BUCKETS: &[f64] = &[
 ];
 
 fn main() -> ExitCode {
+    malloc::keep_large_buffers();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ES_LOG").unwrap_or_else(|_| "info".into()),

@@ -81,13 +81,37 @@ pub struct FetchArgs {
     pub max_records: usize,
     pub max_bytes: usize,
     pub wait_ms: u64,
+    pub form: FetchForm,
+}
+
+/// How a fetch wants its records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FetchForm {
+    /// Decoded, trimmed to exactly `[offset, next_offset)` and `max_records`.
+    #[default]
+    Records,
+    /// Whole batches as stored, appended after `reserve` bytes of room
+    /// for the reply's headers (the binary protocol's FetchOk).
+    Batches { reserve: usize },
 }
 
 #[derive(Debug)]
 pub struct Fetched {
-    pub records: Vec<StoredRecord>,
+    pub data: FetchedData,
+    /// The offset the fetch began at (the log start when none was given).
+    pub start_offset: u64,
     pub next_offset: u64,
     pub high_watermark: u64,
+}
+
+#[derive(Debug)]
+pub enum FetchedData {
+    Records(Vec<StoredRecord>),
+    /// `count` batches in `buf[reserve..]`.
+    Batches {
+        buf: Vec<u8>,
+        count: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use futures::FutureExt;
 use crate::controller;
 use crate::error::ApiError;
 use crate::idempotence::{Check, ProducerFields, ProducerTable};
-use crate::message::{FetchArgs, Fetched, Op, PartitionState, Reply};
+use crate::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, PartitionState, Reply};
 use crate::producer_snapshot;
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topic::{self, TopicConfig, TopicMeta};
@@ -286,15 +286,45 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
         }
         hw = log.durable_offset().0;
     }
+    let out_of_range = |offset: u64, log_start: u64| {
+        ApiError::new(
+            hyper::StatusCode::RANGE_NOT_SATISFIABLE,
+            "offset_out_of_range",
+            format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
+        )
+    };
+    if let FetchForm::Batches { reserve } = args.form {
+        let mut buf = vec![0u8; reserve];
+        let read = log
+            .read_batches_into(
+                Offset(offset),
+                args.max_bytes,
+                args.max_records,
+                Offset(hw),
+                &mut buf,
+            )
+            .await;
+        return match read {
+            Ok(read) => Ok(Fetched {
+                data: FetchedData::Batches {
+                    buf,
+                    count: read.batches,
+                },
+                start_offset: offset,
+                next_offset: read.next_offset.0,
+                high_watermark: hw,
+            }),
+            // Retention moved the start while this fetch waited or read.
+            Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
+                Err(out_of_range(offset, log_start))
+            }
+            Err(e) => Err(ApiError::storage(e)),
+        };
+    }
     let read = match log.read_records(Offset(offset), args.max_bytes, Offset(hw)).await {
         Ok(read) => read,
-        // Retention moved the start while this fetch waited or read.
         Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
-            return Err(ApiError::new(
-                hyper::StatusCode::RANGE_NOT_SATISFIABLE,
-                "offset_out_of_range",
-                format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
-            ))
+            return Err(out_of_range(offset, log_start))
         }
         Err(e) => return Err(ApiError::storage(e)),
     };
@@ -307,7 +337,8 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
         read.next_offset.0
     };
     Ok(Fetched {
-        records,
+        data: FetchedData::Records(records),
+        start_offset: offset,
         next_offset,
         high_watermark: hw,
     })

@@ -55,11 +55,11 @@ fn fetch_all(c: &Client, topic: &str, partition: u32) -> Vec<(u64, Option<Vec<u8
                 wait_ms: 0,
             })
             .expect("fetch");
-        if ok.records.is_empty() {
+        if ok.is_empty() {
             return out;
         }
         offset = ok.next_offset;
-        out.extend(ok.records.into_iter().map(|r| (r.offset, r.key, r.value)));
+        out.extend(ok.to_records().into_iter().map(|r| (r.offset, r.key, r.value)));
     }
 }
 
@@ -254,8 +254,8 @@ fn long_poll_returns_the_record_produced_while_it_waits() {
         .produce("lp", vec![record(None, b"wake up", None)])
         .unwrap();
     let got = waiter.join().unwrap().unwrap();
-    assert_eq!(got.records.len(), 1);
-    assert_eq!(got.records[0].value, b"wake up");
+    assert_eq!(got.record_count(), 1);
+    assert_eq!(got.to_records()[0].value, b"wake up");
 }
 
 /// Sends raw bytes and returns the frames read back until the broker closes.

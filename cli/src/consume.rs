@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use es_protocol::client::{Client, ClientError};
-use es_protocol::requests::fetch::{Fetch, FetchOk, FetchedRecord};
+use es_protocol::requests::fetch::{Fetch, FetchOk};
 use es_protocol::{Request, Response};
 
 use crate::args::{ConsumeArgs, Global};
@@ -140,12 +140,12 @@ impl Reader<'_> {
                     Response::FetchOk(ok) => ok,
                     other => return Err(unexpected(&other)),
                 };
-                printer.print(c.partition, &ok.records)?;
+                printer.print(c.partition, ok.records())?;
                 if printer.done() {
                     return Ok(());
                 }
                 if ok.next_offset < ok.high_watermark {
-                    if ok.records.is_empty() {
+                    if ok.is_empty() {
                         return Err(stuck(c.partition, &ok));
                     }
                     behind.push(Cursor {
@@ -175,8 +175,8 @@ impl Reader<'_> {
         }
         drop(tx);
         while let Ok(batch) = rx.recv() {
-            let (partition, records) = batch.map_err(|(p, e)| self.error_at(p, e))?;
-            printer.print(partition, &records)?;
+            let (partition, page) = batch.map_err(|(p, e)| self.error_at(p, e))?;
+            printer.print(partition, page.records())?;
             if printer.done() {
                 return Ok(());
             }
@@ -186,7 +186,7 @@ impl Reader<'_> {
 }
 
 /// A page of one partition's records, or why reading it stopped.
-type Batch = std::result::Result<(u32, Vec<FetchedRecord>), (u32, ClientError)>;
+type Batch = std::result::Result<(u32, FetchOk), (u32, ClientError)>;
 
 /// Long-polls one partition, handing over every non-empty page; stops at
 /// the first error (handed over too) or when nobody listens any more.
@@ -195,7 +195,7 @@ fn follow_partition(client: Arc<Client>, mut fetch: Fetch, tx: mpsc::SyncSender<
         match client.fetch(fetch.clone()) {
             Ok(ok) => {
                 fetch.offset = Some(ok.next_offset);
-                if !ok.records.is_empty() && tx.send(Ok((fetch.partition, ok.records))).is_err() {
+                if !ok.is_empty() && tx.send(Ok((fetch.partition, ok))).is_err() {
                     return;
                 }
             }

@@ -283,17 +283,18 @@ impl GroupConsumer<'_> {
                 }
                 Err(e) => return Err(self.error(e)),
             };
-            if !follow && ok.records.is_empty() && ok.next_offset < ok.high_watermark {
+            if !follow && ok.is_empty() && ok.next_offset < ok.high_watermark {
                 return Err(stuck(partition, &ok));
             }
+            let records: Vec<_> = ok.records().collect();
             let before = printer.printed();
-            printer.print(partition, &ok.records)?;
+            printer.print(partition, records.iter().copied())?;
             let printed = usize::try_from(printer.printed() - before).unwrap_or(usize::MAX);
             if let Some(c) = self.cursors.get_mut(&partition) {
-                if printed >= ok.records.len() {
+                if printed >= records.len() {
                     c.offset = ok.next_offset;
                     c.caught_up = ok.next_offset >= ok.high_watermark;
-                } else if let Some(last) = printed.checked_sub(1).and_then(|i| ok.records.get(i)) {
+                } else if let Some(last) = printed.checked_sub(1).and_then(|i| records.get(i)) {
                     c.offset = last.offset + 1;
                 }
             }

@@ -42,6 +42,7 @@ use clap::Parser;
 use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
+    es_protocol::client::keep_large_buffers();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topic(cmd) => topic::run(&cli.global, cmd),

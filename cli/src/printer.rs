@@ -5,7 +5,7 @@
 
 use std::io::{self, BufWriter, Stdout, Write};
 
-use es_protocol::requests::fetch::FetchedRecord;
+use es_protocol::batch::RecordRef;
 use serde_json::Value;
 
 use crate::encoding::base64;
@@ -47,12 +47,16 @@ impl Printer {
     }
 
     /// Prints records of one partition (up to `--max`) and flushes.
-    pub fn print(&mut self, partition: u32, records: &[FetchedRecord]) -> Result<()> {
+    pub fn print<'a>(
+        &mut self,
+        partition: u32,
+        records: impl IntoIterator<Item = RecordRef<'a>>,
+    ) -> Result<()> {
         for r in records {
             if self.done() {
                 break;
             }
-            self.write_one(partition, r).map_err(output_error)?;
+            self.write_one(partition, &r).map_err(output_error)?;
             self.printed += 1;
             if let Some(n) = self.remaining.as_mut() {
                 *n -= 1;
@@ -61,22 +65,22 @@ impl Printer {
         self.out.flush().map_err(output_error)
     }
 
-    fn write_one(&mut self, partition: u32, r: &FetchedRecord) -> io::Result<()> {
+    fn write_one(&mut self, partition: u32, r: &RecordRef<'_>) -> io::Result<()> {
         if self.json {
             return writeln!(self.out, "{}", json_record(partition, r));
         }
         if self.print_key {
-            self.out.write_all(r.key.as_deref().unwrap_or(b"null"))?;
+            self.out.write_all(r.key.unwrap_or(b"null"))?;
             self.out.write_all(b"\t")?;
         }
-        self.out.write_all(&r.value)?;
+        self.out.write_all(r.value)?;
         self.out.write_all(b"\n")
     }
 }
 
-fn json_record(partition: u32, r: &FetchedRecord) -> String {
-    let key_text = r.key.as_deref().map(std::str::from_utf8);
-    let value_text = std::str::from_utf8(&r.value);
+fn json_record(partition: u32, r: &RecordRef<'_>) -> String {
+    let key_text = r.key.map(std::str::from_utf8);
+    let value_text = std::str::from_utf8(r.value);
     let mut fields = vec![
         ("partition", Value::from(partition)),
         ("offset", Value::from(r.offset)),
@@ -94,9 +98,9 @@ fn json_record(partition: u32, r: &FetchedRecord) -> String {
         _ => {
             fields.push((
                 "key",
-                r.key.as_deref().map_or(Value::Null, |k| Value::from(base64(k))),
+                r.key.map_or(Value::Null, |k| Value::from(base64(k))),
             ));
-            fields.push(("value", Value::from(base64(&r.value))));
+            fields.push(("value", Value::from(base64(r.value))));
             fields.push(("encoding", Value::from("base64")));
         }
     }
@@ -107,12 +111,12 @@ fn json_record(partition: u32, r: &FetchedRecord) -> String {
 mod tests {
     use super::*;
 
-    fn rec(key: Option<&[u8]>, value: &[u8]) -> FetchedRecord {
-        FetchedRecord {
+    fn rec<'a>(key: Option<&'a [u8]>, value: &'a [u8]) -> RecordRef<'a> {
+        RecordRef {
             offset: 7,
             timestamp_ms: 1700000000000,
-            key: key.map(<[u8]>::to_vec),
-            value: value.to_vec(),
+            key,
+            value,
         }
     }
 

@@ -19,7 +19,7 @@ use crate::frame::{self, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
 use crate::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
-use crate::{DecodeError, Kind, Request, Response, PROTOCOL_VERSION};
+use crate::{Kind, Request, Response, PROTOCOL_VERSION};
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +83,20 @@ pub struct Client {
     gzip: bool,
     hello: HelloOk,
     reader: Option<JoinHandle<()>>,
+}
+
+/// Keeps fetch-sized buffers (up to 32 MiB) in the heap between fetches
+/// instead of mmapping and unmapping one per response, which page-faults
+/// every page back in (glibc's default above 128 KiB). A program that
+/// consumes a lot calls this once at start, before starting threads; the
+/// broker does the same (broker/src/malloc.rs).
+pub fn keep_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }
 
 /// A response on its way.
@@ -300,17 +314,20 @@ fn read_frame(r: &mut impl Read) -> Result<Option<(u64, Response)>, ClientError>
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let total = 4 + u32::from_be_bytes(header[0..4].try_into().expect("4")) as usize;
     let max = FRAME_BYTES_MAX_DEFAULT.max(64 << 20);
-    if total > max || total < HEADER_BYTES {
-        return Err(ClientError::Protocol(format!("response frame of {total} bytes")));
+    let (h, total) = frame::check_header(&header, max).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    // Read the payload straight into its own buffer: no zero-fill and no
+    // copy; a FetchOk's batches are then validated where they lie.
+    let len = total - HEADER_BYTES;
+    let mut payload = Vec::with_capacity(len);
+    r.take(len as u64).read_to_end(&mut payload)?;
+    if payload.len() < len {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
     }
-    let mut buf = header.to_vec();
-    buf.resize(total, 0);
-    r.read_exact(&mut buf[HEADER_BYTES..])?;
-    let (f, _) = frame::parse(&buf, max).map_err(|e: DecodeError| ClientError::Protocol(e.to_string()))?;
-    let resp = Response::from_frame(&f).map_err(|e| ClientError::Protocol(e.to_string()))?;
-    Ok(Some((f.request_id, resp)))
+    let f = frame::from_parts(h, payload, max).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    let id = f.request_id;
+    let resp = Response::from_frame_owned(f).map_err(|e| ClientError::Protocol(e.to_string()))?;
+    Ok(Some((id, resp)))
 }
 
 fn read_loop(mut r: impl Read, shared: Arc<Shared>) {

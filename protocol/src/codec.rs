@@ -131,6 +131,12 @@ impl<'a> Reader<'a> {
             n => Ok(Some(self.take(n as usize, what)?.to_vec())),
         }
     }
+    /// Everything left, consumed.
+    pub fn rest(&mut self) -> &'a [u8] {
+        let s = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        s
+    }
     /// Bytes left; a count field claiming more items than could fit is
     /// refused before anything is allocated for them.
     pub fn remaining(&self) -> usize {

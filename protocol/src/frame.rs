@@ -62,6 +62,18 @@ pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), Decod
             have: buf.len(),
         });
     }
+    let (h, total) = check_header(buf[..HEADER_BYTES].try_into().expect("16"), max_bytes)?;
+    if buf.len() < total {
+        return Err(DecodeError::Incomplete {
+            needed: total,
+            have: buf.len(),
+        });
+    }
+    Ok((h, total))
+}
+
+/// Checks a frame header on its own; returns it and the frame's total length.
+pub fn check_header(buf: &[u8; HEADER_BYTES], max_bytes: usize) -> Result<(FrameHeader, usize), DecodeError> {
     let h = FrameHeader {
         frame_len: u32::from_be_bytes(buf[0..4].try_into().expect("4")),
         kind: buf[4],
@@ -87,12 +99,6 @@ pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), Decod
     if buf[6] != 0 || buf[7] != 0 {
         return Err(DecodeError::malformed("reserved header bytes must be 0"));
     }
-    if buf.len() < total {
-        return Err(DecodeError::Incomplete {
-            needed: total,
-            have: buf.len(),
-        });
-    }
     Ok((h, total))
 }
 
@@ -100,23 +106,23 @@ pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), Decod
 /// decompressing a gzip payload up to `max_bytes`.
 pub fn parse(buf: &[u8], max_bytes: usize) -> Result<(Frame, usize), DecodeError> {
     let (h, total) = check(buf, max_bytes)?;
+    let frame = from_parts(h, buf[HEADER_BYTES..total].to_vec(), max_bytes)?;
+    Ok((frame, total))
+}
+
+/// A frame from a checked header and its payload as received (read
+/// straight into its own buffer: not copied again unless compressed).
+pub fn from_parts(h: FrameHeader, raw: Vec<u8>, max_bytes: usize) -> Result<Frame, DecodeError> {
     let kind = Kind::from_u8(h.kind)
         .ok_or_else(|| DecodeError::malformed(format!("unknown kind {:#04x}", h.kind)))?;
-    let raw = &buf[HEADER_BYTES..total];
-    let payload = if h.flags & FLAG_GZIP != 0 {
-        gunzip(raw, max_bytes)?
-    } else {
-        raw.to_vec()
-    };
-    Ok((
-        Frame {
-            kind,
-            request_id: h.request_id,
-            payload,
-            gzip: h.flags & FLAG_GZIP != 0,
-        },
-        total,
-    ))
+    let gzip = h.flags & FLAG_GZIP != 0;
+    let payload = if gzip { gunzip(&raw, max_bytes)? } else { raw };
+    Ok(Frame {
+        kind,
+        request_id: h.request_id,
+        payload,
+        gzip,
+    })
 }
 
 /// Encodes a frame, gzip-compressing the payload when `gzip` is set.
@@ -129,13 +135,20 @@ pub fn encode(kind: Kind, request_id: u64, payload: &[u8], gzip: bool) -> Vec<u8
         payload.into()
     };
     let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
-    out.extend_from_slice(&((LEN_COVERED_HEADER_BYTES + body.len()) as u32).to_be_bytes());
-    out.push(kind as u8);
-    out.push(if gzip { FLAG_GZIP } else { 0 });
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&request_id.to_be_bytes());
+    out.extend_from_slice(&header(kind, request_id, body.len(), gzip));
     out.extend_from_slice(&body);
     out
+}
+
+/// The 16 header bytes of a frame whose (possibly compressed) payload is
+/// `payload_len` bytes.
+pub fn header(kind: Kind, request_id: u64, payload_len: usize, gzip: bool) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..4].copy_from_slice(&((LEN_COVERED_HEADER_BYTES + payload_len) as u32).to_be_bytes());
+    h[4] = kind as u8;
+    h[5] = if gzip { FLAG_GZIP } else { 0 };
+    h[8..16].copy_from_slice(&request_id.to_be_bytes());
+    h
 }
 
 /// Decompresses at most `max_bytes`: a small frame cannot expand into an

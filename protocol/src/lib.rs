@@ -5,6 +5,7 @@
 //! the blocking client behind the `client` feature is the one exception and
 //! lives in its own module. docs/protocol.md gives every byte.
 
+pub mod batch;
 pub mod codec;
 pub mod error;
 pub mod frame;

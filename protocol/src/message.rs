@@ -97,6 +97,23 @@ impl Response {
         frame::encode(self.kind(), request_id, &w.buf, gzip)
     }
 
+    /// The frame for this response, consuming it: a FetchOk whose batches
+    /// were read with room in front becomes its frame without a copy.
+    pub fn into_frame(self, request_id: u64, gzip: bool) -> Vec<u8> {
+        match self {
+            Response::FetchOk(ok) if !gzip => ok.into_frame(request_id),
+            other => other.to_frame(request_id, gzip),
+        }
+    }
+
+    /// Decodes a response frame, keeping a FetchOk's payload where it is.
+    pub fn from_frame_owned(f: Frame) -> Result<Response, DecodeError> {
+        match f.kind {
+            Kind::FetchOk => Ok(Response::FetchOk(FetchOk::decode_owned(f.payload, 0)?)),
+            _ => Response::from_frame(&f),
+        }
+    }
+
     pub fn from_frame(f: &Frame) -> Result<Response, DecodeError> {
         let mut r = Reader::new(&f.payload);
         Ok(match f.kind {

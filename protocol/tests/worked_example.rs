@@ -1,5 +1,6 @@
 //! The worked example of docs/protocol.md, byte for byte.
 
+use es_protocol::batch::RecordRef;
 use es_protocol::requests::error::ErrorResponse;
 use es_protocol::requests::fetch::{Fetch, FetchOk, FetchedRecord};
 use es_protocol::requests::hello::Hello;
@@ -64,21 +65,39 @@ fn bytes_match_the_doc() {
              00 00 00 00 00 00 00 00 00 00 00 64 00 10 00 00 00 00 00 00"
         )
     );
-    let fetched = Response::FetchOk(FetchOk {
-        high_watermark: 1,
-        next_offset: 1,
-        records: vec![FetchedRecord {
+    let mut batches = Vec::new();
+    es_protocol::batch::encode(
+        0,
+        &[RecordRef {
+            offset: 0,
+            timestamp_ms: 1_700_000_000_000,
+            key: Some(b"user-42"),
+            value: b"hi",
+        }],
+        &mut batches,
+    );
+    let fetched = Response::FetchOk(FetchOk::new(1, 1, 0, 1, batches, 0).unwrap());
+    let bytes = hex("00 00 00 7d 83 00 00 00 00 00 00 00 00 00 00 02 \
+         00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 01 \
+         00 00 00 00 00 00 00 00 55 00 00 00 73 3e 4c 1b \
+         01 00 ff ff 01 00 00 00 00 00 00 00 ff ff ff ff \
+         00 68 e5 cf 8b 01 00 00 00 68 e5 cf 8b 01 00 00 ff ff ff ff ff ff ff ff \
+         00 00 00 00 00 68 e5 cf 8b 01 00 00 07 00 00 00 75 73 65 72 2d 34 32 02 00 00 00 68 69");
+    assert_eq!(fetched.to_frame(2, false), bytes);
+    // And a client reads it back.
+    let (frame, used) = es_protocol::frame::parse(&bytes, 1 << 20).unwrap();
+    assert_eq!(used, bytes.len());
+    let Response::FetchOk(ok) = Response::from_frame_owned(frame).unwrap() else {
+        panic!("not a FetchOk");
+    };
+    assert_eq!(
+        ok.to_records(),
+        vec![FetchedRecord {
             offset: 0,
             timestamp_ms: 1_700_000_000_000,
             key: Some(b"user-42".to_vec()),
             value: b"hi".to_vec(),
-        }],
-    });
-    assert_eq!(
-        fetched.to_frame(2, false),
-        hex("00 00 00 41 83 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00 01 \
-             00 00 00 01 00 00 00 00 00 00 00 00 00 00 01 8b cf e5 68 00 00 00 00 07 75 73 65 72 2d 34 32 \
-             00 00 00 02 68 69")
+        }]
     );
     let err = Response::Error(ErrorResponse {
         code: "topic_not_found".into(),

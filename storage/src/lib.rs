@@ -45,7 +45,7 @@ pub use fsync::{FsyncBatcher, FsyncStats, SyncTarget};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
-pub use read::RecordsRead;
+pub use read::{BatchesRead, RecordsRead};
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::Trimmed;
 pub use segment::RawBatch;

@@ -32,6 +32,15 @@ pub struct RecordsRead {
     pub next_offset: Offset,
 }
 
+/// What [`PartitionLog::read_batches_into`] appended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BatchesRead {
+    /// Whole batches appended, in offset order.
+    pub batches: u32,
+    /// Where to read next (as in [`RecordsRead::next_offset`]).
+    pub next_offset: Offset,
+}
+
 /// One step of a read in the hot tier.
 enum HotStep {
     Read {
@@ -51,6 +60,38 @@ impl PartitionLog {
     /// log start offset is `StorageError::OffsetOutOfRange`.
     pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
         Ok(self.read_span(from, max_bytes, upto).await?.0)
+    }
+
+    /// Like [`read_batches`](PartitionLog::read_batches), appending the
+    /// batches' bytes, exactly as stored, to `out` (after whatever the caller
+    /// put there: a reply can reserve its header in front and send the
+    /// buffer as it is). Stops after the batch that brings the records taken
+    /// to `max_records` (always at least one batch when one is there).
+    pub async fn read_batches_into(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        max_records: usize,
+        upto: Offset,
+        out: &mut Vec<u8>,
+    ) -> Result<BatchesRead> {
+        let (batches, next_offset) = self.read_span(from, max_bytes, upto).await?;
+        let mut read = BatchesRead {
+            batches: 0,
+            next_offset,
+        };
+        let mut records = 0usize;
+        out.reserve(batches.iter().map(|b| b.bytes.len()).sum());
+        for b in &batches {
+            if records >= max_records {
+                read.next_offset = b.header.base_offset.max(from);
+                break;
+            }
+            out.extend_from_slice(&b.bytes);
+            read.batches += 1;
+            records += b.header.record_count as usize;
+        }
+        Ok(read)
     }
 
     /// Like [`read_batches`](PartitionLog::read_batches), decoded into records

@@ -17,11 +17,12 @@ use crate::dirs;
 use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
 use crate::{Offset, Result, StorageError};
 
-/// A batch as read from disk: its checked header and its exact bytes.
+/// A batch as read from disk: its checked header and its exact bytes (a
+/// shared slice of the read that brought it in: taking it copies nothing).
 #[derive(Clone, Debug)]
 pub struct RawBatch {
     pub header: BatchHeader,
-    pub bytes: Vec<u8>,
+    pub bytes: bytes::Bytes,
 }
 
 /// The index of a segment: in memory, or only its footer until first needed.
@@ -310,7 +311,7 @@ pub(crate) async fn read_batches(
     let mut out = Vec::new();
     let mut used = 0usize;
     let mut pos = start;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut buf = bytes::Bytes::new();
     let mut buf_pos = start; // file position of buf[0]
     while pos < end {
         let at = (pos - buf_pos) as usize;
@@ -322,7 +323,7 @@ pub(crate) async fn read_batches(
                     Scan::Take => {
                         out.push(RawBatch {
                             header: h,
-                            bytes: buf[at..at + len].to_vec(),
+                            bytes: buf.slice(at..at + len),
                         });
                         used += len;
                     }
@@ -346,7 +347,7 @@ pub(crate) async fn read_batches(
                     .max(budget_bytes.saturating_sub(used))
                     .max(READ_CHUNK_BYTES_MIN) as u64)
                     .min(left) as usize;
-                buf = src.read_at(pos, want).await?;
+                buf = bytes::Bytes::from(src.read_at(pos, want).await?);
                 buf_pos = pos;
                 if buf.len() < want {
                     return Err(StorageError::Corrupt {

@@ -40,16 +40,27 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     let (tx, rx) = local_channel::new_bounded::<Vec<u8>>(inflight_max + 1);
     let tx = Rc::new(tx);
     let writer = glommio::spawn_local(async move {
-        // Responses ready together go out in one write.
-        while let Some(mut out) = rx.recv().await {
+        // Small responses ready together go out in one write; a large one
+        // (a fetch) goes out as it is rather than be copied onto another.
+        let mut next = rx.recv().await;
+        while let Some(mut out) = next.take() {
             while out.len() < WRITE_COALESCE_BYTES {
                 match rx.recv().now_or_never() {
-                    Some(Some(more)) => out.extend_from_slice(&more),
+                    Some(Some(more)) if out.len() + more.len() <= WRITE_COALESCE_BYTES => {
+                        out.extend_from_slice(&more)
+                    }
+                    Some(Some(more)) => {
+                        next = Some(more);
+                        break;
+                    }
                     _ => break,
                 }
             }
             if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
                 return;
+            }
+            if next.is_none() {
+                next = rx.recv().await;
             }
         }
         let _ = wr.close().await;
@@ -108,7 +119,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
             let (shard, tx) = (shard.clone(), tx.clone());
             glommio::spawn_local(async move {
                 let resp = super::handler::handle(&shard, req).await;
-                let _ = tx.send(resp.to_frame(id, gzip)).await;
+                let _ = tx.send(resp.into_frame(id, gzip)).await;
                 drop(permit);
             })
             .detach();

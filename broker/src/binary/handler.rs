@@ -4,7 +4,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use es_protocol::requests::fetch::{FetchOk, FetchedRecord};
+use es_protocol::requests::fetch::{FetchOk, FRAME_PREFIX_BYTES};
 use es_protocol::requests::produce::ProduceOk;
 use es_protocol::{Kind, Request, Response};
 
@@ -12,6 +12,7 @@ use crate::admin::{self, CreateTopic};
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
 use crate::idempotence::ProducerFields;
+use crate::message::{FetchForm, FetchedData};
 use crate::produce::Item;
 use crate::shard::Shard;
 
@@ -130,22 +131,26 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
                 max_records: Some(f.max_records as u64),
                 max_bytes: Some(f.max_bytes as u64),
                 wait_ms: Some(f.wait_ms as u64),
+                form: FetchForm::Batches {
+                    reserve: FRAME_PREFIX_BYTES,
+                },
             };
             let fetched = crate::fetch::fetch(shard, &meta, f.partition as u64, q).await?;
-            Ok(Response::FetchOk(FetchOk {
-                high_watermark: fetched.high_watermark,
-                next_offset: fetched.next_offset,
-                records: fetched
-                    .records
-                    .into_iter()
-                    .map(|r| FetchedRecord {
-                        offset: r.offset.0,
-                        timestamp_ms: r.timestamp_ms,
-                        key: r.key,
-                        value: r.value,
-                    })
-                    .collect(),
-            }))
+            let FetchedData::Batches { buf, count } = fetched.data else {
+                return Err(ApiError::internal("a batches fetch answered with records"));
+            };
+            // Storage verified every checksum on read; the framing is
+            // checked again before the batches go out.
+            let ok = FetchOk::trusted(
+                fetched.high_watermark,
+                fetched.next_offset,
+                fetched.start_offset,
+                count,
+                buf,
+                FRAME_PREFIX_BYTES,
+            )
+            .map_err(|e| ApiError::internal(format!("stored batches: {e}")))?;
+            Ok(Response::FetchOk(ok))
         }
         Request::Admin(kind, body) => {
             let value = match kind {

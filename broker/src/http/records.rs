@@ -13,6 +13,7 @@ use crate::admin::lookup;
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
 use crate::idempotence::ProducerFields;
+use crate::message::FetchedData;
 use crate::produce::Item;
 use crate::shard::Shard;
 
@@ -158,8 +159,11 @@ pub async fn fetch(
             }),
         }
     };
-    let mut records = Vec::with_capacity(fetched.records.len());
-    for r in fetched.records {
+    let FetchedData::Records(got) = fetched.data else {
+        return Err(ApiError::internal("a records fetch answered with batches"));
+    };
+    let mut records = Vec::with_capacity(got.len());
+    for r in got {
         let key = r.key.map(|k| text("key", r.offset.0, k)).transpose()?;
         records.push(serde_json::json!({
             "offset": r.offset.0,

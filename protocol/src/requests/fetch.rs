@@ -3,16 +3,22 @@
 //! ```text
 //! Fetch   (kind 0x03): str16 topic, u32 partition,
 //!                      i64 offset        (-1 = the log start offset)
-//!                      u32 max_records   (1..=10000)
-//!                      u32 max_bytes     (soft: at least one record when there is one)
+//!                      u32 max_records   (1..=10000; soft: whole batches)
+//!                      u32 max_bytes     (soft: at least one batch when there is one)
 //!                      u32 wait_ms       (long-poll at the high watermark; <= 30000)
-//! FetchOk (kind 0x83): u64 high_watermark, u64 next_offset, u32 count, then per record:
-//!                      u64 offset, i64 timestamp, i32 key_len (-1 = no key) + key,
-//!                      u32 value_len + value
+//! FetchOk (kind 0x83): u64 high_watermark, u64 next_offset,
+//!                      u64 start_offset  (records below it are not part of the answer)
+//!                      u32 batch_count, then batch_count record batches as the
+//!                      broker stored them (batch.rs; little-endian inside)
 //! ```
+//!
+//! Batches are sent whole, as stored: the first may begin before the offset
+//! asked for, which is why `start_offset` says where the answer begins.
+//! [`FetchOk::records`] yields only records in `[start_offset, high_watermark)`.
 
+use crate::batch::{self, RecordRef, Records};
 use crate::codec::{Reader, Writer};
-use crate::DecodeError;
+use crate::{frame, DecodeError, Kind};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fetch {
@@ -22,21 +28,6 @@ pub struct Fetch {
     pub max_records: u32,
     pub max_bytes: u32,
     pub wait_ms: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchedRecord {
-    pub offset: u64,
-    pub timestamp_ms: i64,
-    pub key: Option<Vec<u8>>,
-    pub value: Vec<u8>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchOk {
-    pub high_watermark: u64,
-    pub next_offset: u64,
-    pub records: Vec<FetchedRecord>,
 }
 
 impl Fetch {
@@ -67,38 +58,215 @@ impl Fetch {
     }
 }
 
-impl FetchOk {
-    pub fn encode(&self, w: &mut Writer) {
-        w.u64(self.high_watermark)
-            .u64(self.next_offset)
-            .u32(self.records.len() as u32);
-        for rec in &self.records {
-            w.u64(rec.offset)
-                .i64(rec.timestamp_ms)
-                .opt_bytes(rec.key.as_deref())
-                .bytes32(&rec.value);
+/// An owned record, for callers that keep records past their FetchOk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedRecord {
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Vec<u8>,
+}
+
+impl From<RecordRef<'_>> for FetchedRecord {
+    fn from(r: RecordRef<'_>) -> FetchedRecord {
+        FetchedRecord {
+            offset: r.offset,
+            timestamp_ms: r.timestamp_ms,
+            key: r.key.map(<[u8]>::to_vec),
+            value: r.value.to_vec(),
         }
     }
+}
 
-    pub fn decode(r: &mut Reader) -> Result<FetchOk, DecodeError> {
-        let high_watermark = r.u64("high_watermark")?;
-        let next_offset = r.u64("next_offset")?;
-        let n = r.count("count", 24)?;
-        let mut records = Vec::with_capacity(n);
-        for _ in 0..n {
-            records.push(FetchedRecord {
-                offset: r.u64("offset")?,
-                timestamp_ms: r.i64("timestamp")?,
-                key: r.opt_bytes("key")?,
-                value: r.bytes32("value")?,
-            });
-        }
-        r.finish("fetch_ok")?;
+/// Bytes of the FetchOk fields before the batches.
+pub const FETCH_OK_FIXED_BYTES: usize = 28;
+/// Room to reserve in front of batches read for a FetchOk frame: the frame
+/// header and the fixed fields (see [`FetchOk::into_frame`]).
+pub const FRAME_PREFIX_BYTES: usize = frame::HEADER_BYTES + FETCH_OK_FIXED_BYTES;
+
+/// A fetch's answer: validated record batches, read in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchOk {
+    pub high_watermark: u64,
+    pub next_offset: u64,
+    pub start_offset: u64,
+    batch_count: u32,
+    record_count: u32,
+    /// The batches are `buf[at..]`: a decoded payload keeps its fixed
+    /// fields in front, so nothing is copied out.
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl FetchOk {
+    /// A FetchOk over `batch_count` batches in `buf[at..]`, checked the way
+    /// a decoder checks them.
+    pub fn new(
+        high_watermark: u64,
+        next_offset: u64,
+        start_offset: u64,
+        batch_count: u32,
+        buf: Vec<u8>,
+        at: usize,
+    ) -> Result<FetchOk, DecodeError> {
+        let bytes = buf
+            .get(at..)
+            .ok_or_else(|| DecodeError::malformed("batches start past the end"))?;
+        let summary = batch::validate(bytes, batch_count, start_offset, high_watermark)?;
         Ok(FetchOk {
             high_watermark,
             next_offset,
-            records,
+            start_offset,
+            batch_count,
+            record_count: summary.records,
+            buf,
+            at,
         })
+    }
+
+    /// A FetchOk over batches whose checksums the caller verified already
+    /// (a broker serving batches its storage checked on read); the framing
+    /// is still checked.
+    pub fn trusted(
+        high_watermark: u64,
+        next_offset: u64,
+        start_offset: u64,
+        batch_count: u32,
+        buf: Vec<u8>,
+        at: usize,
+    ) -> Result<FetchOk, DecodeError> {
+        let bytes = buf
+            .get(at..)
+            .ok_or_else(|| DecodeError::malformed("batches start past the end"))?;
+        let summary = batch::validate_framing(bytes, batch_count, start_offset, high_watermark)?;
+        Ok(FetchOk {
+            high_watermark,
+            next_offset,
+            start_offset,
+            batch_count,
+            record_count: summary.records,
+            buf,
+            at,
+        })
+    }
+
+    /// An answer with no records.
+    pub fn empty(high_watermark: u64, next_offset: u64, start_offset: u64) -> FetchOk {
+        FetchOk {
+            high_watermark,
+            next_offset,
+            start_offset,
+            batch_count: 0,
+            record_count: 0,
+            buf: Vec::new(),
+            at: 0,
+        }
+    }
+
+    /// The records of the answer, in offset order, borrowed.
+    pub fn records(&self) -> Records<'_> {
+        Records::new(self.batch_bytes(), self.start_offset, self.high_watermark)
+    }
+
+    /// The records, owned.
+    pub fn to_records(&self) -> Vec<FetchedRecord> {
+        self.records().map(FetchedRecord::from).collect()
+    }
+
+    /// How many records [`records`](FetchOk::records) yields.
+    pub fn record_count(&self) -> usize {
+        self.record_count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.record_count == 0
+    }
+
+    pub fn batch_count(&self) -> u32 {
+        self.batch_count
+    }
+
+    /// The record batches, back to back.
+    pub fn batch_bytes(&self) -> &[u8] {
+        &self.buf[self.at..]
+    }
+
+    /// Writes the fixed fields that come before the batches.
+    pub fn encode_fixed(
+        w: &mut Writer,
+        high_watermark: u64,
+        next_offset: u64,
+        start_offset: u64,
+        batches: u32,
+    ) {
+        w.u64(high_watermark)
+            .u64(next_offset)
+            .u64(start_offset)
+            .u32(batches);
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        FetchOk::encode_fixed(
+            w,
+            self.high_watermark,
+            self.next_offset,
+            self.start_offset,
+            self.batch_count,
+        );
+        w.buf.extend_from_slice(self.batch_bytes());
+    }
+
+    /// The whole frame for this answer. When the batches sit at exactly
+    /// [`FRAME_PREFIX_BYTES`] into the buffer (a broker reserves that room
+    /// when it reads them), the frame header and fixed fields are written
+    /// into the room in front: the batches are not copied.
+    pub fn into_frame(self, request_id: u64) -> Vec<u8> {
+        if self.at != FRAME_PREFIX_BYTES {
+            let mut w = Writer::new();
+            self.encode(&mut w);
+            return frame::encode(Kind::FetchOk, request_id, &w.buf, false);
+        }
+        let mut buf = self.buf;
+        let mut w = Writer::new();
+        FetchOk::encode_fixed(
+            &mut w,
+            self.high_watermark,
+            self.next_offset,
+            self.start_offset,
+            self.batch_count,
+        );
+        let payload_len = buf.len() - frame::HEADER_BYTES;
+        buf[..frame::HEADER_BYTES].copy_from_slice(&frame::header(
+            Kind::FetchOk,
+            request_id,
+            payload_len,
+            false,
+        ));
+        buf[frame::HEADER_BYTES..FRAME_PREFIX_BYTES].copy_from_slice(&w.buf);
+        buf
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<FetchOk, DecodeError> {
+        let rest = r.rest();
+        FetchOk::decode_owned(rest.to_vec(), 0)
+    }
+
+    /// Decodes the FetchOk payload at `buf[at..]`, keeping `buf`: the
+    /// batches are validated where they lie.
+    pub fn decode_owned(buf: Vec<u8>, at: usize) -> Result<FetchOk, DecodeError> {
+        let mut r = Reader::new(buf.get(at..).unwrap_or_default());
+        let high_watermark = r.u64("high_watermark")?;
+        let next_offset = r.u64("next_offset")?;
+        let start_offset = r.u64("start_offset")?;
+        let batch_count = r.count("batch_count", batch::HEADER_BYTES)? as u32;
+        FetchOk::new(
+            high_watermark,
+            next_offset,
+            start_offset,
+            batch_count,
+            buf,
+            at + FETCH_OK_FIXED_BYTES,
+        )
     }
 }
 
@@ -123,10 +291,25 @@ mod tests {
         for cut in 0..w.buf.len() {
             assert!(Fetch::decode(&mut Reader::new(&w.buf[..cut])).is_err());
         }
-        let ok = FetchOk {
-            high_watermark: 12,
-            next_offset: 12,
-            records: vec![
+        let mut batches = Vec::new();
+        let rec = |offset, ts, key, value| RecordRef {
+            offset,
+            timestamp_ms: ts,
+            key,
+            value,
+        };
+        crate::batch::encode(
+            9,
+            &[rec(9, 4, None, &b"z"[..]), rec(10, 5, None, &b"a"[..])],
+            &mut batches,
+        );
+        crate::batch::encode(11, &[rec(11, 6, Some(&b""[..]), &b""[..])], &mut batches);
+        let ok = FetchOk::new(12, 12, 10, 2, batches.clone(), 0).unwrap();
+        assert_eq!(ok.record_count(), 2, "offset 9 is before the start");
+        let owned = ok.to_records();
+        assert_eq!(
+            owned,
+            vec![
                 FetchedRecord {
                     offset: 10,
                     timestamp_ms: 5,
@@ -139,14 +322,24 @@ mod tests {
                     key: Some(vec![]),
                     value: vec![],
                 },
-            ],
-        };
+            ]
+        );
         let mut w = Writer::new();
         ok.encode(&mut w);
-        assert_eq!(FetchOk::decode(&mut Reader::new(&w.buf)).unwrap(), ok);
+        assert_eq!(
+            FetchOk::decode(&mut Reader::new(&w.buf)).unwrap().to_records(),
+            owned
+        );
         for cut in 0..w.buf.len() {
             assert!(FetchOk::decode(&mut Reader::new(&w.buf[..cut])).is_err());
         }
+        // The in-place frame equals the copied one.
+        let mut room = vec![0u8; FRAME_PREFIX_BYTES];
+        room.extend_from_slice(&batches);
+        let in_place = FetchOk::trusted(12, 12, 10, 2, room, FRAME_PREFIX_BYTES)
+            .unwrap()
+            .into_frame(7);
+        assert_eq!(in_place, frame::encode(Kind::FetchOk, 7, &w.buf, false));
     }
 
     proptest! {
