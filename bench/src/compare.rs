@@ -5,10 +5,15 @@ use crate::phase::Phase;
 
 /// Fills every phase's `compare` from the others.
 pub fn fill(phases: &mut [Phase]) {
-    let disk = phases
-        .iter()
-        .find(|p| p.name == "disk")
-        .map(|d| (d.mb_per_s(), d.latency.map(|l| l.p99_us)));
+    let disk_of = |name: &str| {
+        phases
+            .iter()
+            .find(|p| p.name == name)
+            .map(|d| (d.mb_per_s(), d.latency.map(|l| l.p99_us)))
+    };
+    let disk = disk_of("disk");
+    // A paced broker phase compares with the disk paced the same way.
+    let disk_half = disk_of("disk half-rate").or(disk);
     let shard_counts: Vec<usize> = phases.iter().filter_map(|p| p.shards).collect();
     let several_shard_counts = shard_counts.windows(2).any(|w| w[0] != w[1]);
     let snapshot: Vec<(String, Option<usize>, f64)> = phases
@@ -17,7 +22,12 @@ pub fn fill(phases: &mut [Phase]) {
         .collect();
     for p in phases.iter_mut() {
         if p.name.starts_with("produce") {
-            if let Some((disk_mb, disk_p99)) = disk {
+            let against = if p.name == "produce half-rate" {
+                disk_half
+            } else {
+                disk
+            };
+            if let Some((disk_mb, disk_p99)) = against {
                 if disk_mb > 0.0 {
                     p.compare.pct_of_disk = Some(p.mb_per_s() / disk_mb * 100.0);
                 }

@@ -2,7 +2,10 @@
 //! writer threads, each appending `batch x record-size` bytes to a file of
 //! its own and calling fdatasync after every write, for `duration`. Its
 //! MB/s is the disk's limit for that pattern and its latency is the
-//! write + fdatasync time, the figures the broker is compared with.
+//! write + fdatasync time, the figures the broker is compared with. Paced
+//! (`rate`), each writer starts its writes on a schedule and latency runs
+//! from the scheduled start, exactly as a paced producer is timed: the
+//! disk's latency at the load a paced broker phase carried.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -23,12 +26,15 @@ pub struct Pattern {
     /// Records per write and bytes per record (the write is their product).
     pub batch: usize,
     pub record_size: usize,
+    /// Records/s over all writers; `None`: as fast as the disk goes.
+    pub rate: Option<f64>,
 }
 
-/// Runs the pattern in `dir` for `warmup` (not measured), then `duration`;
-/// the files are removed afterwards.
+/// Runs the pattern in `dir` for `warmup` (not measured), then `duration`,
+/// reported as `name`; the files are removed afterwards.
 pub fn run(
     pattern: &Pattern,
+    name: &str,
     dir: &Path,
     warmup: Duration,
     duration: Duration,
@@ -38,7 +44,7 @@ pub fn run(
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
     let window = Window::starting_now(warmup, duration);
-    let progress = Progress::start("disk".into(), counters.clone(), window.from, quiet);
+    let progress = Progress::start(name.into(), counters.clone(), window.from, quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..pattern.writers)
             .map(|i| {
@@ -70,7 +76,9 @@ pub fn run(
     for r in results {
         latency.merge(&r?);
     }
-    Ok(Phase::new("disk", None, counters.totals(), seconds, &latency))
+    let mut phase = Phase::new(name, None, counters.totals(), seconds, &latency);
+    phase.target_rate = pattern.rate;
+    Ok(phase)
 }
 
 fn writer(
@@ -90,8 +98,28 @@ fn writer(
     let records = pattern.batch as u64;
     let buf = payload::value(pattern.batch * pattern.record_size, index as u64);
     let mut latency = Latency::new();
-    while !window.over() && !stop.load(Ordering::Relaxed) && !crate::interrupt::requested() {
-        let t0 = Instant::now();
+    // Paced: write k starts at start + k x interval (or at once if late).
+    let interval = pattern
+        .rate
+        .map(|r| Duration::from_secs_f64(records as f64 * pattern.writers as f64 / r));
+    let start = Instant::now();
+    for k in 0u32.. {
+        if window.over() || stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
+            break;
+        }
+        let t0 = match interval {
+            Some(every) => {
+                let at = start + every.mul_f64(f64::from(k));
+                if at >= window.until {
+                    break;
+                }
+                if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                at
+            }
+            None => Instant::now(),
+        };
         file.write_all(&buf)
             .and_then(|_| file.sync_data())
             .map_err(|e| format!("write + fdatasync {}: {e}", path.display()))?;

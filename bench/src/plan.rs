@@ -25,9 +25,16 @@ pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
             writers: opts.producers,
             batch: opts.batch,
             record_size: opts.record_size,
+            // `es-bench disk --rate N` paces the disk alone; as the
+            // baseline of a broker run it goes flat out.
+            rate: match (mode, opts.rate) {
+                (Mode::Disk, Some(Rate::PerSecond(r))) => Some(r),
+                _ => None,
+            },
         };
         phases.push(disk::run(
             &pattern,
+            "disk",
             &scratch.path().join("disk"),
             warmup,
             duration,
@@ -78,7 +85,7 @@ fn against_broker(
     let addr = started
         .as_ref()
         .map_or_else(|| opts.broker.clone(), |b| b.addr.clone());
-    let result = load(mode, opts, &addr, shards, duration, phases);
+    let result = load(mode, opts, &addr, shards, dir, duration, phases);
     match (result, &started) {
         (Err(e), Some(b)) => Err(format!("{e}\nbroker log (last lines):\n{}", b.log_tail())),
         (r, _) => r,
@@ -90,6 +97,7 @@ fn load(
     opts: &Options,
     addr: &str,
     shards: Option<usize>,
+    dir: &Path,
     duration: Duration,
     phases: &mut Vec<Phase>,
 ) -> Result<(), String> {
@@ -127,6 +135,25 @@ fn load(
                     shards,
                     opts.quiet,
                 )?);
+                if opts.compare_disk {
+                    // The disk at the same paced load, right after: its p99
+                    // is the one the half-rate p99 compares with (the disk
+                    // of a long run is not the fresh disk of the first phase).
+                    let pattern = disk::Pattern {
+                        writers: opts.producers,
+                        batch: opts.batch,
+                        record_size: opts.record_size,
+                        rate: Some(half),
+                    };
+                    phases.push(disk::run(
+                        &pattern,
+                        "disk half-rate",
+                        &dir.join("disk"),
+                        warmup,
+                        duration,
+                        opts.quiet,
+                    )?);
+                }
             }
         },
         Mode::Consume => {

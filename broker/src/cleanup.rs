@@ -8,7 +8,7 @@
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use es_storage::{CleanupReport, ColdStore, ColdTier, LocalDirColdStore, PartitionLog};
+use es_storage::{CleanupReport, ColdStore, ColdTier, LocalDirColdStore};
 use futures::FutureExt;
 use glommio::{Latency, Shares};
 
@@ -72,13 +72,8 @@ async fn run(shard: Rc<Shard>) {
 
 /// One pass over the partitions this shard owns now.
 async fn pass(shard: &Shard) {
-    let logs: Vec<((String, u32), PartitionLog)> = shard
-        .partitions
-        .borrow()
-        .iter()
-        .map(|(k, log)| (k.clone(), log.clone()))
-        .collect();
-    for ((topic, partition), log) in logs {
+    let logs = shard.partitions.borrow().logs();
+    for (topic, partition, log) in logs {
         if shard.is_shutting_down() {
             return;
         }

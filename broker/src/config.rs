@@ -92,6 +92,19 @@ impl Config {
     }
 
     /// Checks the flags' bounds before anything starts.
+    /// Makes `--data-dir` and `--cold-dir` absolute (relative to the
+    /// working directory): the shards' file operations need absolute paths.
+    pub fn absolutize(&mut self) -> Result<(), String> {
+        let abs = |p: &PathBuf, flag: &str| {
+            std::path::absolute(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+        };
+        self.data_dir = abs(&self.data_dir, "--data-dir")?;
+        if let Some(cold) = &self.cold_dir {
+            self.cold_dir = Some(abs(cold, "--cold-dir")?);
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.shards == Some(0) {
             return Err("--shards must be at least 1".into());

@@ -17,6 +17,7 @@ mod fetch;
 mod fsops;
 mod group;
 mod groups;
+mod hot_metrics;
 mod http;
 mod idempotence;
 mod listener;
@@ -24,6 +25,7 @@ mod lock;
 mod malloc;
 mod message;
 mod ops;
+mod owned;
 mod placement;
 mod produce;
 mod producer_ids;
@@ -59,6 +61,12 @@ fn main() -> ExitCode {
         .init();
     let mut config = config::Config::parse();
     if let Err(e) = config.validate() {
+        eprintln!("es-broker: {e}");
+        return ExitCode::from(2);
+    }
+    // glommio opens paths with openat(-1, ...): a relative path fails with
+    // EBADF. Resolve the directories against the working directory once.
+    if let Err(e) = config.absolutize() {
         eprintln!("es-broker: {e}");
         return ExitCode::from(2);
     }

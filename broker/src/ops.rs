@@ -54,6 +54,9 @@ fn op_kind(op: &Op) -> &'static str {
     }
 }
 
+/// Every arm with an await runs boxed: the future of `handle` stays small
+/// (it is spawned, and embedded in `Shard::call`, per request), and each
+/// request allocates only the state of its own operation.
 async fn run(shard: Rc<Shard>, op: Op) -> Reply {
     match op {
         Op::Produce {
@@ -61,10 +64,10 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             partition,
             records,
             producer,
-        } => Reply::Produced(produce(&shard, &topic, partition, records, producer).await),
-        Op::Fetch(args) => Reply::Fetched(fetch(&shard, args).await),
-        Op::Open { meta, partitions } => Reply::Done(open(&shard, &meta, &partitions).await),
-        Op::Remove { topic, partitions } => Reply::Done(remove(&shard, &topic, &partitions).await),
+        } => Reply::Produced(Box::pin(produce(&shard, &topic, partition, records, producer)).await),
+        Op::Fetch(args) => Reply::Fetched(Box::pin(fetch(&shard, args)).await),
+        Op::Open { meta, partitions } => Reply::Done(Box::pin(open(&shard, &meta, &partitions)).await),
+        Op::Remove { topic, partitions } => Reply::Done(Box::pin(remove(&shard, &topic, &partitions)).await),
         Op::Configure {
             topic,
             config,
@@ -73,15 +76,15 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::Describe { topic, partitions } => Reply::Described(describe(&shard, &topic, &partitions)),
         Op::CreateTopic(meta) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
-            Reply::Topic(controller::create_topic(&shard, meta).await)
+            Reply::Topic(Box::pin(controller::create_topic(&shard, meta)).await)
         }
         Op::DeleteTopic(name) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
-            Reply::Done(controller::delete_topic(&shard, &name).await)
+            Reply::Done(Box::pin(controller::delete_topic(&shard, &name)).await)
         }
         Op::Group { group, op } => {
             debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
-            Reply::Json(crate::coordinator::run(&shard, &group, op).await)
+            Reply::Json(Box::pin(crate::coordinator::run(&shard, &group, op)).await)
         }
         Op::ListGroups => Reply::Json(Ok(
             serde_json::json!({"groups": crate::coordinator::list(&shard)}),
@@ -90,7 +93,7 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             topic,
             partition,
             timestamp_ms,
-        } => Reply::Json(offset_for_time(&shard, &topic, partition, timestamp_ms).await),
+        } => Reply::Json(Box::pin(offset_for_time(&shard, &topic, partition, timestamp_ms)).await),
         Op::FenceProducer { producer_id, epoch } => {
             let mut epochs = shard.producer_epochs.borrow_mut();
             let e = epochs.entry(producer_id).or_insert(epoch);
@@ -99,11 +102,11 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         }
         Op::InitProducer(existing) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
-            Reply::Producer(controller::init_producer(&shard, existing).await)
+            Reply::Producer(Box::pin(controller::init_producer(&shard, existing)).await)
         }
         Op::PatchTopic { topic, changes } => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
-            Reply::Topic(controller::patch_topic(&shard, &topic, &changes).await)
+            Reply::Topic(Box::pin(controller::patch_topic(&shard, &topic, &changes)).await)
         }
     }
 }
@@ -111,8 +114,8 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
 /// The log of a partition this shard owns.
 fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, ApiError> {
     debug_assert_eq!(shard.owner(topic, partition), shard.id, "routed to its owner");
-    if let Some(log) = shard.partitions.borrow().get(&(topic.to_string(), partition)) {
-        return Ok(log.clone());
+    if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
+        return Ok(owned.log.clone());
     }
     match shard.catalog.get(topic) {
         None => Err(ApiError::topic_not_found(topic)),
@@ -149,9 +152,11 @@ async fn produce(
             Err(duplicate_base) => return Ok(duplicate_base),
         },
     };
-    metrics::histogram!("es_append_duration_seconds").record(started.elapsed().as_secs_f64());
-    metrics::counter!("es_records_appended_total").increment(records.len() as u64);
-    set_high_watermark_gauge(topic, partition, log.durable_offset().0);
+    shard.hot.append_duration.record(started.elapsed().as_secs_f64());
+    shard.hot.records_appended.increment(records.len() as u64);
+    if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
+        owned.high_watermark.set(log.durable_offset().0 as f64);
+    }
     Ok(appended.base_offset.0)
 }
 
@@ -256,11 +261,6 @@ async fn offset_for_time(
     Ok(serde_json::json!({"offset": found.unwrap_or(hw).0}))
 }
 
-fn set_high_watermark_gauge(topic: &str, partition: u32, hw: u64) {
-    metrics::gauge!("es_partition_high_watermark", "topic" => topic.to_string(), "partition" => partition.to_string())
-        .set(hw as f64);
-}
-
 async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     let log = log_of(shard, &args.topic, args.partition)?;
     let start = log.log_start_offset().0;
@@ -358,18 +358,17 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
             tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
         }
         metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
-        set_high_watermark_gauge(&meta.name, p, log.durable_offset().0);
         let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
         producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
         shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
-        shard.partitions.borrow_mut().insert((meta.name.clone(), p), log);
+        shard.partitions.borrow_mut().insert(&meta.name, p, log);
     }
     Ok(())
 }
 
 async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
     for &p in partitions {
-        let log = shard.partitions.borrow_mut().remove(&(topic.to_string(), p));
+        let log = shard.partitions.borrow_mut().remove(topic, p);
         shard.producers.borrow_mut().remove(&(topic.to_string(), p));
         if let Some(log) = log {
             // A poisoned log cannot close cleanly; it is being deleted anyway.
@@ -412,8 +411,8 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
 /// Closes every partition this shard owns: final fsync and sealed index, so
 /// the next start scans nothing.
 pub async fn close_all(shard: &Shard) {
-    let logs: Vec<_> = shard.partitions.borrow_mut().drain().collect();
-    for ((topic, p), log) in logs {
+    let logs = shard.partitions.borrow_mut().drain();
+    for (topic, p, log) in logs {
         if let Err(e) = log.close().await {
             tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
             continue;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use es_storage::{FsyncBatcher, PartitionLog, Watermark};
+use es_storage::{FsyncBatcher, Watermark};
 use futures::channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 
@@ -38,7 +38,9 @@ pub struct Shard {
     pub batcher: FsyncBatcher,
     senders: Option<Senders<Envelope>>,
     /// Partitions this shard owns, by topic and partition.
-    pub partitions: RefCell<HashMap<(String, u32), PartitionLog>>,
+    pub partitions: RefCell<crate::owned::OwnedPartitions>,
+    /// Metric handles of the request paths.
+    pub hot: crate::hot_metrics::HotMetrics,
     /// Serializes controller operations (shard 0 only).
     pub controller_lock: glommio::sync::Semaphore,
     /// Idempotent producer state of the partitions this shard owns.
@@ -83,7 +85,8 @@ impl Shard {
             metrics,
             batcher: FsyncBatcher::new(),
             senders,
-            partitions: RefCell::new(HashMap::new()),
+            partitions: RefCell::new(crate::owned::OwnedPartitions::default()),
+            hot: crate::hot_metrics::HotMetrics::new(),
             producers: RefCell::new(HashMap::new()),
             producer_registry: RefCell::new(None),
             producer_epochs,
@@ -121,7 +124,8 @@ impl Shard {
     /// Runs `op` on shard `target`: here, or forwarded over the mesh.
     pub async fn call(self: &Rc<Self>, target: ShardId, op: Op) -> Reply {
         if target == self.id {
-            return crate::ops::handle(self.clone(), op).await;
+            // Boxed: the operation's state is not part of every call future.
+            return Box::pin(crate::ops::handle(self.clone(), op)).await;
         }
         let senders = self.senders.as_ref().expect("more than one shard has a mesh");
         let (tx, rx) = oneshot::channel();

@@ -1,6 +1,10 @@
-//! A broker started with no `--shards` (one shard per core, pinned) becomes
-//! ready and serves: every shard must agree on the shard count, which is
-//! counted once, before the shards pin themselves to one core each.
+//! Defaults that the other tests override:
+//! - no `--shards` (one shard per core, pinned): the broker becomes ready
+//!   and serves; every shard must agree on the shard count, which is
+//!   counted once, before the shards pin themselves to one core each.
+//! - no `--data-dir` (`./data`, relative to the working directory): topics
+//!   are created, written, read and found again after a restart (glommio
+//!   cannot open relative paths, so the broker resolves them at start).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,43 +31,106 @@ fn free_port() -> u16 {
 fn default_shard_count_becomes_ready_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let (http, binary) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
-        .args(["--http-addr", &format!("127.0.0.1:{http}")])
-        .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut guard = Guard(child);
-    let url = |p: &str| format!("http://127.0.0.1:{http}{p}");
+    let data = dir.path().join("data");
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_es-broker"))
+            .args(["--data-dir", data.to_str().unwrap()])
+            .args(["--http-addr", &format!("127.0.0.1:{http}")])
+            .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut guard = Guard(start());
+    wait_ready(http);
+    create_and_check(http);
+    stop(&mut guard);
+}
+
+#[test]
+fn default_data_dir_is_relative_to_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (http, binary) = (free_port(), free_port());
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_es-broker"))
+            .current_dir(dir.path())
+            .args(["--shards", "2"])
+            .args(["--http-addr", &format!("127.0.0.1:{http}")])
+            .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut guard = Guard(start());
+    wait_ready(http);
+    create_and_check(http);
+    stop(&mut guard);
+    assert!(
+        dir.path().join("data/topics/d/meta.json").is_file(),
+        "data went to ./data"
+    );
+    let mut guard = Guard(start());
+    wait_ready(http);
+    for p in 0..8 {
+        assert_eq!(
+            read_first(http, p),
+            format!("v{p}"),
+            "partition {p} after a restart"
+        );
+    }
+    stop(&mut guard);
+}
+
+fn url(http: u16, p: &str) -> String {
+    format!("http://127.0.0.1:{http}{p}")
+}
+
+fn wait_ready(http: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(r) = ureq::get(&url("/ready")).call() {
+        if let Ok(r) = ureq::get(&url(http, "/ready")).call() {
             if r.status() == 200 {
-                break;
+                return;
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "never ready with the default shard count"
-        );
+        assert!(Instant::now() < deadline, "never ready");
         std::thread::sleep(Duration::from_millis(50));
     }
-    ureq::post(&url("/v1/topics"))
+}
+
+/// Creates topic `d` with 8 partitions, writes one record to each and reads
+/// it back.
+fn create_and_check(http: u16) {
+    ureq::post(&url(http, "/v1/topics"))
         .send_json(serde_json::json!({"name": "d", "partitions": 8}))
         .unwrap();
     for p in 0..8 {
         let body = serde_json::json!({"records": [{"value": format!("v{p}"), "partition": p}]});
-        ureq::post(&url("/v1/topics/d/records")).send_json(body).unwrap();
-        let got: serde_json::Value =
-            ureq::get(&url(&format!("/v1/topics/d/partitions/{p}/records?offset=0")))
-                .call()
-                .unwrap()
-                .into_json()
-                .unwrap();
-        assert_eq!(got["records"][0]["value"], format!("v{p}"));
+        ureq::post(&url(http, "/v1/topics/d/records"))
+            .send_json(body)
+            .unwrap();
+        assert_eq!(read_first(http, p), format!("v{p}"));
     }
+}
+
+fn read_first(http: u16, p: u32) -> String {
+    let got: serde_json::Value = ureq::get(&url(
+        http,
+        &format!("/v1/topics/d/partitions/{p}/records?offset=0"),
+    ))
+    .call()
+    .unwrap()
+    .into_json()
+    .unwrap();
+    got["records"][0]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn stop(guard: &mut Guard) {
     let pid = guard.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert_eq!(guard.0.wait().unwrap().code(), Some(0));

@@ -34,8 +34,13 @@ pub struct LocalDirColdStore {
 }
 
 impl LocalDirColdStore {
+    /// A store under `root`, made absolute (glommio cannot open relative
+    /// paths); if the working directory cannot be read, `root` as given.
     pub fn new(root: impl Into<PathBuf>) -> LocalDirColdStore {
-        LocalDirColdStore { root: root.into() }
+        let root = root.into();
+        LocalDirColdStore {
+            root: std::path::absolute(&root).unwrap_or(root),
+        }
     }
 
     pub fn root(&self) -> &Path {

@@ -1,10 +1,13 @@
 //! The shard's fsync batcher: group commit.
 //!
-//! Lives on one shard. Partitions that wrote bytes mark themselves dirty
-//! here. One round takes every dirty target, syncs each once (in parallel),
-//! and each target then completes every append its sync covered. Appends
-//! that arrive while a round runs join the next round, so one appender costs
-//! one fsync and a thousand concurrent appenders cost one or two.
+//! Lives on one shard. A partition that wrote bytes marks itself dirty
+//! here. Each target has at most one sync in flight: marked while idle, it
+//! syncs at once; marked while its sync runs, it syncs once more when that
+//! one ends, covering every append that completed meanwhile. So one
+//! appender costs one fsync, a thousand concurrent appenders to a partition
+//! cost one or two, and partitions never wait for each other's syncs (two
+//! producers on two partitions of a shard overlap their fsyncs as two
+//! writers to two files would).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -22,77 +25,116 @@ pub trait SyncTarget {
 /// Counters of the batcher, for metrics and benchmarks.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct FsyncStats {
-    /// Rounds run.
+    /// Syncs run (one fdatasync each); a "round" is one target's sync.
     pub rounds: u64,
-    /// Target syncs issued (one fdatasync each).
+    /// Target syncs issued (the same as `rounds`; kept for callers).
     pub syncs: u64,
     /// Appends made durable.
     pub appends: u64,
 }
 
 /// One per shard; cheap to clone (a handle).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct FsyncBatcher {
     inner: Rc<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
-    dirty: RefCell<Vec<Rc<dyn SyncTarget>>>,
-    dirty_appends: Cell<u64>,
-    running: Cell<bool>,
+    /// Targets with a sync in flight.
+    active: RefCell<Vec<Slot>>,
     stats: Cell<FsyncStats>,
+    duration: metrics::Histogram,
+    per_round: metrics::Histogram,
+    rounds: metrics::Counter,
+}
+
+struct Slot {
+    target: Rc<dyn SyncTarget>,
+    /// Marked again while the sync ran: sync once more.
+    again: bool,
+    /// Appends the next sync covers.
+    appends: u64,
+}
+
+impl Default for FsyncBatcher {
+    fn default() -> FsyncBatcher {
+        FsyncBatcher::new()
+    }
 }
 
 impl FsyncBatcher {
     pub fn new() -> FsyncBatcher {
-        FsyncBatcher::default()
+        FsyncBatcher {
+            inner: Rc::new(Inner {
+                active: RefCell::new(Vec::new()),
+                stats: Cell::new(FsyncStats::default()),
+                duration: metrics::histogram!("es_fsync_duration_seconds"),
+                per_round: metrics::histogram!("es_fsync_appends_per_round"),
+                rounds: metrics::counter!("es_fsync_rounds_total"),
+            }),
+        }
     }
 
     pub fn stats(&self) -> FsyncStats {
         self.inner.stats.get()
     }
 
-    /// Registers `target` for the next round (once, however often it is
-    /// marked), counting `appends` appends it will make durable. Starts a
-    /// round at once if none is running.
+    /// Asks for `target` to be synced, counting `appends` appends the sync
+    /// will make durable: at once if it has no sync in flight, else once
+    /// more after the one in flight.
     pub fn mark_dirty(&self, target: Rc<dyn SyncTarget>, appends: u64) {
-        {
-            let mut dirty = self.inner.dirty.borrow_mut();
-            if !dirty.iter().any(|t| Rc::ptr_eq(t, &target)) {
-                dirty.push(target);
-            }
+        let mut active = self.inner.active.borrow_mut();
+        if let Some(slot) = active.iter_mut().find(|s| same(&s.target, &target)) {
+            slot.again = true;
+            slot.appends += appends;
+            return;
         }
-        self.inner
-            .dirty_appends
-            .set(self.inner.dirty_appends.get() + appends);
-        if !self.inner.running.replace(true) {
-            glommio::spawn_local(run(self.inner.clone())).detach();
+        active.push(Slot {
+            target: target.clone(),
+            again: false,
+            appends,
+        });
+        drop(active);
+        glommio::spawn_local(sync_loop(self.inner.clone(), target)).detach();
+    }
+}
+
+/// Syncs `target` until no append is left waiting for it.
+async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>) {
+    loop {
+        let appends = {
+            let mut active = inner.active.borrow_mut();
+            let slot = active
+                .iter_mut()
+                .find(|s| same(&s.target, &target))
+                .expect("a syncing target has a slot");
+            slot.again = false;
+            std::mem::take(&mut slot.appends)
+        };
+        let started = Instant::now();
+        target.clone().sync().await;
+        inner.duration.record(started.elapsed().as_secs_f64());
+        inner.per_round.record(appends as f64);
+        inner.rounds.increment(1);
+        let mut s = inner.stats.get();
+        s.rounds += 1;
+        s.syncs += 1;
+        s.appends += appends;
+        inner.stats.set(s);
+        let mut active = inner.active.borrow_mut();
+        let i = active
+            .iter()
+            .position(|s| same(&s.target, &target))
+            .expect("a syncing target has a slot");
+        if !active[i].again {
+            active.swap_remove(i);
+            return;
         }
     }
 }
 
-async fn run(inner: Rc<Inner>) {
-    let duration = metrics::histogram!("es_fsync_duration_seconds");
-    let per_round = metrics::histogram!("es_fsync_appends_per_round");
-    let rounds = metrics::counter!("es_fsync_rounds_total");
-    loop {
-        let targets = std::mem::take(&mut *inner.dirty.borrow_mut());
-        if targets.is_empty() {
-            inner.running.set(false);
-            return;
-        }
-        let appends = inner.dirty_appends.replace(0);
-        let started = Instant::now();
-        let syncs = targets.len() as u64;
-        futures::future::join_all(targets.into_iter().map(|t| t.sync())).await;
-        duration.record(started.elapsed().as_secs_f64());
-        per_round.record(appends as f64);
-        rounds.increment(1);
-        let mut s = inner.stats.get();
-        s.rounds += 1;
-        s.syncs += syncs;
-        s.appends += appends;
-        inner.stats.set(s);
-    }
+/// The same target object (data pointers compared: vtable pointers of one
+/// type may differ between codegen units).
+fn same(a: &Rc<dyn SyncTarget>, b: &Rc<dyn SyncTarget>) -> bool {
+    std::ptr::eq(Rc::as_ptr(a) as *const (), Rc::as_ptr(b) as *const ())
 }

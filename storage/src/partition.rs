@@ -123,6 +123,8 @@ impl PartitionLog {
         cold: Option<ColdTier>,
     ) -> Result<(PartitionLog, OpenReport)> {
         config.validate()?;
+        // glommio opens with openat(-1, path): relative paths fail (EBADF).
+        let dir = &std::path::absolute(dir).map_err(|e| StorageError::io(dir, e))?;
         dirs::create_dir_all(dir).await?;
         let leftovers = swap::recover(dir).await?;
         let bases = dirs::list_segments(dir).await?;

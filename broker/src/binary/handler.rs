@@ -23,14 +23,13 @@ pub async fn handle(shard: &Rc<Shard>, req: Request) -> Response {
         Ok(r) => r,
         Err(e) => Response::error(e.code, e.message),
     };
-    let status = if matches!(resp, Response::Error(_)) {
-        "error"
+    let m = shard.hot.binary(endpoint);
+    if matches!(resp, Response::Error(_)) {
+        m.error.increment(1);
     } else {
-        "ok"
-    };
-    metrics::counter!("es_binary_requests_total", "endpoint" => endpoint, "status" => status).increment(1);
-    metrics::histogram!("es_binary_request_duration_seconds", "endpoint" => endpoint)
-        .record(started.elapsed().as_secs_f64());
+        m.ok.increment(1);
+    }
+    m.duration.record(started.elapsed().as_secs_f64());
     resp
 }
 
@@ -117,11 +116,11 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
                 epoch: ip.epoch,
                 sequence: ip.sequence,
             };
-            let offsets = produce(shard, ip.produce, Some(producer)).await?;
+            let offsets = Box::pin(produce(shard, ip.produce, Some(producer))).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::Produce(p) => {
-            let offsets = produce(shard, p, None).await?;
+            let offsets = Box::pin(produce(shard, p, None)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::Fetch(f) => {
@@ -135,7 +134,7 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
                     reserve: FRAME_PREFIX_BYTES,
                 },
             };
-            let fetched = crate::fetch::fetch(shard, &meta, f.partition as u64, q).await?;
+            let fetched = Box::pin(crate::fetch::fetch(shard, &meta, f.partition as u64, q)).await?;
             let FetchedData::Batches { buf, count } = fetched.data else {
                 return Err(ApiError::internal("a batches fetch answered with records"));
             };
@@ -152,7 +151,15 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
             .map_err(|e| ApiError::internal(format!("stored batches: {e}")))?;
             Ok(Response::FetchOk(ok))
         }
-        Request::Admin(kind, body) => {
+        Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,
+    }
+}
+
+/// Topic, producer-id and group requests (JSON), boxed by `run`: rare, and
+/// their state must not weigh on every produce and fetch.
+async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -> Result<Response, ApiError> {
+    {
+        {
             let value = match kind {
                 Kind::CreateTopic => {
                     let create: CreateTopic = serde_json::from_value(body)
