@@ -96,10 +96,7 @@ fn json_record(partition: u32, r: &RecordRef<'_>) -> String {
             fields.push(("value", Value::from(value)));
         }
         _ => {
-            fields.push((
-                "key",
-                r.key.map_or(Value::Null, |k| Value::from(base64(k))),
-            ));
+            fields.push(("key", r.key.map_or(Value::Null, |k| Value::from(base64(k)))));
             fields.push(("value", Value::from(base64(r.value))));
             fields.push(("encoding", Value::from("base64")));
         }
