@@ -259,6 +259,56 @@ fn long_poll_returns_the_record_produced_while_it_waits() {
 }
 
 /// Sends raw bytes and returns the frames read back until the broker closes.
+/// Frames larger than the broker's 256 KiB read buffer, between small
+/// ones, written in odd-sized pieces: each decodes once, in order.
+#[test]
+fn frames_larger_than_the_read_buffer_and_split_writes() {
+    let b = Broker::start(2);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "big", "partitions": 1}))
+        .unwrap();
+    let sizes = [10usize, 3 << 20, 7, 700 << 10, 1, 5 << 20, 12];
+    let mut stream = hello_frame();
+    for (i, size) in sizes.iter().enumerate() {
+        let value: Vec<u8> = (0..*size).map(|j| (i * 31 + j) as u8).collect();
+        let req = Request::Produce(Produce {
+            topic: "big".into(),
+            records: vec![record(None, &value, Some(0))],
+        });
+        stream.extend_from_slice(&req.to_frame(i as u64 + 1, false));
+    }
+    let mut s = TcpStream::connect(b.binary_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    // Pieces that cut headers and payloads anywhere.
+    for piece in stream.chunks(65_537) {
+        s.write_all(piece).unwrap();
+    }
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut answers = 0;
+    while answers < sizes.len() + 1 {
+        let n = s.read(&mut buf).expect("answers arrive");
+        assert!(n > 0, "the broker closed the connection after {answers} answers");
+        got.extend_from_slice(&buf[..n]);
+        answers = 0;
+        let mut at = 0;
+        while let Ok((_, used)) = frame::parse(&got[at..], 1 << 24) {
+            at += used;
+            answers += 1;
+        }
+    }
+    let all = fetch_all(&c, "big", 0);
+    assert_eq!(all.len(), sizes.len());
+    for (i, (offset, _, value)) in all.iter().enumerate() {
+        assert_eq!(*offset, i as u64);
+        assert_eq!(value.len(), sizes[i]);
+        assert!(
+            value.iter().enumerate().all(|(j, v)| *v == (i * 31 + j) as u8),
+            "record {i} intact"
+        );
+    }
+}
+
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

@@ -110,6 +110,20 @@ pub fn parse(buf: &[u8], max_bytes: usize) -> Result<(Frame, usize), DecodeError
     Ok((frame, total))
 }
 
+/// The payload of a checked frame, borrowed where it lies unless it is
+/// compressed (then decompressed, up to `max_bytes`).
+pub fn payload<'a>(
+    h: &FrameHeader,
+    raw: &'a [u8],
+    max_bytes: usize,
+) -> Result<std::borrow::Cow<'a, [u8]>, DecodeError> {
+    if h.flags & FLAG_GZIP != 0 {
+        Ok(std::borrow::Cow::Owned(gunzip(raw, max_bytes)?))
+    } else {
+        Ok(std::borrow::Cow::Borrowed(raw))
+    }
+}
+
 /// A frame from a checked header and its payload as received (read
 /// straight into its own buffer: not copied again unless compressed).
 pub fn from_parts(h: FrameHeader, raw: Vec<u8>, max_bytes: usize) -> Result<Frame, DecodeError> {

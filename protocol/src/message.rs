@@ -54,13 +54,18 @@ impl Request {
 
     /// Decodes a request frame. A response kind is malformed here.
     pub fn from_frame(f: &Frame) -> Result<Request, DecodeError> {
-        let mut r = Reader::new(&f.payload);
-        Ok(match f.kind {
+        Request::decode(f.kind, &f.payload)
+    }
+
+    /// Decodes a request of `kind` from its (decompressed) payload.
+    pub fn decode(kind: Kind, payload: &[u8]) -> Result<Request, DecodeError> {
+        let mut r = Reader::new(payload);
+        Ok(match kind {
             Kind::Hello => Request::Hello(Hello::decode(&mut r).and_then(|h| r.finish("hello").map(|_| h))?),
             Kind::Produce => Request::Produce(Produce::decode(&mut r)?),
             Kind::Fetch => Request::Fetch(Fetch::decode(&mut r)?),
             Kind::IdempotentProduce => Request::IdempotentProduce(IdempotentProduce::decode(&mut r)?),
-            k if k.is_json_request() => Request::Admin(k, admin::decode_json(&f.payload)?),
+            k if k.is_json_request() => Request::Admin(k, admin::decode_json(payload)?),
             other => return Err(DecodeError::malformed(format!("{other:?} is not a request"))),
         })
     }

@@ -15,8 +15,10 @@ use glommio::sync::Semaphore;
 
 use crate::shard::Shard;
 
-/// Bytes read from the socket per read call.
+/// A connection's read buffer (grown for larger frames while they arrive).
 const READ_CHUNK_BYTES: usize = 256 << 10;
+/// Free bytes a read is given at least.
+const READ_ROOM_MIN_BYTES: usize = 64 << 10;
 /// Responses that are ready together are written with one call, up to this.
 const WRITE_COALESCE_BYTES: usize = 1 << 20;
 
@@ -66,32 +68,27 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         let _ = wr.close().await;
     });
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
-    // Bytes of `buf` already handled; dropped once per read, not per frame.
-    let mut start = 0usize;
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    // Unhandled bytes are buf[start..filled]; the socket reads straight
+    // into buf[filled..] and frames are decoded where they lie.
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let (mut start, mut filled) = (0usize, 0usize);
     let mut handshaken = false;
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
-        loop {
-            let (f, used) = match frame::parse(&buf[start..], frame_max) {
+        // Bytes the next frame needs from `start`, once no whole frame is left.
+        let wanted = loop {
+            let (h, used) = match frame::check(&buf[start..filled], frame_max) {
                 Ok(ok) => ok,
-                Err(DecodeError::Incomplete { .. }) => break,
-                Err(e) => break 'conn refuse_frame(&buf[start..], e),
+                Err(DecodeError::Incomplete { needed, .. }) => break needed,
+                Err(e) => break 'conn refuse_frame(&buf[start..filled], e),
             };
+            let raw = &buf[start + frame::HEADER_BYTES..start + used];
             start += used;
-            let id = f.request_id;
-            let gzip = f.gzip;
-            let req = match Request::from_frame(&f) {
+            let id = h.request_id;
+            let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
+            let req = match decode_request(&h, raw, frame_max) {
                 Ok(r) => r,
-                Err(e) => {
-                    let code = if f.kind.is_request() {
-                        ErrorCode::MALFORMED_FRAME
-                    } else {
-                        ErrorCode::UNKNOWN_REQUEST
-                    };
-                    break 'conn End::Refused(id, Response::error(code, e.to_string()));
-                }
+                Err(resp) => break 'conn End::Refused(id, resp),
             };
             if !handshaken {
                 match hello(&shard, &req) {
@@ -123,9 +120,25 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                 drop(permit);
             })
             .detach();
+        };
+        // Room for the next read: keep the unhandled tail at the front,
+        // grow for a frame larger than the buffer (up to --frame-bytes-max,
+        // checked above), shrink back once a large frame is done.
+        if start == filled {
+            (start, filled) = (0, 0);
+            if buf.len() > READ_CHUNK_BYTES {
+                buf = vec![0u8; READ_CHUNK_BYTES];
+            }
+        } else if start > 0 && (buf.len() - filled < READ_ROOM_MIN_BYTES || start + wanted > buf.len()) {
+            buf.copy_within(start..filled, 0);
+            (start, filled) = (0, filled - start);
+        }
+        let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
+        if need > buf.len() {
+            buf.resize(need.max(READ_CHUNK_BYTES), 0);
         }
         let n = {
-            let read = rd.read(&mut chunk).fuse();
+            let read = rd.read(&mut buf[filled..]).fuse();
             let stop = shard.shutdown.wait_for(1).fuse();
             futures::pin_mut!(read, stop);
             futures::select! {
@@ -135,11 +148,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         };
         match n {
             Ok(0) | Err(_) => break End::Eof,
-            Ok(n) => {
-                buf.drain(..start);
-                start = 0;
-                buf.extend_from_slice(&chunk[..n]);
-            }
+            Ok(n) => filled += n,
         }
     };
     if let End::Refused(id, resp) = &end {
@@ -156,6 +165,30 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     writer.await;
 }
 
+/// Decodes the request in a whole, checked frame; the error frame to answer
+/// if it is not a request that decodes.
+fn decode_request(h: &frame::FrameHeader, raw: &[u8], frame_max: usize) -> Result<Request, Response> {
+    let refuse = |e: DecodeError| Response::error(code_for(&e), e.to_string());
+    let kind = Kind::from_u8(h.kind)
+        .ok_or_else(|| refuse(DecodeError::malformed(format!("unknown kind {:#04x}", h.kind))))?;
+    let payload = frame::payload(h, raw, frame_max).map_err(refuse)?;
+    Request::decode(kind, &payload).map_err(|e| {
+        let code = if kind.is_request() {
+            ErrorCode::MALFORMED_FRAME
+        } else {
+            ErrorCode::UNKNOWN_REQUEST
+        };
+        Response::error(code, e.to_string())
+    })
+}
+
+fn code_for(e: &DecodeError) -> &'static str {
+    match e {
+        DecodeError::TooLarge { .. } => ErrorCode::FRAME_TOO_LARGE,
+        _ => ErrorCode::MALFORMED_FRAME,
+    }
+}
+
 /// The answer to a frame that cannot be decoded.
 fn refuse_frame(buf: &[u8], e: DecodeError) -> End {
     let id = if buf.len() >= frame::HEADER_BYTES {
@@ -163,11 +196,7 @@ fn refuse_frame(buf: &[u8], e: DecodeError) -> End {
     } else {
         0
     };
-    let code = match e {
-        DecodeError::TooLarge { .. } => ErrorCode::FRAME_TOO_LARGE,
-        _ => ErrorCode::MALFORMED_FRAME,
-    };
-    End::Refused(id, Response::error(code, e.to_string()))
+    End::Refused(id, Response::error(code_for(&e), e.to_string()))
 }
 
 /// The handshake: the first frame must be a Hello with a version we speak.
