@@ -203,15 +203,13 @@ fn paced(
 
 fn settle(f: InFlight, latency: &mut Latency, shared: &Shared, window: Window) -> Result<(), String> {
     match f.pending.wait() {
-        Ok(Response::ProduceOk(ok)) if ok.offsets.len() as u64 == f.records => {
+        Ok(Response::ProduceBatchOk(ok)) if ok.record_count as u64 == f.records => {
             if window.counts(f.t0) {
                 latency.record(f.t0.elapsed());
                 shared.counters.add(f.records, f.bytes);
             }
-            if let Some(&(partition, offset)) = ok.offsets.last() {
-                if let Some(mark) = shared.acked.get(partition as usize) {
-                    mark.fetch_max(offset + 1, Ordering::Relaxed);
-                }
+            if let Some(mark) = shared.acked.get(ok.partition as usize) {
+                mark.fetch_max(ok.base_offset + f.records, Ordering::Relaxed);
             }
             Ok(())
         }

@@ -15,7 +15,7 @@ pub enum Op {
     Produce {
         topic: String,
         partition: u32,
-        records: Vec<Record>,
+        payload: Payload,
         /// Idempotent producer fields, when the client sent them.
         producer: Option<ProducerFields>,
     },
@@ -71,6 +71,24 @@ pub enum Op {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
     },
+}
+
+/// What a produce appends: records the broker encodes, or a batch the
+/// producer built (appended as it came).
+#[derive(Debug)]
+pub enum Payload {
+    Records(Vec<Record>),
+    Batch(Vec<u8>),
+}
+
+impl Payload {
+    /// Records it holds.
+    pub fn count(&self) -> u64 {
+        match self {
+            Payload::Records(r) => r.len() as u64,
+            Payload::Batch(b) => es_protocol::batch::record_count_of(b) as u64,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -4,13 +4,13 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use es_storage::{Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{Offset, PartitionLog, ProducerStamp};
 use futures::FutureExt;
 
 use crate::controller;
 use crate::error::ApiError;
 use crate::idempotence::{Check, ProducerFields, ProducerTable};
-use crate::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, PartitionState, Reply};
+use crate::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, PartitionState, Payload, Reply};
 use crate::producer_snapshot;
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topic::{self, TopicConfig, TopicMeta};
@@ -62,9 +62,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::Produce {
             topic,
             partition,
-            records,
+            payload,
             producer,
-        } => Reply::Produced(Box::pin(produce(&shard, &topic, partition, records, producer)).await),
+        } => Reply::Produced(Box::pin(produce(&shard, &topic, partition, payload, producer)).await),
         Op::Fetch(args) => Reply::Fetched(Box::pin(fetch(&shard, args)).await),
         Op::Open { meta, partitions } => Reply::Done(Box::pin(open(&shard, &meta, &partitions)).await),
         Op::Remove { topic, partitions } => Reply::Done(Box::pin(remove(&shard, &topic, &partitions)).await),
@@ -134,7 +134,7 @@ async fn produce(
     shard: &Shard,
     topic: &str,
     partition: u32,
-    records: Vec<Record>,
+    payload: Payload,
     producer: Option<ProducerFields>,
 ) -> Result<u64, ApiError> {
     if shard.is_shutting_down() {
@@ -143,17 +143,18 @@ async fn produce(
     let log = log_of(shard, topic, partition)?;
     let started = Instant::now();
     let appended = match producer {
-        None => log
-            .append_durable(&records, ProducerStamp::NONE)
-            .await
-            .map_err(ApiError::storage)?,
-        Some(f) => match idempotent_append(shard, &log, topic, partition, &records, f).await? {
+        None => match &payload {
+            Payload::Records(records) => log.append_durable(records, ProducerStamp::NONE).await,
+            Payload::Batch(batch) => log.append_batch_durable(batch).await,
+        }
+        .map_err(ApiError::storage)?,
+        Some(f) => match idempotent_append(shard, &log, topic, partition, &payload, f).await? {
             Ok(appended) => appended,
             Err(duplicate_base) => return Ok(duplicate_base),
         },
     };
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
-    shard.hot.records_appended.increment(records.len() as u64);
+    shard.hot.records_appended.increment(payload.count());
     if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
         owned.high_watermark.set(log.durable_offset().0 as f64);
     }
@@ -169,10 +170,10 @@ async fn idempotent_append(
     log: &PartitionLog,
     topic: &str,
     partition: u32,
-    records: &[Record],
+    payload: &Payload,
     f: ProducerFields,
 ) -> Result<Result<es_storage::Appended, u64>, ApiError> {
-    let count = records.len() as u32;
+    let count = payload.count() as u32;
     if f.producer_id < 0 || f.epoch < 0 || f.sequence < 0 {
         return Err(ApiError::invalid(
             "producer_id, epoch and sequence must be non-negative",
@@ -228,7 +229,12 @@ async fn idempotent_append(
                 epoch: f.epoch,
                 base_sequence: f.sequence,
             };
-            let appended = log.append_placed(records, stamp).map_err(ApiError::storage)?;
+            let appended = match payload {
+                Payload::Records(records) => log.append_placed(records, stamp),
+                // The batch carries the same stamp in its header.
+                Payload::Batch(batch) => log.append_batch_placed(batch),
+            }
+            .map_err(ApiError::storage)?;
             shard
                 .producers
                 .borrow_mut()

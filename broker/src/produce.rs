@@ -12,7 +12,7 @@ use futures::future::join_all;
 
 use crate::error::ApiError;
 use crate::idempotence::ProducerFields;
-use crate::message::{Op, Reply};
+use crate::message::{Op, Payload, Reply};
 use crate::placement;
 use crate::shard::Shard;
 use crate::topic::TopicMeta;
@@ -100,7 +100,7 @@ pub async fn produce(
         let op = Op::Produce {
             topic: meta.name.clone(),
             partition: p,
-            records,
+            payload: Payload::Records(records),
             producer,
         };
         calls.push(shard.call(shard.owner(&meta.name, p), op));

@@ -444,6 +444,102 @@ fn hostile_frames_get_an_error_frame_and_a_closed_connection() {
     );
 }
 
+/// ProduceBatch: a batch the producer built is appended as it came (same
+/// records, timestamps and keys back from a fetch), at the next offsets;
+/// a bad one changes nothing; an idempotent one is written once; a
+/// compacted topic refuses keyless records in it.
+#[test]
+fn produce_batch_appends_the_producers_batch() {
+    use es_protocol::batch::BatchBuilder;
+    let b = Broker::start(2);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "pb", "partitions": 2}))
+        .unwrap();
+    c.produce("pb", vec![record(None, b"first", Some(1))]).unwrap();
+    let build = |producer: Option<(i64, i16, i32)>| {
+        let mut bb = BatchBuilder::default();
+        bb.push(Some(b"k1"), b"one", 1_700_000_000_001);
+        bb.push(None, b"two", 1_700_000_000_002);
+        bb.push(Some(b""), b"", 1_700_000_000_003);
+        bb.finish(0, producer).unwrap()
+    };
+    assert_eq!(
+        c.produce_batch("pb", 1, build(None)).unwrap(),
+        1,
+        "after the record already there"
+    );
+    let got = fetch_all(&c, "pb", 1);
+    let tail: Vec<_> = got[1..]
+        .iter()
+        .map(|(o, k, v)| (*o, k.clone(), v.clone()))
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            (1, Some(b"k1".to_vec()), b"one".to_vec()),
+            (2, None, b"two".to_vec()),
+            (3, Some(vec![]), vec![]),
+        ]
+    );
+    let ok = c
+        .fetch(Fetch {
+            topic: "pb".into(),
+            partition: 1,
+            offset: Some(2),
+            max_records: 10,
+            max_bytes: 1 << 20,
+            wait_ms: 0,
+        })
+        .unwrap();
+    assert_eq!(
+        ok.records()
+            .map(|r| (r.offset, r.timestamp_ms))
+            .collect::<Vec<_>>(),
+        vec![(2, 1_700_000_000_002), (3, 1_700_000_000_003)],
+        "the producer's timestamps; records before the asked offset are skipped"
+    );
+
+    // A flipped bit: refused by the decoder, the connection closed, nothing written.
+    let mut bad = build(None);
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    let req = Request::ProduceBatch(es_protocol::requests::produce_batch::ProduceBatch {
+        topic: "pb".into(),
+        partition: 0,
+        batch: bad,
+    });
+    let mut bytes = hello_frame();
+    bytes.extend_from_slice(&req.to_frame(1, false));
+    assert_eq!(
+        last_error_code(&raw_exchange(&b.binary_addr(), &bytes)),
+        "malformed_frame"
+    );
+    assert!(fetch_all(&c, "pb", 0).is_empty());
+    let err = c.produce_batch("pb", 5, build(None)).unwrap_err();
+    assert_eq!(err.code(), Some("partition_not_found"));
+
+    // Idempotent: a retry is answered with the original offset, written once.
+    let (id, epoch) = c.init_producer(None).unwrap();
+    let first = c.produce_batch("pb", 0, build(Some((id, epoch, 0)))).unwrap();
+    let retry = c.produce_batch("pb", 0, build(Some((id, epoch, 0)))).unwrap();
+    assert_eq!((first, retry), (0, 0));
+    assert_eq!(fetch_all(&c, "pb", 0).len(), 3);
+    let gap = c.produce_batch("pb", 0, build(Some((id, epoch, 9)))).unwrap_err();
+    assert_eq!(gap.code(), Some("out_of_order_sequence"));
+    let next = c.produce_batch("pb", 0, build(Some((id, epoch, 3)))).unwrap();
+    assert_eq!(next, 3);
+
+    // Compacted: every record needs a key.
+    c.admin(
+        Kind::CreateTopic,
+        json!({"name": "pbc", "partitions": 1, "config": {"cleanup_policy": "compact"}}),
+    )
+    .unwrap();
+    let err = c.produce_batch("pbc", 0, build(None)).unwrap_err();
+    assert_eq!(err.code(), Some("invalid_request"), "{err}");
+    assert!(fetch_all(&c, "pbc", 0).is_empty());
+}
+
 #[test]
 fn groups_and_idempotent_producers_over_binary() {
     let b = Broker::start(2);

@@ -190,41 +190,126 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
-/// Appends one batch holding `records` (offsets `base_offset`, +1, ...) in
-/// the format above, without a producer id. Brokers write their own batches;
-/// this is for tests and tools that need valid bytes.
-pub fn encode(base_offset: u64, records: &[RecordRef<'_>], out: &mut Vec<u8>) {
-    assert!(!records.is_empty(), "a batch holds at least one record");
-    let start = out.len();
-    let first_ts = records[0].timestamp_ms;
-    let max_ts = records.iter().map(|r| r.timestamp_ms).max().unwrap_or(first_ts);
-    out.extend_from_slice(&base_offset.to_le_bytes());
-    out.extend_from_slice(&[0; 8]); // batch_len and crc, filled in below
-    out.extend_from_slice(&[MAGIC, 0]);
-    out.extend_from_slice(&(-1i16).to_le_bytes());
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(records.len() as u32 - 1).to_le_bytes());
-    out.extend_from_slice(&(-1i32).to_le_bytes());
-    out.extend_from_slice(&first_ts.to_le_bytes());
-    out.extend_from_slice(&max_ts.to_le_bytes());
-    out.extend_from_slice(&(-1i64).to_le_bytes());
-    for (i, r) in records.iter().enumerate() {
-        out.extend_from_slice(&(i as u32).to_le_bytes());
-        out.extend_from_slice(&r.timestamp_ms.to_le_bytes());
-        match r.key {
-            Some(k) => {
-                out.extend_from_slice(&(k.len() as i32).to_le_bytes());
-                out.extend_from_slice(k);
-            }
-            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
-        }
-        out.extend_from_slice(&(r.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(r.value);
+/// Builds one batch record by record (a producer's side of ProduceBatch):
+/// offsets deltas 0, 1, ...; `finish` writes the header and checksum.
+#[derive(Clone, Debug)]
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    count: u32,
+    first_ts: i64,
+    max_ts: i64,
+}
+
+impl Default for BatchBuilder {
+    fn default() -> BatchBuilder {
+        BatchBuilder::with_capacity(0)
     }
-    let len = (out.len() - start) as u32;
-    out[start + 8..start + 12].copy_from_slice(&len.to_le_bytes());
-    let crc = checksum(&out[start..]);
-    out[start + 12..start + 16].copy_from_slice(&crc.to_le_bytes());
+}
+
+impl BatchBuilder {
+    /// A builder whose buffer holds `bytes` of records before growing.
+    pub fn with_capacity(bytes: usize) -> BatchBuilder {
+        let mut buf = Vec::with_capacity(HEADER_BYTES + bytes);
+        buf.resize(HEADER_BYTES, 0);
+        BatchBuilder {
+            buf,
+            count: 0,
+            first_ts: 0,
+            max_ts: i64::MIN,
+        }
+    }
+
+    pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp_ms: i64) {
+        if self.count == 0 {
+            self.first_ts = timestamp_ms;
+        }
+        self.max_ts = self.max_ts.max(timestamp_ms);
+        self.buf.extend_from_slice(&self.count.to_le_bytes());
+        self.buf.extend_from_slice(&timestamp_ms.to_le_bytes());
+        match key {
+            Some(k) => {
+                self.buf.extend_from_slice(&(k.len() as i32).to_le_bytes());
+                self.buf.extend_from_slice(k);
+            }
+            None => self.buf.extend_from_slice(&(-1i32).to_le_bytes()),
+        }
+        self.buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(value);
+        self.count += 1;
+    }
+
+    pub fn record_count(&self) -> u32 {
+        self.count
+    }
+
+    /// Bytes of the batch so far, header included.
+    pub fn len_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The batch at `base_offset`, stamped with an idempotent producer's
+    /// `(producer_id, epoch, base_sequence)` or none; `None` if no record
+    /// was pushed.
+    pub fn finish(self, base_offset: u64, producer: Option<(i64, i16, i32)>) -> Option<Vec<u8>> {
+        if self.count == 0 {
+            return None;
+        }
+        let (id, epoch, sequence) = producer.unwrap_or((-1, -1, -1));
+        let mut b = self.buf;
+        let len = b.len() as u32;
+        b[0..8].copy_from_slice(&base_offset.to_le_bytes());
+        b[8..12].copy_from_slice(&len.to_le_bytes());
+        b[16] = MAGIC;
+        b[17] = 0;
+        b[18..20].copy_from_slice(&epoch.to_le_bytes());
+        b[20..24].copy_from_slice(&self.count.to_le_bytes());
+        b[24..28].copy_from_slice(&(self.count - 1).to_le_bytes());
+        b[28..32].copy_from_slice(&sequence.to_le_bytes());
+        b[32..40].copy_from_slice(&self.first_ts.to_le_bytes());
+        b[40..48].copy_from_slice(&self.max_ts.to_le_bytes());
+        b[48..56].copy_from_slice(&id.to_le_bytes());
+        let crc = checksum(&b);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        Some(b)
+    }
+}
+
+/// Appends one batch holding `records` (offsets `base_offset`, +1, ...) in
+/// the format above, without a producer id.
+pub fn encode(base_offset: u64, records: &[RecordRef<'_>], out: &mut Vec<u8>) {
+    let mut b = BatchBuilder::default();
+    for r in records {
+        b.push(r.key, r.value, r.timestamp_ms);
+    }
+    out.extend_from_slice(
+        &b.finish(base_offset, None)
+            .expect("a batch holds at least one record"),
+    );
+}
+
+/// The producer stamp of a batch header: `(producer_id, epoch,
+/// base_sequence)`, or `None` for -1.
+pub fn producer_of(batch: &[u8]) -> Option<(i64, i16, i32)> {
+    if batch.len() < HEADER_BYTES {
+        return None;
+    }
+    let id = u64_at(batch, 48) as i64;
+    (id != -1).then(|| {
+        (
+            id,
+            i16::from_le_bytes([batch[18], batch[19]]),
+            u32_at(batch, 28) as i32,
+        )
+    })
+}
+
+/// Records in a batch header.
+pub fn record_count_of(batch: &[u8]) -> u32 {
+    if batch.len() < HEADER_BYTES {
+        0
+    } else {
+        u32_at(batch, 20)
+    }
 }
 
 /// One record's fields and where it ends.

@@ -19,6 +19,7 @@ use crate::frame::{self, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
 use crate::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
+use crate::requests::produce_batch::ProduceBatch;
 use crate::{Kind, Request, Response, PROTOCOL_VERSION};
 
 /// What a call can fail with.
@@ -251,6 +252,19 @@ impl Client {
             },
         }))? {
             Response::ProduceOk(ok) => Ok(ok.offsets),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Produces one batch built with `batch::BatchBuilder` to one partition;
+    /// returns its base offset once it is fsynced.
+    pub fn produce_batch(&self, topic: &str, partition: u32, batch: Vec<u8>) -> Result<u64, ClientError> {
+        match self.call(&Request::ProduceBatch(ProduceBatch {
+            topic: topic.into(),
+            partition,
+            batch,
+        }))? {
+            Response::ProduceBatchOk(ok) => Ok(ok.base_offset),
             other => Err(unexpected(other)),
         }
     }

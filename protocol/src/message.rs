@@ -7,6 +7,7 @@ use crate::requests::error::ErrorResponse;
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
 use crate::requests::produce::{IdempotentProduce, Produce, ProduceOk};
+use crate::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
 use crate::{DecodeError, Kind};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -15,6 +16,7 @@ pub enum Request {
     Produce(Produce),
     Fetch(Fetch),
     IdempotentProduce(IdempotentProduce),
+    ProduceBatch(ProduceBatch),
     /// A JSON request (topics, groups, producer ids; see requests/admin.rs).
     Admin(Kind, serde_json::Value),
 }
@@ -24,6 +26,7 @@ pub enum Response {
     HelloOk(HelloOk),
     ProduceOk(ProduceOk),
     FetchOk(FetchOk),
+    ProduceBatchOk(ProduceBatchOk),
     AdminOk(serde_json::Value),
     Error(ErrorResponse),
 }
@@ -35,6 +38,7 @@ impl Request {
             Request::Produce(_) => Kind::Produce,
             Request::Fetch(_) => Kind::Fetch,
             Request::IdempotentProduce(_) => Kind::IdempotentProduce,
+            Request::ProduceBatch(_) => Kind::ProduceBatch,
             Request::Admin(k, _) => *k,
         }
     }
@@ -47,6 +51,7 @@ impl Request {
             Request::Produce(p) => p.encode(&mut w),
             Request::Fetch(f) => f.encode(&mut w),
             Request::IdempotentProduce(p) => p.encode(&mut w),
+            Request::ProduceBatch(p) => p.encode(&mut w),
             Request::Admin(_, v) => w.buf = admin::encode_json(v),
         }
         frame::encode(self.kind(), request_id, &w.buf, gzip)
@@ -65,6 +70,7 @@ impl Request {
             Kind::Produce => Request::Produce(Produce::decode(&mut r)?),
             Kind::Fetch => Request::Fetch(Fetch::decode(&mut r)?),
             Kind::IdempotentProduce => Request::IdempotentProduce(IdempotentProduce::decode(&mut r)?),
+            Kind::ProduceBatch => Request::ProduceBatch(ProduceBatch::decode(&mut r)?),
             k if k.is_json_request() => Request::Admin(k, admin::decode_json(payload)?),
             other => return Err(DecodeError::malformed(format!("{other:?} is not a request"))),
         })
@@ -77,6 +83,7 @@ impl Response {
             Response::HelloOk(_) => Kind::HelloOk,
             Response::ProduceOk(_) => Kind::ProduceOk,
             Response::FetchOk(_) => Kind::FetchOk,
+            Response::ProduceBatchOk(_) => Kind::ProduceBatchOk,
             Response::AdminOk(_) => Kind::AdminOk,
             Response::Error(_) => Kind::Error,
         }
@@ -96,6 +103,7 @@ impl Response {
             Response::HelloOk(h) => h.encode(&mut w),
             Response::ProduceOk(p) => p.encode(&mut w),
             Response::FetchOk(f) => f.encode(&mut w),
+            Response::ProduceBatchOk(p) => p.encode(&mut w),
             Response::AdminOk(v) => w.buf = admin::encode_json(v),
             Response::Error(e) => e.encode(&mut w),
         }
@@ -125,6 +133,7 @@ impl Response {
             Kind::HelloOk => Response::HelloOk(HelloOk::decode(&mut r)?),
             Kind::ProduceOk => Response::ProduceOk(ProduceOk::decode(&mut r)?),
             Kind::FetchOk => Response::FetchOk(FetchOk::decode(&mut r)?),
+            Kind::ProduceBatchOk => Response::ProduceBatchOk(ProduceBatchOk::decode(&mut r)?),
             Kind::AdminOk => Response::AdminOk(admin::decode_json(&f.payload)?),
             Kind::Error => Response::Error(ErrorResponse::decode(&mut r)?),
             other => return Err(DecodeError::malformed(format!("{other:?} is not a response"))),

@@ -284,6 +284,52 @@ fn put_record(out: &mut Vec<u8>, offset_delta: u32, timestamp_ms: i64, key: Opti
 /// that passes its checksum but was built wrongly is still refused.
 pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<StoredRecord>, BatchError> {
     let mut out = Vec::with_capacity(header.record_count as usize);
+    walk(header, batch, |delta, ts, key, value| {
+        out.push(StoredRecord {
+            offset: header.base_offset.plus(delta as u64),
+            timestamp_ms: ts,
+            key: key.map(<[u8]>::to_vec),
+            value: value.to_vec(),
+        })
+    })?;
+    Ok(out)
+}
+
+/// Checks a batch a producer built, for appending as it is: one whole,
+/// checksum-valid batch whose records are framed right and numbered 0, 1,
+/// ... without gaps. Returns its header and whether a record has no key.
+pub fn check_produced(buf: &[u8]) -> Result<(BatchHeader, bool), BatchError> {
+    let h = check(buf)?;
+    if h.batch_len as usize != buf.len() {
+        return Err(BatchError::Malformed(format!(
+            "{} bytes after the batch",
+            buf.len() - h.batch_len as usize
+        )));
+    }
+    if h.last_offset_delta + 1 != h.record_count {
+        return Err(BatchError::Malformed(
+            "a produced batch numbers its records 0, 1, ... without gaps".into(),
+        ));
+    }
+    let mut keyless = false;
+    walk(&h, buf, |_, _, key, _| keyless |= key.is_none())?;
+    Ok((h, keyless))
+}
+
+/// Gives a checked batch its base offset, and its checksum again.
+pub fn rebase(batch: &mut [u8], base: Offset) {
+    batch[0..8].copy_from_slice(&base.0.to_le_bytes());
+    let crc = checksum(batch);
+    batch[12..16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Walks the records of a checked batch, checking their framing, calling
+/// `f(offset_delta, timestamp, key, value)` for each.
+fn walk<'a>(
+    header: &BatchHeader,
+    batch: &'a [u8],
+    mut f: impl FnMut(u32, i64, Option<&'a [u8]>, &'a [u8]),
+) -> Result<(), BatchError> {
     let mut pos = HEADER_BYTES;
     let end = header.batch_len as usize;
     let bad = |what: &str| BatchError::Malformed(format!("record framing: {what}"));
@@ -300,28 +346,17 @@ pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<StoredRecord>, 
         let key = match key_len {
             -1 => None,
             n if n < 0 => return Err(bad("negative key length")),
-            n => Some(
-                take(batch, &mut pos, end, n as usize)
-                    .ok_or_else(|| bad("key"))?
-                    .to_vec(),
-            ),
+            n => Some(take(batch, &mut pos, end, n as usize).ok_or_else(|| bad("key"))?),
         };
         let vlen = take(batch, &mut pos, end, 4).ok_or_else(|| bad("value length"))?;
         let vlen = u32_at(vlen, 0) as usize;
-        let value = take(batch, &mut pos, end, vlen)
-            .ok_or_else(|| bad("value"))?
-            .to_vec();
-        out.push(StoredRecord {
-            offset: header.base_offset.plus(delta as u64),
-            timestamp_ms: ts,
-            key,
-            value,
-        });
+        let value = take(batch, &mut pos, end, vlen).ok_or_else(|| bad("value"))?;
+        f(delta, ts, key, value);
     }
     if pos != end || prev_delta != Some(header.last_offset_delta) {
         return Err(bad("the last record must end the batch"));
     }
-    Ok(out)
+    Ok(())
 }
 
 fn take<'a>(buf: &'a [u8], pos: &mut usize, end: usize, n: usize) -> Option<&'a [u8]> {

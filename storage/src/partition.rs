@@ -327,6 +327,30 @@ impl PartitionLog {
         self.place(records, producer)
     }
 
+    /// Appends a batch a producer built in the batch format (offsets 0, 1,
+    /// ... and its producer stamp in the header): checked in full
+    /// (`batch::check_produced`), given offsets from the next one, and
+    /// queued as it came, without decoding a record. Synchronous like
+    /// [`append_placed`](PartitionLog::append_placed); nothing is
+    /// acknowledged before [`wait_durable`](PartitionLog::wait_durable).
+    pub fn append_batch_placed(&self, batch: &[u8]) -> Result<Appended> {
+        let (header, keyless) = batch::check_produced(batch)
+            .map_err(|e| StorageError::Invalid(format!("produced batch: {e}")))?;
+        self.place_with(batch.len(), header.record_count as usize, keyless, |base, out| {
+            let start = out.len();
+            out.extend_from_slice(batch);
+            batch::rebase(&mut out[start..], base);
+        })
+    }
+
+    /// Like [`append_batch_placed`](PartitionLog::append_batch_placed),
+    /// returning once the batch is fsynced.
+    pub async fn append_batch_durable(&self, batch: &[u8]) -> Result<Appended> {
+        let appended = self.append_batch_placed(batch)?;
+        self.wait_durable(appended.next_offset).await?;
+        Ok(appended)
+    }
+
     /// Resolves once every record below `offset` is fsynced.
     pub async fn wait_durable(&self, offset: Offset) -> Result<()> {
         self.shared
@@ -339,26 +363,42 @@ impl PartitionLog {
     /// Assigns offsets and a file position to a new batch and queues it for
     /// the writer. Synchronous, so call order is offset order.
     fn place(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
+        if records.is_empty() {
+            return Err(StorageError::Invalid(
+                "an append needs at least one record".into(),
+            ));
+        }
+        let keyless = records.iter().any(|r| r.key.is_none());
+        self.place_with(
+            batch::encoded_len(records),
+            records.len(),
+            keyless,
+            |base, out| batch::encode(base, records, producer, out),
+        )
+    }
+
+    /// Places a batch of `len` bytes holding `count` records, which
+    /// `write(base_offset, out)` appends to the pending write.
+    fn place_with(
+        &self,
+        len: usize,
+        count: usize,
+        keyless: bool,
+        write: impl FnOnce(Offset, &mut Vec<u8>),
+    ) -> Result<Appended> {
         let shared = &self.shared;
         let mut inner = shared.inner.borrow_mut();
         if inner.closed || inner.failure.is_some() {
             drop(inner);
             return Err(shared.refusal());
         }
-        if records.is_empty() {
+        let config = shared.config.borrow().clone();
+        if config.cleanup.compact && keyless {
             return Err(StorageError::Invalid(
-                "an append needs at least one record".into(),
+                "a record has no key: a compacted log keeps the latest record per key, so every record needs one"
+                    .into(),
             ));
         }
-        let config = shared.config.borrow().clone();
-        if config.cleanup.compact {
-            if let Some(i) = records.iter().position(|r| r.key.is_none()) {
-                return Err(StorageError::Invalid(format!(
-                    "record {i} has no key: a compacted log keeps the latest record per key, so every record needs one"
-                )));
-            }
-        }
-        let len = batch::encoded_len(records);
         if len > config.batch_bytes_max {
             return Err(StorageError::Invalid(format!(
                 "batch of {len} bytes exceeds batch_bytes_max {}",
@@ -366,7 +406,7 @@ impl PartitionLog {
             )));
         }
         let base = inner.next_offset;
-        let count = records.len() as u64;
+        let count = count as u64;
         let roll = {
             let active = inner.segments.values().next_back().expect("one segment at least");
             !active.is_empty()
@@ -402,7 +442,7 @@ impl PartitionLog {
         }
         let job = pending.back_mut().expect("just pushed");
         let start = job.bytes.len();
-        batch::encode(base, records, producer, &mut job.bytes);
+        write(base, &mut job.bytes);
         let header = BatchHeader::parse(&job.bytes[start..]).expect("we just encoded it");
         seg.note_batch(&header, position, config.index_interval_bytes);
         seg.sealed = false;

@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use es_protocol::requests::fetch::{FetchOk, FRAME_PREFIX_BYTES};
 use es_protocol::requests::produce::ProduceOk;
+use es_protocol::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
 use es_protocol::{Kind, Request, Response};
 
 use crate::admin::{self, CreateTopic};
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
 use crate::idempotence::ProducerFields;
-use crate::message::{FetchForm, FetchedData};
+use crate::message::{FetchForm, FetchedData, Op, Payload, Reply};
 use crate::produce::Item;
 use crate::shard::Shard;
 
@@ -38,6 +39,7 @@ fn endpoint(req: &Request) -> &'static str {
         Request::Hello(_) => "hello",
         Request::Produce(_) => "produce",
         Request::IdempotentProduce(_) => "idempotent_produce",
+        Request::ProduceBatch(_) => "produce_batch",
         Request::Fetch(_) => "fetch",
         Request::Admin(Kind::CreateTopic, _) => "create_topic",
         Request::Admin(Kind::ListTopics, _) => "list_topics",
@@ -46,6 +48,43 @@ fn endpoint(req: &Request) -> &'static str {
         Request::Admin(Kind::PatchTopicConfig, _) => "patch_config",
         Request::Admin(Kind::InitProducer, _) => "init_producer",
         Request::Admin(_, _) => "group",
+    }
+}
+
+/// A batch the producer built: checked by the decoder, appended as it came
+/// on the partition's shard (idempotently when its header carries a
+/// producer id).
+async fn produce_batch(shard: &Rc<Shard>, pb: ProduceBatch) -> Result<Response, ApiError> {
+    let meta = admin::lookup(shard, &pb.topic)?;
+    if pb.partition >= meta.partitions {
+        return Err(ApiError::partition_not_found(
+            &meta.name,
+            pb.partition as u64,
+            meta.partitions,
+        ));
+    }
+    let producer = pb
+        .producer()
+        .map(|(producer_id, epoch, sequence)| ProducerFields {
+            producer_id,
+            epoch,
+            sequence,
+        });
+    let record_count = pb.record_count();
+    let op = Op::Produce {
+        topic: meta.name.clone(),
+        partition: pb.partition,
+        payload: Payload::Batch(pb.batch),
+        producer,
+    };
+    match shard.call(shard.owner(&meta.name, pb.partition), op).await {
+        Reply::Produced(Ok(base_offset)) => Ok(Response::ProduceBatchOk(ProduceBatchOk {
+            partition: pb.partition,
+            base_offset,
+            record_count,
+        })),
+        Reply::Produced(Err(e)) | Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
     }
 }
 
@@ -123,6 +162,7 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
             let offsets = Box::pin(produce(shard, p, None)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
+        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb)).await,
         Request::Fetch(f) => {
             let meta = admin::lookup(shard, &f.topic)?;
             let q = FetchQuery {

@@ -5,3 +5,4 @@ pub mod error;
 pub mod fetch;
 pub mod hello;
 pub mod produce;
+pub mod produce_batch;

@@ -1,0 +1,193 @@
+//! ProduceBatch: append one record batch, built by the producer, to one
+//! partition. The broker checks it, gives it its offsets and writes it as
+//! it came: no per-record decode or re-encode on the broker.
+//!
+//! ```text
+//! ProduceBatch   (kind 0x05): str16 topic, u32 partition, then one record
+//!                             batch (batch.rs) filling the rest of the payload:
+//!                               base_offset 0 (the broker assigns offsets),
+//!                               offset deltas 0, 1, ..., record_count - 1,
+//!                               producer_id, epoch, base_sequence: all -1, or
+//!                               an idempotent producer's (as IdempotentProduce)
+//! ProduceBatchOk (kind 0x85): u32 partition, u64 base_offset, u32 record_count
+//! ```
+//!
+//! The records' timestamps are the producer's. The answer comes only after
+//! the batch is fsynced; an idempotent retry is answered with the original
+//! base offset and writes nothing.
+
+use crate::batch;
+use crate::codec::{Reader, Writer};
+use crate::DecodeError;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProduceBatch {
+    pub topic: String,
+    pub partition: u32,
+    /// One record batch, checked by `decode` (or built by `BatchBuilder`).
+    pub batch: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProduceBatchOk {
+    pub partition: u32,
+    pub base_offset: u64,
+    pub record_count: u32,
+}
+
+impl ProduceBatch {
+    pub fn encode(&self, w: &mut Writer) {
+        w.str16(&self.topic).u32(self.partition);
+        w.buf.extend_from_slice(&self.batch);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<ProduceBatch, DecodeError> {
+        let topic = r.str16("topic")?;
+        let partition = r.u32("partition")?;
+        let bytes = r.rest();
+        check(bytes)?;
+        Ok(ProduceBatch {
+            topic,
+            partition,
+            batch: bytes.to_vec(),
+        })
+    }
+
+    /// `(producer_id, epoch, base_sequence)` of an idempotent batch.
+    pub fn producer(&self) -> Option<(i64, i16, i32)> {
+        batch::producer_of(&self.batch)
+    }
+
+    pub fn record_count(&self) -> u32 {
+        batch::record_count_of(&self.batch)
+    }
+}
+
+/// A produced batch: whole and checksum-valid, offsets from 0 without gaps,
+/// producer fields all -1 or all set.
+fn check(bytes: &[u8]) -> Result<(), DecodeError> {
+    let summary = batch::validate(bytes, 1, 0, u64::MAX)?;
+    let count = batch::record_count_of(bytes);
+    let base = u64::from_le_bytes(bytes[0..8].try_into().expect("validated"));
+    let last_delta = u32::from_le_bytes(bytes[24..28].try_into().expect("validated"));
+    if base != 0 {
+        return Err(DecodeError::malformed(format!(
+            "a produced batch has base_offset 0 (the broker assigns offsets), not {base}"
+        )));
+    }
+    if summary.records != count || last_delta != count - 1 {
+        return Err(DecodeError::malformed(
+            "a produced batch numbers its records 0, 1, ... without gaps",
+        ));
+    }
+    let epoch = i16::from_le_bytes([bytes[18], bytes[19]]);
+    let sequence = i32::from_le_bytes(bytes[28..32].try_into().expect("validated"));
+    let id = i64::from_le_bytes(bytes[48..56].try_into().expect("validated"));
+    let none = id == -1 && epoch == -1 && sequence == -1;
+    let idempotent = id >= 0 && epoch >= 0 && sequence >= 0;
+    if !none && !idempotent {
+        return Err(DecodeError::malformed(
+            "producer_id, epoch and base_sequence must all be -1, or all non-negative",
+        ));
+    }
+    Ok(())
+}
+
+impl ProduceBatchOk {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.partition).u64(self.base_offset).u32(self.record_count);
+    }
+
+    pub fn decode(r: &mut Reader) -> Result<ProduceBatchOk, DecodeError> {
+        let ok = ProduceBatchOk {
+            partition: r.u32("partition")?,
+            base_offset: r.u64("base_offset")?,
+            record_count: r.u32("record_count")?,
+        };
+        r.finish("produce_batch_ok")?;
+        Ok(ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BatchBuilder;
+    use proptest::prelude::*;
+
+    fn built(producer: Option<(i64, i16, i32)>) -> Vec<u8> {
+        let mut b = BatchBuilder::default();
+        b.push(Some(b"k"), b"v1", 5);
+        b.push(None, b"", 6);
+        b.finish(0, producer).unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_every_truncation() {
+        for producer in [None, Some((7, 1, 42))] {
+            let req = ProduceBatch {
+                topic: "orders".into(),
+                partition: 3,
+                batch: built(producer),
+            };
+            let mut w = Writer::new();
+            req.encode(&mut w);
+            let back = ProduceBatch::decode(&mut Reader::new(&w.buf)).unwrap();
+            assert_eq!(back, req);
+            assert_eq!((back.producer(), back.record_count()), (producer, 2));
+            for cut in 0..w.buf.len() {
+                assert!(
+                    ProduceBatch::decode(&mut Reader::new(&w.buf[..cut])).is_err(),
+                    "cut {cut}"
+                );
+            }
+        }
+        let ok = ProduceBatchOk {
+            partition: 1,
+            base_offset: 99,
+            record_count: 2,
+        };
+        let mut w = Writer::new();
+        ok.encode(&mut w);
+        assert_eq!(ProduceBatchOk::decode(&mut Reader::new(&w.buf)).unwrap(), ok);
+    }
+
+    #[test]
+    fn offsets_and_producer_fields_are_checked() {
+        let encode = |batch: Vec<u8>| {
+            let mut w = Writer::new();
+            ProduceBatch {
+                topic: "t".into(),
+                partition: 0,
+                batch,
+            }
+            .encode(&mut w);
+            w.buf
+        };
+        let mut b = BatchBuilder::default();
+        b.push(None, b"x", 1);
+        let at_5 = b.clone().finish(5, None).unwrap();
+        assert!(
+            ProduceBatch::decode(&mut Reader::new(&encode(at_5))).is_err(),
+            "base offset 5"
+        );
+        let half = b.finish(0, Some((3, -1, 0))).unwrap();
+        assert!(
+            ProduceBatch::decode(&mut Reader::new(&encode(half))).is_err(),
+            "epoch -1 with an id"
+        );
+        let two = [built(None), built(None)].concat();
+        assert!(
+            ProduceBatch::decode(&mut Reader::new(&encode(two))).is_err(),
+            "two batches"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = ProduceBatch::decode(&mut Reader::new(&bytes));
+            let _ = ProduceBatchOk::decode(&mut Reader::new(&bytes));
+        }
+    }
+}
