@@ -32,17 +32,9 @@ fn default_shard_count_becomes_ready_and_serves() {
     let dir = tempfile::tempdir().unwrap();
     let (http, binary) = (free_port(), free_port());
     let data = dir.path().join("data");
-    let start = || {
-        Command::new(env!("CARGO_BIN_EXE_es-broker"))
-            .args(["--data-dir", data.to_str().unwrap()])
-            .args(["--http-addr", &format!("127.0.0.1:{http}")])
-            .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let mut guard = Guard(start());
+    let mut cmd = broker_command(http, binary);
+    cmd.args(["--data-dir", data.to_str().unwrap()]);
+    let mut guard = Guard(cmd.spawn().unwrap());
     wait_ready(http);
     create_and_check(http);
     stop(&mut guard);
@@ -53,15 +45,9 @@ fn default_data_dir_is_relative_to_the_working_directory() {
     let dir = tempfile::tempdir().unwrap();
     let (http, binary) = (free_port(), free_port());
     let start = || {
-        Command::new(env!("CARGO_BIN_EXE_es-broker"))
-            .current_dir(dir.path())
-            .args(["--shards", "2"])
-            .args(["--http-addr", &format!("127.0.0.1:{http}")])
-            .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
+        let mut cmd = broker_command(http, binary);
+        cmd.current_dir(dir.path()).args(["--shards", "2"]);
+        cmd.spawn().unwrap()
     };
     let mut guard = Guard(start());
     wait_ready(http);
@@ -81,6 +67,16 @@ fn default_data_dir_is_relative_to_the_working_directory() {
         );
     }
     stop(&mut guard);
+}
+
+/// es-broker on these ports, its output discarded.
+fn broker_command(http: u16, binary: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
+    cmd.args(["--http-addr", &format!("127.0.0.1:{http}")])
+        .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
 }
 
 fn url(http: u16, p: &str) -> String {

@@ -109,19 +109,8 @@ impl FetchOk {
         buf: Vec<u8>,
         at: usize,
     ) -> Result<FetchOk, DecodeError> {
-        let bytes = buf
-            .get(at..)
-            .ok_or_else(|| DecodeError::malformed("batches start past the end"))?;
-        let summary = batch::validate(bytes, batch_count, start_offset, high_watermark)?;
-        Ok(FetchOk {
-            high_watermark,
-            next_offset,
-            start_offset,
-            batch_count,
-            record_count: summary.records,
-            buf,
-            at,
-        })
+        let fields = (high_watermark, next_offset, start_offset, batch_count);
+        FetchOk::checked(fields, buf, at, batch::validate)
     }
 
     /// A FetchOk over batches whose checksums the caller verified already
@@ -135,10 +124,21 @@ impl FetchOk {
         buf: Vec<u8>,
         at: usize,
     ) -> Result<FetchOk, DecodeError> {
+        let fields = (high_watermark, next_offset, start_offset, batch_count);
+        FetchOk::checked(fields, buf, at, batch::validate_framing)
+    }
+
+    /// `fields`: high watermark, next offset, start offset, batch count.
+    fn checked(
+        (high_watermark, next_offset, start_offset, batch_count): (u64, u64, u64, u32),
+        buf: Vec<u8>,
+        at: usize,
+        check: fn(&[u8], u32, u64, u64) -> Result<batch::Summary, DecodeError>,
+    ) -> Result<FetchOk, DecodeError> {
         let bytes = buf
             .get(at..)
             .ok_or_else(|| DecodeError::malformed("batches start past the end"))?;
-        let summary = batch::validate_framing(bytes, batch_count, start_offset, high_watermark)?;
+        let summary = check(bytes, batch_count, start_offset, high_watermark)?;
         Ok(FetchOk {
             high_watermark,
             next_offset,
