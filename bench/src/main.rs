@@ -17,6 +17,7 @@ mod interrupt;
 mod latency;
 mod payload;
 mod phase;
+mod pipeline;
 mod plan;
 mod produce;
 mod producer;

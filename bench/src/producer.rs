@@ -61,6 +61,33 @@ struct InFlight {
 /// Runs producer `index` through `window` (or until its budget is sent);
 /// its latencies, of the requests sent after the warm-up.
 pub fn run(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
+    // Unpaced, uncompressed and unstamped: the lean loop of pipeline.rs.
+    if spec.rate.is_none() && !spec.gzip && !spec.stamped {
+        let mut batch = Batch::new(
+            &spec.topic,
+            index as u32 % spec.partitions,
+            spec.batch,
+            spec.record_size,
+            false,
+            index as u64,
+        );
+        let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
+        let client_id = format!("es-bench-producer-{index}");
+        let result = crate::pipeline::unpaced(
+            &spec.addr,
+            &client_id,
+            &mut batch,
+            spec.inflight,
+            budget,
+            window,
+            shared,
+        )
+        .map_err(|e| format!("producer {index}: {e}"));
+        if result.is_err() {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        return result;
+    }
     let result = connect(index, spec).and_then(|client| {
         let mut batch = Batch::new(
             &spec.topic,
@@ -96,7 +123,7 @@ fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
         .map_err(|e| format!("producer {index}: connect to {}: {e}", spec.addr))
 }
 
-fn stopped(shared: &Shared) -> bool {
+pub fn stopped(shared: &Shared) -> bool {
     shared.stop.load(Ordering::Relaxed) || crate::interrupt::requested()
 }
 

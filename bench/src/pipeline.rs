@@ -1,0 +1,150 @@
+//! The unpaced producer loop on a bare connection, all on the producer's
+//! own thread: requests go out in bursts (one write for every request the
+//! window has room for) and acks are read in bursts (every frame one read
+//! brought). The client library hands each request and each ack between
+//! two threads (its reader and the caller) through channels; with small
+//! requests that costs the load generator more CPU than the broker spends
+//! on them, and on a machine the broker shares, the benchmark would then
+//! measure itself.
+//!
+//! Latency is per request, from the moment it joins a burst to its fsynced
+//! ack, as in producer.rs.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use es_protocol::frame::{self, HEADER_BYTES};
+use es_protocol::requests::hello::Hello;
+use es_protocol::{Request, Response, FRAME_BYTES_MAX_DEFAULT, PROTOCOL_VERSION};
+
+use crate::batch::Batch;
+use crate::latency::Latency;
+use crate::producer::{stopped, Shared};
+use crate::window::Window;
+
+/// Bytes asked of the socket per read.
+const READ_BYTES: usize = 64 << 10;
+
+/// Runs one producer's unpaced load on its own connection to `addr`.
+pub fn unpaced(
+    addr: &str,
+    client_id: &str,
+    batch: &mut Batch,
+    inflight: usize,
+    budget: Option<u64>,
+    window: Window,
+    shared: &Shared,
+) -> Result<Latency, String> {
+    let mut conn = Connection::open(addr, client_id)?;
+    // One encoded request, sent again and again under new request ids.
+    let mut request = batch.next().to_frame(0, false);
+    let mut pending: HashMap<u64, Instant> = HashMap::with_capacity(inflight);
+    let mut latency = Latency::new();
+    let mut out = Vec::new();
+    let (mut next_id, mut sent) = (1u64, 0u64);
+    loop {
+        let more = |sent: u64| !stopped(shared) && !window.over() && budget.is_none_or(|b| sent < b);
+        while pending.len() < inflight && more(sent) {
+            request[8..16].copy_from_slice(&next_id.to_be_bytes());
+            out.extend_from_slice(&request);
+            pending.insert(next_id, Instant::now());
+            next_id += 1;
+            sent += batch.records;
+        }
+        if !out.is_empty() {
+            conn.write(&out)?;
+            out.clear();
+        }
+        if pending.is_empty() {
+            return Ok(latency);
+        }
+        for (id, resp) in conn.read_some()? {
+            let t0 = pending
+                .remove(&id)
+                .ok_or_else(|| format!("produce: an answer to request {id}, which was not sent"))?;
+            match resp {
+                Response::ProduceBatchOk(ok) if ok.record_count as u64 == batch.records => {
+                    if window.counts(t0) {
+                        latency.record(t0.elapsed());
+                        shared.counters.add(batch.records, batch.bytes);
+                    }
+                    if let Some(mark) = shared.acked.get(ok.partition as usize) {
+                        mark.fetch_max(ok.base_offset + batch.records, Ordering::Relaxed);
+                    }
+                }
+                Response::Error(e) => return Err(format!("produce: {}: {}", e.code, e.message)),
+                other => return Err(format!("produce: unexpected answer {:?}", other.kind())),
+            }
+        }
+    }
+}
+
+/// A handshaken connection and the bytes read but not yet parsed.
+struct Connection {
+    sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Connection {
+    fn open(addr: &str, client_id: &str) -> Result<Connection, String> {
+        let sock = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
+        sock.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+        let mut conn = Connection {
+            sock,
+            buf: Vec::new(),
+        };
+        let hello = Request::Hello(Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            client_id: client_id.to_string(),
+            api_key: String::new(),
+        });
+        conn.write(&hello.to_frame(0, false))?;
+        loop {
+            if let Some((_, resp)) = conn.read_some()?.into_iter().next() {
+                return match resp {
+                    Response::HelloOk(_) => Ok(conn),
+                    Response::Error(e) => Err(format!("handshake: {}: {}", e.code, e.message)),
+                    other => Err(format!("handshake: unexpected answer {:?}", other.kind())),
+                };
+            }
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.sock.write_all(bytes).map_err(|e| format!("send: {e}"))
+    }
+
+    /// Waits for at least one byte, then returns every whole frame read.
+    fn read_some(&mut self) -> Result<Vec<(u64, Response)>, String> {
+        let start = self.buf.len();
+        self.buf.resize(start + READ_BYTES, 0);
+        let n = self
+            .sock
+            .read(&mut self.buf[start..])
+            .map_err(|e| format!("receive: {e}"))?;
+        self.buf.truncate(start + n);
+        if n == 0 {
+            return Err("the broker closed the connection".into());
+        }
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while self.buf.len() - at >= HEADER_BYTES {
+            match frame::parse(&self.buf[at..], FRAME_BYTES_MAX_DEFAULT) {
+                Ok((f, used)) => {
+                    at += used;
+                    let id = f.request_id;
+                    let resp = Response::from_frame_owned(f).map_err(|e| format!("bad answer: {e}"))?;
+                    frames.push((id, resp));
+                }
+                Err(es_protocol::DecodeError::Incomplete { .. }) => break,
+                Err(e) => return Err(format!("bad answer: {e}")),
+            }
+        }
+        self.buf.drain(..at);
+        Ok(frames)
+    }
+}
