@@ -82,10 +82,12 @@ pub fn unpaced(
     }
 }
 
-/// A handshaken connection and the bytes read but not yet parsed.
+/// A handshaken connection and the bytes read but not yet parsed
+/// (`buf[..filled]`; the rest of `buf` is room for the next read).
 struct Connection {
     sock: TcpStream,
     buf: Vec<u8>,
+    filled: usize,
 }
 
 impl Connection {
@@ -94,7 +96,8 @@ impl Connection {
         sock.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
         let mut conn = Connection {
             sock,
-            buf: Vec::new(),
+            buf: vec![0; READ_BYTES],
+            filled: 0,
         };
         let hello = Request::Hello(Hello {
             min_version: PROTOCOL_VERSION,
@@ -120,20 +123,21 @@ impl Connection {
 
     /// Waits for at least one byte, then returns every whole frame read.
     fn read_some(&mut self) -> Result<Vec<(u64, Response)>, String> {
-        let start = self.buf.len();
-        self.buf.resize(start + READ_BYTES, 0);
+        if self.buf.len() - self.filled < READ_BYTES {
+            self.buf.resize(self.filled + READ_BYTES, 0);
+        }
         let n = self
             .sock
-            .read(&mut self.buf[start..])
+            .read(&mut self.buf[self.filled..])
             .map_err(|e| format!("receive: {e}"))?;
-        self.buf.truncate(start + n);
         if n == 0 {
             return Err("the broker closed the connection".into());
         }
+        self.filled += n;
         let mut frames = Vec::new();
         let mut at = 0;
-        while self.buf.len() - at >= HEADER_BYTES {
-            match frame::parse(&self.buf[at..], FRAME_BYTES_MAX_DEFAULT) {
+        while self.filled - at >= HEADER_BYTES {
+            match frame::parse(&self.buf[at..self.filled], FRAME_BYTES_MAX_DEFAULT) {
                 Ok((f, used)) => {
                     at += used;
                     let id = f.request_id;
@@ -144,7 +148,8 @@ impl Connection {
                 Err(e) => return Err(format!("bad answer: {e}")),
             }
         }
-        self.buf.drain(..at);
+        self.buf.copy_within(at..self.filled, 0);
+        self.filled -= at;
         Ok(frames)
     }
 }

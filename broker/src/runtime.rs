@@ -49,7 +49,7 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
-    let meshes = Arc::new(std::sync::Mutex::new(mesh_builders(shards)));
+    let meshes = Arc::new(std::sync::Mutex::new(mesh_builders(shards))); // blocking-ok: taken once per shard at thread start, before its executor runs
     let shards_state = state.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("es-shard")
@@ -63,7 +63,7 @@ pub fn run(
                 metrics.clone(),
             );
             // Taken by move: no MeshBuilder is cloned on a shard thread.
-            let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop().flatten();
+            let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop().flatten(); // blocking-ok: start-up, uncontended
             async move { shard_main(config, catalog, state, metrics, mesh).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;

@@ -10,6 +10,7 @@
 //! writers to two files would).
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::{Entry, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -40,8 +41,8 @@ pub struct FsyncBatcher {
 }
 
 struct Inner {
-    /// Targets with a sync in flight.
-    active: RefCell<Vec<Slot>>,
+    /// Targets with a sync in flight, by address (see [`key`]).
+    active: RefCell<HashMap<usize, Slot>>,
     stats: Cell<FsyncStats>,
     duration: metrics::Histogram,
     per_round: metrics::Histogram,
@@ -49,7 +50,6 @@ struct Inner {
 }
 
 struct Slot {
-    target: Rc<dyn SyncTarget>,
     /// Marked again while the sync ran: sync once more.
     again: bool,
     /// Appends the next sync covers.
@@ -66,7 +66,7 @@ impl FsyncBatcher {
     pub fn new() -> FsyncBatcher {
         FsyncBatcher {
             inner: Rc::new(Inner {
-                active: RefCell::new(Vec::new()),
+                active: RefCell::new(HashMap::new()),
                 stats: Cell::new(FsyncStats::default()),
                 duration: metrics::histogram!("es_fsync_duration_seconds"),
                 per_round: metrics::histogram!("es_fsync_appends_per_round"),
@@ -84,30 +84,31 @@ impl FsyncBatcher {
     /// more after the one in flight.
     pub fn mark_dirty(&self, target: Rc<dyn SyncTarget>, appends: u64) {
         let mut active = self.inner.active.borrow_mut();
-        if let Some(slot) = active.iter_mut().find(|s| same(&s.target, &target)) {
-            slot.again = true;
-            slot.appends += appends;
-            return;
+        match active.entry(key(&target)) {
+            Entry::Occupied(mut slot) => {
+                let slot = slot.get_mut();
+                slot.again = true;
+                slot.appends += appends;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Slot {
+                    again: false,
+                    appends,
+                });
+                drop(active);
+                glommio::spawn_local(sync_loop(self.inner.clone(), target)).detach();
+            }
         }
-        active.push(Slot {
-            target: target.clone(),
-            again: false,
-            appends,
-        });
-        drop(active);
-        glommio::spawn_local(sync_loop(self.inner.clone(), target)).detach();
     }
 }
 
 /// Syncs `target` until no append is left waiting for it.
 async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>) {
+    let k = key(&target);
     loop {
         let appends = {
             let mut active = inner.active.borrow_mut();
-            let slot = active
-                .iter_mut()
-                .find(|s| same(&s.target, &target))
-                .expect("a syncing target has a slot");
+            let slot = active.get_mut(&k).expect("a syncing target has a slot");
             slot.again = false;
             std::mem::take(&mut slot.appends)
         };
@@ -122,19 +123,16 @@ async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>) {
         s.appends += appends;
         inner.stats.set(s);
         let mut active = inner.active.borrow_mut();
-        let i = active
-            .iter()
-            .position(|s| same(&s.target, &target))
-            .expect("a syncing target has a slot");
-        if !active[i].again {
-            active.swap_remove(i);
+        if !active.get(&k).expect("a syncing target has a slot").again {
+            active.remove(&k);
             return;
         }
     }
 }
 
-/// The same target object (data pointers compared: vtable pointers of one
-/// type may differ between codegen units).
-fn same(a: &Rc<dyn SyncTarget>, b: &Rc<dyn SyncTarget>) -> bool {
-    std::ptr::eq(Rc::as_ptr(a) as *const (), Rc::as_ptr(b) as *const ())
+/// A target's identity: the address of the object (not of its vtable,
+/// which may differ between codegen units). It stays valid while the
+/// target's sync loop holds the target.
+fn key(target: &Rc<dyn SyncTarget>) -> usize {
+    Rc::as_ptr(target) as *const () as usize
 }
