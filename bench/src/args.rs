@@ -122,6 +122,11 @@ pub struct Options {
     /// directory, and report the broker as a share of it.
     #[arg(long)]
     pub compare_disk: bool,
+    /// How `disk` writes: `direct` (O_DIRECT, page-aligned writes that
+    /// rewrite the partial last page, as the broker writes its segments) or
+    /// `buffered` (through the page cache).
+    #[arg(long, value_enum, default_value_t = DiskIo::Direct)]
+    pub disk_io: DiskIo,
     /// consume: MiB the topic must hold before fetching (topped up by
     /// producing if it holds less).
     #[arg(long, default_value_t = 1024)]
@@ -134,6 +139,13 @@ pub struct Options {
     /// No live progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// `--disk-io`: how the disk phase writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiskIo {
+    Direct,
+    Buffered,
 }
 
 /// `--rate`: records/s, or `half` of the measured maximum.

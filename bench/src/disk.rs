@@ -8,7 +8,7 @@
 //! disk's latency at the load a paced broker phase carried.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,6 +26,9 @@ pub struct Pattern {
     /// Records per write and bytes per record (the write is their product).
     pub batch: usize,
     pub record_size: usize,
+    /// O_DIRECT writes of whole pages, the partial last page rewritten by
+    /// the next write (as the broker's segment writer does); else buffered.
+    pub direct: bool,
     /// Records/s over all writers; `None`: as fast as the disk goes.
     pub rate: Option<f64>,
 }
@@ -89,14 +92,22 @@ fn writer(
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<Latency, String> {
-    let mut file: File = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(true).write(true);
+    if pattern.direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    let file: File = options.open(path).map_err(|e| {
+        let hint = if pattern.direct && e.raw_os_error() == Some(libc::EINVAL) {
+            " (the filesystem refuses O_DIRECT: try --disk-io buffered)"
+        } else {
+            ""
+        };
+        format!("cannot open {}: {e}{hint}", path.display())
+    })?;
     let records = pattern.batch as u64;
     let buf = payload::value(pattern.batch * pattern.record_size, index as u64);
+    let mut appender = Appender::new(file, pattern.direct, buf.len());
     let mut latency = Latency::new();
     // Paced: write k starts at start + k x interval (or at once if late).
     let interval = pattern
@@ -120,8 +131,8 @@ fn writer(
             }
             None => Instant::now(),
         };
-        file.write_all(&buf)
-            .and_then(|_| file.sync_data())
+        appender
+            .append(&buf)
             .map_err(|e| format!("write + fdatasync {}: {e}", path.display()))?;
         if window.counts(t0) {
             latency.record(t0.elapsed());
@@ -129,4 +140,56 @@ fn writer(
         }
     }
     Ok(latency)
+}
+
+/// Direct I/O alignment: one page, as the broker's segment writer uses.
+const PAGE_BYTES: usize = 4096;
+
+/// Appends to a file and fdatasyncs after every append.
+struct Appender {
+    file: File,
+    direct: bool,
+    /// File position of the end of what was appended.
+    end: u64,
+    /// Direct: a page-aligned window of `staging`, holding the partial last
+    /// page's bytes at its start, then the next append, then zeros.
+    staging: Vec<u8>,
+    align: usize,
+}
+
+impl Appender {
+    fn new(file: File, direct: bool, append_bytes: usize) -> Appender {
+        let len = if direct { 2 * PAGE_BYTES + append_bytes } else { 0 };
+        let staging = vec![0u8; len + PAGE_BYTES];
+        let align = staging.as_ptr().align_offset(PAGE_BYTES);
+        Appender {
+            file,
+            direct,
+            end: 0,
+            staging,
+            align,
+        }
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if !self.direct {
+            self.file.write_all_at(bytes, self.end)?;
+            self.end += bytes.len() as u64;
+            return self.file.sync_data();
+        }
+        let floor = self.end & !(PAGE_BYTES as u64 - 1);
+        let head = (self.end - floor) as usize;
+        let total = (head + bytes.len()).next_multiple_of(PAGE_BYTES);
+        let window = &mut self.staging[self.align..self.align + total];
+        // window[..head] still holds the partial page from the last append.
+        window[head..head + bytes.len()].copy_from_slice(bytes);
+        window[head + bytes.len()..].fill(0);
+        self.file.write_all_at(window, floor)?;
+        self.end += bytes.len() as u64;
+        let new_floor = self.end & !(PAGE_BYTES as u64 - 1);
+        let keep = (self.end - new_floor) as usize;
+        let from = (new_floor - floor) as usize;
+        window.copy_within(from..from + keep, 0);
+        self.file.sync_data()
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use es_protocol::client::{Client, Options as ClientOptions};
 
-use crate::args::{Mode, Options, Rate};
+use crate::args::{DiskIo, Mode, Options, Rate};
 use crate::broker::{self, Broker};
 use crate::phase::Phase;
 use crate::producer::Spec;
@@ -25,6 +25,7 @@ pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
             writers: opts.producers,
             batch: opts.batch,
             record_size: opts.record_size,
+            direct: opts.disk_io == DiskIo::Direct,
             // `es-bench disk --rate N` paces the disk alone; as the
             // baseline of a broker run it goes flat out.
             rate: match (mode, opts.rate) {
@@ -143,6 +144,7 @@ fn load(
                         writers: opts.producers,
                         batch: opts.batch,
                         record_size: opts.record_size,
+                        direct: opts.disk_io == DiskIo::Direct,
                         rate: Some(half),
                     };
                     phases.push(disk::run(

@@ -25,7 +25,8 @@ pub const MESH_CHANNEL_DEPTH: usize = 1024;
 /// completion takes.
 pub const SPIN_BEFORE_PARK_US: u64 = 200;
 /// Memory glommio registers per shard for io_uring buffers. Kept small:
-/// the storage engine uses buffered files, and the locked-memory limit
+/// direct segment writes that fit take their staging buffer from it (fixed
+/// buffers), larger ones come from the heap, and the locked-memory limit
 /// (`ulimit -l`) is shared by all shards.
 pub const IO_MEMORY_BYTES: usize = 256 << 10;
 /// How often a shard looks for the shutdown flag set by the signal thread.

@@ -154,6 +154,7 @@ impl BatchReader {
         let src = FileSource {
             file: &self.file,
             path: &self.path,
+            recent: None,
         };
         let got = segment::read_batches(
             &src,

@@ -34,6 +34,14 @@ pub struct LogConfig {
     /// Most memory one compaction pass's key map may use; more distinct
     /// keys take several passes. Default `COMPACTION_MAP_BYTES_MAX`.
     pub compaction_map_bytes_max: usize,
+    /// Write the active segment with direct I/O (`O_DIRECT`), past the page
+    /// cache (see `SegmentWriter`). Off, or refused by the filesystem:
+    /// buffered writes.
+    pub direct_writes: bool,
+    /// Bytes of the newest writes kept in memory for readers that tail the
+    /// log (direct writes only; buffered ones are in the page cache).
+    /// Default `RECENT_WRITES_BYTES_DEFAULT`.
+    pub recent_writes_bytes: usize,
 }
 
 impl Default for LogConfig {
@@ -45,6 +53,8 @@ impl Default for LogConfig {
             batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
             cleanup: CleanupPolicy::default(),
             compaction_map_bytes_max: crate::COMPACTION_MAP_BYTES_MAX,
+            direct_writes: true,
+            recent_writes_bytes: crate::RECENT_WRITES_BYTES_DEFAULT,
         }
     }
 }

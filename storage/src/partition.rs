@@ -29,12 +29,14 @@ use crate::dirs;
 use crate::faults::{FaultPoint, Faults};
 use crate::fsync::{FsyncBatcher, SyncTarget};
 use crate::index::IndexEntry;
+use crate::recent::RecentWrites;
 use crate::record::{ProducerStamp, Record};
 use crate::recovery::{self, Trimmed};
 use crate::segment::{self, Segment};
 use crate::swap::{self, Leftovers};
 use crate::tier::{ColdState, ColdTier};
 use crate::watermark::Watermark;
+use crate::writer::SegmentWriter;
 use crate::{LogConfig, Offset, Result, StorageError};
 
 /// A handle to a partition log; clones share the same log.
@@ -495,7 +497,7 @@ impl Shared {
     /// fsyncs the fully written active segment and writes its index, so the
     /// next open trusts it without a scan.
     async fn seal_active(&self, end: Offset) -> Result<()> {
-        let (file, log_path, index_path, index_bytes) = {
+        let (file, writer, written, log_path, index_path, index_bytes) = {
             let mut inner = self.inner.borrow_mut();
             let seg = inner
                 .segments
@@ -504,11 +506,16 @@ impl Shared {
                 .expect("one segment at least");
             (
                 seg.file.clone(),
+                seg.writer.clone(),
+                seg.written_bytes,
                 seg.log_path.clone(),
                 seg.index_path.clone(),
                 seg.index_file_bytes(),
             )
         };
+        if let Some(writer) = writer {
+            writer.finish(written).await?;
+        }
         let file = file.expect("a fully written active segment is open");
         file.fdatasync()
             .await
@@ -563,6 +570,52 @@ impl Shared {
         self.durable.fail(&reason);
     }
 
+    /// The writer of segment `base` (the one the write loop writes), opened
+    /// on first use: after creating the file of a rolled segment, or on a
+    /// segment this process found on disk.
+    async fn writer_for(&self, base: Offset) -> Result<(Rc<SegmentWriter>, Rc<RefCell<RecentWrites>>)> {
+        let file = {
+            let inner = self.inner.borrow();
+            let seg = &inner.segments[&base];
+            if let (Some(w), Some(r)) = (&seg.writer, &seg.recent) {
+                return Ok((w.clone(), r.clone()));
+            }
+            seg.file.clone()
+        };
+        let file = match file {
+            Some(f) => f,
+            None => {
+                self.create_rolled(base).await?;
+                let inner = self.inner.borrow();
+                inner.segments[&base].file.clone().expect("just created")
+            }
+        };
+        let (path, written) = {
+            let inner = self.inner.borrow();
+            let seg = &inner.segments[&base];
+            (seg.log_path.clone(), seg.written_bytes)
+        };
+        let config = self.config.borrow().clone();
+        let (writer, recent) = SegmentWriter::open(
+            &path,
+            written,
+            file,
+            config.direct_writes,
+            config.recent_writes_bytes,
+        )
+        .await?;
+        let (writer, recent) = (Rc::new(writer), Rc::new(RefCell::new(recent)));
+        let mut inner = self.inner.borrow_mut();
+        let seg = inner
+            .segments
+            .get_mut(&base)
+            .expect("the writer's segment exists");
+        assert_eq!(seg.written_bytes, written, "only the write loop writes");
+        seg.writer = Some(writer.clone());
+        seg.recent = Some(recent.clone());
+        Ok((writer, recent))
+    }
+
     /// Seals segment `base`'s predecessor and creates `base`'s file: the
     /// roll, in the order recovery relies on (old log fsynced and its index
     /// written before the new log exists).
@@ -573,13 +626,18 @@ impl Shared {
             prev.map(|s| {
                 (
                     s.file.clone(),
+                    s.writer.clone(),
+                    s.written_bytes,
                     s.log_path.clone(),
                     s.index_path.clone(),
                     s.index_file_bytes(),
                 )
             })
         };
-        if let Some((file, log_path, index_path, index_bytes)) = prev {
+        if let Some((file, writer, written, log_path, index_path, index_bytes)) = prev {
+            if let Some(writer) = writer {
+                writer.finish(written).await?;
+            }
             if let Some(file) = file {
                 file.fdatasync()
                     .await
@@ -589,6 +647,8 @@ impl Shared {
             let mut inner = self.inner.borrow_mut();
             if let Some((_, s)) = inner.segments.range_mut(..base).next_back() {
                 s.sealed = true;
+                s.writer = None;
+                s.recent = None;
             }
         }
         let path = dirs::log_path(&self.dir, base);
@@ -653,24 +713,15 @@ async fn write_loop(shared: Rc<Shared>) {
                 }
             }
         };
-        let (file, path) = {
-            let inner = shared.inner.borrow();
-            let seg = &inner.segments[&job.segment];
-            (seg.file.clone(), seg.log_path.clone())
-        };
-        let file = match file {
-            Some(f) => f,
-            None => {
-                if let Err(e) = shared.create_rolled(job.segment).await {
-                    shared.poison(&e);
-                    return;
-                }
-                let inner = shared.inner.borrow();
-                inner.segments[&job.segment].file.clone().expect("just created")
+        let (writer, recent) = match shared.writer_for(job.segment).await {
+            Ok(w) => w,
+            Err(e) => {
+                shared.poison(&e);
+                return;
             }
         };
         let len = job.bytes.len() as u64;
-        if let Err(e) = segment::write_all(&file, &path, job.bytes, job.position).await {
+        if let Err(e) = writer.write(&recent, job.bytes, job.position).await {
             shared.poison(&e);
             return;
         }

@@ -7,6 +7,7 @@
 //! after every await it checks, by segment id, that the segment it looked
 //! up is still the one in the map, and looks again if not.
 
+use std::cell::RefCell;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -15,6 +16,7 @@ use glommio::io::BufferedFile;
 
 use crate::batch;
 use crate::partition::{scan_segment, PartitionLog, Shared};
+use crate::recent::RecentWrites;
 use crate::record::StoredRecord;
 use crate::segment::{self, FileSource, IndexState, RawBatch, Scan, Segment};
 use crate::tier::ColdStep;
@@ -193,7 +195,8 @@ impl PartitionLog {
         if !shared.ensure_index(base).await? {
             return Ok(HotStep::Retry);
         }
-        let Some((file, path, start, end, next)) = shared.reader(base, |s| s.position_for(cursor)).await?
+        let Some((file, path, start, end, next, recent)) =
+            shared.reader(base, |s| s.position_for(cursor)).await?
         else {
             return Ok(HotStep::Retry);
         };
@@ -201,6 +204,7 @@ impl PartitionLog {
         let src = FileSource {
             file: &file,
             path: &path,
+            recent: recent.as_deref(),
         };
         let batches = segment::read_batches(&src, &path, start, end, budget, |h| {
             if h.base_offset >= upto {
@@ -239,7 +243,7 @@ impl PartitionLog {
                 if !shared.ensure_index(base).await? {
                     continue 'search;
                 }
-                let Some((file, path, start, end, _)) =
+                let Some((file, path, start, end, _, recent)) =
                     shared.reader(base, |s| s.position_for_time(timestamp_ms)).await?
                 else {
                     continue 'search;
@@ -247,6 +251,7 @@ impl PartitionLog {
                 let src = FileSource {
                     file: &file,
                     path: &path,
+                    recent: recent.as_deref(),
                 };
                 let found = segment::read_batches(&src, &path, start, end, 1, |h| {
                     if h.base_offset >= upto {
@@ -279,7 +284,14 @@ impl PartitionLog {
 
 /// What `Shared::reader` hands a read: the file, its path, the byte range
 /// to read and the base of the next segment.
-type Reader = (Rc<BufferedFile>, PathBuf, u64, u64, Option<Offset>);
+type Reader = (
+    Rc<BufferedFile>,
+    PathBuf,
+    u64,
+    u64,
+    Option<Offset>,
+    Option<Rc<RefCell<RecentWrites>>>,
+);
 
 impl Shared {
     /// The segment holding `offset`, or the first one if it is below them all.
@@ -328,7 +340,14 @@ impl Shared {
             .range((Bound::Excluded(base), Bound::Unbounded))
             .next()
             .map(|(b, _)| *b);
-        Ok(Some((file, path, start(seg), seg.written_bytes, next)))
+        Ok(Some((
+            file,
+            path,
+            start(seg),
+            seg.written_bytes,
+            next,
+            seg.recent.clone(),
+        )))
     }
 
     /// Loads a sealed segment's index on first use, rebuilding it from the

@@ -5,6 +5,7 @@
 use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchError};
+use crate::recent::PAGE_BYTES;
 use crate::segment::{self, Segment};
 use crate::{Result, StorageError};
 
@@ -17,6 +18,17 @@ pub struct Trimmed {
     pub position: u64,
     pub bytes_dropped: u64,
     pub reason: String,
+}
+
+/// Whether `[pos, file_len)` is the zero padding a direct write leaves
+/// after the last batch (`writer.rs`): less than a page, all zeros, ending
+/// the file on a page boundary. Dropping it trims nothing that was written.
+async fn is_padding(file: &BufferedFile, path: &std::path::Path, pos: u64, file_len: u64) -> Result<bool> {
+    if !file_len.is_multiple_of(PAGE_BYTES) || file_len - pos >= PAGE_BYTES {
+        return Ok(false);
+    }
+    let rest = segment::read_exact(file, path, pos, (file_len - pos) as usize).await?;
+    Ok(rest.len() as u64 == file_len - pos && rest.iter().all(|&b| b == 0))
 }
 
 /// Scans `file` (the log of `seg`, which must be empty in memory), feeding
@@ -72,6 +84,13 @@ pub(crate) async fn recover_segment(
         glommio::yield_if_needed().await;
     };
     seg.written_bytes = seg.dirty_bytes;
+    let stop_reason = match stop_reason {
+        Some(_) if is_padding(file, &path, pos, file_len).await? => {
+            file.truncate(pos).await.map_err(|e| StorageError::io(&path, e))?;
+            None
+        }
+        other => other,
+    };
     let trimmed = match stop_reason {
         Some(reason) => {
             file.truncate(pos).await.map_err(|e| StorageError::io(&path, e))?;

@@ -5,6 +5,7 @@
 //! still wait to be written); `written_bytes` those whose write completed.
 //! `written_bytes <= dirty_bytes` always; durability is tracked per partition.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,8 @@ use glommio::io::{BufferedFile, OpenOptions};
 use crate::batch::{self, BatchError, BatchHeader};
 use crate::dirs;
 use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
+use crate::recent::RecentWrites;
+use crate::writer::SegmentWriter;
 use crate::{Offset, Result, StorageError};
 
 /// A batch as read from disk: its checked header and its exact bytes (a
@@ -47,6 +50,11 @@ pub(crate) struct Segment {
     /// Open handle; `None` for a sealed segment not read yet, or for a new
     /// segment the writer has not created yet.
     pub file: Option<Rc<BufferedFile>>,
+    /// The write side, opened by the first write of this process; dropped
+    /// when the segment is sealed.
+    pub writer: Option<Rc<SegmentWriter>>,
+    /// The newest written bytes, while there is a writer (see `recent.rs`).
+    pub recent: Option<Rc<RefCell<RecentWrites>>>,
     /// The file exists on disk.
     pub created: bool,
     pub written_bytes: u64,
@@ -71,6 +79,8 @@ impl Segment {
             log_path: dirs::log_path(dir, base),
             index_path: dirs::index_path(dir, base),
             file: None,
+            writer: None,
+            recent: None,
             created: false,
             written_bytes: 0,
             dirty_bytes: 0,
@@ -228,18 +238,55 @@ pub(crate) async fn write_all(file: &BufferedFile, path: &Path, buf: Vec<u8>, po
 /// or a segment in the cold store.
 pub(crate) trait ByteSource {
     /// Reads `len` bytes at `pos`; fewer only at the end of the data.
-    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>>;
+    async fn read_at(&self, pos: u64, len: usize) -> Result<bytes::Bytes>;
 }
 
-/// A local segment file as a [`ByteSource`].
+/// A local segment file as a [`ByteSource`], with the recent writes of an
+/// active segment: bytes they hold are served from memory.
 pub(crate) struct FileSource<'a> {
     pub file: &'a BufferedFile,
     pub path: &'a Path,
+    pub recent: Option<&'a RefCell<RecentWrites>>,
 }
 
 impl ByteSource for FileSource<'_> {
-    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
-        read_exact(self.file, self.path, pos, len).await
+    async fn read_at(&self, pos: u64, len: usize) -> Result<bytes::Bytes> {
+        let Some(recent) = self.recent else {
+            return Ok(read_exact(self.file, self.path, pos, len).await?.into());
+        };
+        let end = pos + len as u64;
+        let mut parts: Vec<bytes::Bytes> = Vec::new();
+        let mut at = pos;
+        while at < end {
+            // Decided anew after every await: the writer may have moved on
+            // (bytes it forgot are whole pages in the file by then).
+            let held_from = recent.borrow().start();
+            let part = if at >= held_from {
+                let part = recent.borrow().read(at, (end - at) as usize);
+                if part.is_empty() {
+                    break;
+                }
+                part
+            } else {
+                let upto = end.min(held_from);
+                let part = read_exact(self.file, self.path, at, (upto - at) as usize).await?;
+                if part.len() < (upto - at) as usize {
+                    return Err(StorageError::Corrupt {
+                        path: self.path.to_path_buf(),
+                        position: at + part.len() as u64,
+                        reason: "file shorter than its written length".into(),
+                    });
+                }
+                part.into()
+            };
+            at += part.len() as u64;
+            parts.push(part);
+        }
+        Ok(match parts.len() {
+            0 => bytes::Bytes::new(),
+            1 => parts.pop().expect("one part"),
+            _ => bytes::Bytes::from(parts.concat()),
+        })
     }
 }
 
@@ -347,7 +394,7 @@ pub(crate) async fn read_batches(
                     .max(budget_bytes.saturating_sub(used))
                     .max(READ_CHUNK_BYTES_MIN) as u64)
                     .min(left) as usize;
-                buf = bytes::Bytes::from(src.read_at(pos, want).await?);
+                buf = src.read_at(pos, want).await?;
                 buf_pos = pos;
                 if buf.len() < want {
                     return Err(StorageError::Corrupt {

@@ -64,8 +64,8 @@ struct ColdSource<'a> {
 }
 
 impl ByteSource for ColdSource<'_> {
-    async fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
-        self.store.read(self.partition, self.base, pos, len).await
+    async fn read_at(&self, pos: u64, len: usize) -> Result<bytes::Bytes> {
+        Ok(self.store.read(self.partition, self.base, pos, len).await?.into())
     }
 }
 

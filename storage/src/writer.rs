@@ -1,0 +1,188 @@
+//! `SegmentWriter`: how the active segment's bytes reach its file. Lives on
+//! the shard that owns the partition; only the partition's write loop uses
+//! it, one write at a time.
+//!
+//! **Direct** (the default): the file is opened a second time with
+//! `O_DIRECT` and written page by page from memory the log owns, so the
+//! kernel neither copies the bytes into its page cache nor allocates pages
+//! for them: on the machines we measured, that copy into fresh pages cost
+//! more CPU than everything else a produce does, and capped the disk at a
+//! third of what it takes (docs/benchmarks.md). Direct writes must start and
+//! end on page boundaries, so each write begins at the page holding the end
+//! of the log, rewriting that page's bytes (from [`RecentWrites`]) ahead of
+//! the new ones, and pads its last page with zeros. The file's length is
+//! therefore rounded up to a page while the segment is active; sealing
+//! truncates it to the bytes written, and recovery drops a zero padding
+//! after the last batch (`recovery.rs`). Rewriting a page that holds
+//! acknowledged bytes is safe: the new page carries the same bytes there,
+//! so whichever of the old and new sectors a crash leaves, they hold them.
+//!
+//! **Buffered**: plain positioned writes through the page cache, for
+//! filesystems that refuse `O_DIRECT` (the writer falls back on its own) or
+//! when `LogConfig::direct_writes` is off.
+//!
+//! Readers keep using a buffered handle; Linux drops cached pages of a range
+//! a direct write covers, before and after the write.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::{BufferedFile, DmaFile, OpenOptions};
+
+use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
+use crate::segment;
+use crate::{Result, StorageError};
+
+/// Largest single direct write: bigger writes go in pieces of this size, so
+/// the aligned staging buffer of a write stays bounded however many appends
+/// a write coalesced. 2 MiB reaches the disk's full speed here (one 1 MiB
+/// write + fdatasync already does: docs/benchmarks.md).
+pub const DIRECT_WRITE_BYTES_MAX: usize = 2 << 20;
+
+/// The write side of an active segment (see the module doc).
+pub(crate) enum SegmentWriter {
+    Direct { file: DmaFile, path: PathBuf },
+    Buffered { file: Rc<BufferedFile>, path: PathBuf },
+}
+
+impl std::fmt::Debug for SegmentWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SegmentWriter::Direct { path, .. } => write!(f, "SegmentWriter::Direct({})", path.display()),
+            SegmentWriter::Buffered { path, .. } => write!(f, "SegmentWriter::Buffered({})", path.display()),
+        }
+    }
+}
+
+impl SegmentWriter {
+    /// A writer for the segment at `path`, whose written bytes end at
+    /// `written`, and the recent-writes buffer that goes with it (holding
+    /// the partial last page, read back from the file). `buffered` is the
+    /// segment's buffered handle: the fallback when direct I/O is off or
+    /// refused.
+    pub async fn open(
+        path: &Path,
+        written: u64,
+        buffered: Rc<BufferedFile>,
+        direct: bool,
+        recent_bytes: usize,
+    ) -> Result<(SegmentWriter, RecentWrites)> {
+        let buffered_writer = |file| {
+            (
+                SegmentWriter::Buffered {
+                    file,
+                    path: path.to_path_buf(),
+                },
+                RecentWrites::new(written, recent_bytes),
+            )
+        };
+        if !direct {
+            return Ok(buffered_writer(buffered));
+        }
+        let file = match OpenOptions::new().read(true).write(true).dma_open(path).await {
+            Ok(f) => f,
+            Err(e) => {
+                let e = std::io::Error::from(e);
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    tracing::warn!(
+                        file = %path.display(),
+                        "the filesystem refuses direct I/O (O_DIRECT): writing through the page cache"
+                    );
+                    return Ok(buffered_writer(buffered));
+                }
+                return Err(StorageError::io(path, e));
+            }
+        };
+        let floor = page_floor(written);
+        let mut recent = RecentWrites::new(floor, recent_bytes);
+        if floor < written {
+            // Through the buffered handle: the page cache copy, if any, is
+            // dropped by the kernel when the first direct write covers it.
+            let have = (written - floor) as usize;
+            let page = segment::read_exact(&buffered, path, floor, have).await?;
+            if page.len() < have {
+                return Err(StorageError::Corrupt {
+                    path: path.to_path_buf(),
+                    position: floor,
+                    reason: format!("file shorter than its written length {written}"),
+                });
+            }
+            recent.push(floor, bytes::Bytes::from(page));
+        }
+        Ok((
+            SegmentWriter::Direct {
+                file,
+                path: path.to_path_buf(),
+            },
+            recent,
+        ))
+    }
+
+    /// Writes `bytes` at `pos`, the end of what was written before, then
+    /// hands them to `recent`. An error leaves the file with any prefix of
+    /// the bytes: the caller poisons the partition.
+    pub async fn write(&self, recent: &RefCell<RecentWrites>, bytes: Vec<u8>, pos: u64) -> Result<()> {
+        assert_eq!(recent.borrow().end(), pos, "writes land back to back");
+        match self {
+            SegmentWriter::Buffered { file, path } => {
+                // The page cache holds what this writes: nothing to keep.
+                let len = bytes.len() as u64;
+                segment::write_all(file, path, bytes, pos).await?;
+                recent.borrow_mut().forget_upto(pos + len);
+            }
+            SegmentWriter::Direct { file, path } => {
+                let mut done = 0usize;
+                while done < bytes.len() {
+                    let at = pos + done as u64;
+                    let floor = page_floor(at);
+                    let head = (at - floor) as usize;
+                    let n = (bytes.len() - done).min(DIRECT_WRITE_BYTES_MAX - head);
+                    let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
+                    let mut buf = file.alloc_dma_buffer(total);
+                    let page = buf.as_bytes_mut();
+                    // The partial page's bytes: from earlier writes (held in
+                    // `recent`), then from this write's earlier pieces.
+                    let mut staged = Vec::new();
+                    let from_recent_end = pos.min(at);
+                    if floor < from_recent_end {
+                        recent.borrow().copy_range(floor, from_recent_end, &mut staged);
+                    }
+                    let from_bytes = (floor.max(pos) - pos) as usize;
+                    staged.extend_from_slice(&bytes[from_bytes..done]);
+                    assert_eq!(staged.len(), head, "the partial page is held");
+                    page[..head].copy_from_slice(&staged);
+                    page[head..head + n].copy_from_slice(&bytes[done..done + n]);
+                    page[head + n..].fill(0);
+                    let wrote = file
+                        .write_at(buf, floor)
+                        .await
+                        .map_err(|e| StorageError::io(path, e))?;
+                    if wrote != total {
+                        return Err(StorageError::io(
+                            path,
+                            std::io::Error::new(
+                                std::io::ErrorKind::WriteZero,
+                                format!("short write: {wrote} of {total} bytes at {floor} (disk full?)"),
+                            ),
+                        ));
+                    }
+                    done += n;
+                }
+                recent.borrow_mut().push(pos, bytes::Bytes::from(bytes));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the file exactly `len` bytes long (dropping a direct writer's
+    /// zero padding) before the segment is sealed. The caller fdatasyncs.
+    pub async fn finish(&self, len: u64) -> Result<()> {
+        match self {
+            SegmentWriter::Buffered { .. } => Ok(()),
+            SegmentWriter::Direct { file, path } => {
+                file.truncate(len).await.map_err(|e| StorageError::io(path, e))
+            }
+        }
+    }
+}

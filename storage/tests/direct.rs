@@ -1,0 +1,185 @@
+//! Direct-I/O segment writes (`LogConfig::direct_writes`, the default):
+//! every write rewrites the partial last page and pads the file to a page,
+//! sealing cuts the padding off, recovery drops it without calling it a
+//! torn tail, and readers get the same bytes from the recent-writes memory
+//! as from the file. The buffered fallback keeps exact file lengths.
+
+mod common;
+
+use std::path::Path;
+
+use common::{rec, run};
+use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record, PAGE_BYTES};
+
+fn log_len(dir: &Path, base: u64) -> u64 {
+    std::fs::metadata(es_storage::log_path(dir, Offset(base)))
+        .expect("segment file")
+        .len()
+}
+
+/// Records of odd sizes, so batches end anywhere in a page.
+fn records(i: usize) -> Vec<Record> {
+    (0..1 + i % 3)
+        .map(|j| rec(Some(&format!("k{i}")), &"v".repeat(37 * i + j), i as i64))
+        .collect()
+}
+
+/// Appends `n` odd-sized batches durably, reading everything back after
+/// each one (the newest bytes come from memory), and returns the values.
+async fn append_and_check(log: &PartitionLog, n: usize) -> Vec<Vec<u8>> {
+    let mut model: Vec<Vec<u8>> = Vec::new();
+    for i in 0..n {
+        let recs = records(i);
+        log.append_durable(&recs, ProducerStamp::NONE)
+            .await
+            .expect("append");
+        model.extend(recs.into_iter().map(|r| r.value));
+        let got = common::read_all(log).await;
+        let values: Vec<Vec<u8>> = got.into_iter().map(|r| r.value).collect();
+        assert_eq!(values, model, "read back after append {i}");
+    }
+    model
+}
+
+fn direct(recent_writes_bytes: usize) -> LogConfig {
+    LogConfig {
+        recent_writes_bytes,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn active_segment_is_padded_to_pages_and_sealed_to_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let model = append_and_check(&log, 60).await;
+        let active = log_len(dir.path(), 0);
+        assert_eq!(active % PAGE_BYTES, 0, "direct writes end on a page");
+        assert!(active >= log.hot_bytes());
+        assert!(active - log.hot_bytes() < PAGE_BYTES);
+        log.close().await.unwrap();
+        assert_eq!(
+            log_len(dir.path(), 0),
+            log.hot_bytes(),
+            "sealing drops the padding"
+        );
+
+        let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(
+            report.scanned.is_empty(),
+            "a clean close needs no scan: {report:?}"
+        );
+        let values: Vec<Vec<u8>> = common::read_all(&log)
+            .await
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
+        assert_eq!(values, model);
+        // Appending after a reopen rewrites the partial page read back.
+        log.append_durable(&records(7), ProducerStamp::NONE)
+            .await
+            .unwrap();
+        let all = common::read_all(&log).await;
+        assert_eq!(all.len(), model.len() + records(7).len());
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn padding_left_by_a_crash_is_dropped_without_a_trim() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let model = append_and_check(&log, 25).await;
+        let hot = log.hot_bytes();
+        assert_ne!(hot % PAGE_BYTES, 0, "the test needs a partial last page");
+        // No close: the file keeps its padding, as after kill -9.
+        drop(log);
+        assert_eq!(log_len(dir.path(), 0) % PAGE_BYTES, 0);
+
+        let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert_eq!(report.scanned.len(), 1, "the unclosed segment is scanned");
+        assert_eq!(
+            report.scanned[0].1, None,
+            "padding is not a torn tail: {report:?}"
+        );
+        assert_eq!(log_len(dir.path(), 0), hot, "padding dropped");
+        let values: Vec<Vec<u8>> = common::read_all(&log)
+            .await
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
+        assert_eq!(values, model);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn reads_cross_from_the_file_into_recent_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        // A tiny memory (one page) and small segments: most reads start in
+        // the file and end in memory, and segments roll under the writer.
+        let config = LogConfig {
+            segment_bytes: 20 << 10,
+            ..direct(4096)
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let model = append_and_check(&log, 120).await;
+        assert!(log.segment_count() > 2, "segments rolled");
+        // Sealed segments have their exact length (their index footer
+        // matches, so a reopen trusts them without a scan).
+        log.close().await.unwrap();
+        let (log, report) = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(report.scanned.is_empty(), "{report:?}");
+        let values: Vec<Vec<u8>> = common::read_all(&log)
+            .await
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
+        assert_eq!(values, model);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn buffered_writes_keep_exact_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            direct_writes: false,
+            ..LogConfig::default()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let model = append_and_check(&log, 30).await;
+        assert_eq!(log_len(dir.path(), 0), log.hot_bytes(), "no padding");
+        drop(log);
+        let (log, report) = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert_eq!(report.scanned.len(), 1);
+        assert_eq!(report.scanned[0].1, None);
+        let values: Vec<Vec<u8>> = common::read_all(&log)
+            .await
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
+        assert_eq!(values, model);
+        log.close().await.unwrap();
+    });
+}
