@@ -142,19 +142,20 @@ async fn produce(
     }
     let log = log_of(shard, topic, partition)?;
     let started = Instant::now();
+    let count = payload.count();
     let appended = match producer {
-        None => match &payload {
-            Payload::Records(records) => log.append_durable(records, ProducerStamp::NONE).await,
+        None => match payload {
+            Payload::Records(records) => log.append_durable(&records, ProducerStamp::NONE).await,
             Payload::Batch(batch) => log.append_batch_durable(batch).await,
         }
         .map_err(ApiError::storage)?,
-        Some(f) => match idempotent_append(shard, &log, topic, partition, &payload, f).await? {
+        Some(f) => match idempotent_append(shard, &log, topic, partition, payload, f).await? {
             Ok(appended) => appended,
             Err(duplicate_base) => return Ok(duplicate_base),
         },
     };
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
-    shard.hot.records_appended.increment(payload.count());
+    shard.hot.records_appended.increment(count);
     if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
         owned.high_watermark.set(log.durable_offset().0 as f64);
     }
@@ -170,7 +171,7 @@ async fn idempotent_append(
     log: &PartitionLog,
     topic: &str,
     partition: u32,
-    payload: &Payload,
+    payload: Payload,
     f: ProducerFields,
 ) -> Result<Result<es_storage::Appended, u64>, ApiError> {
     let count = payload.count() as u32;
@@ -230,7 +231,7 @@ async fn idempotent_append(
                 base_sequence: f.sequence,
             };
             let appended = match payload {
-                Payload::Records(records) => log.append_placed(records, stamp),
+                Payload::Records(records) => log.append_placed(&records, stamp),
                 // The batch carries the same stamp in its header.
                 Payload::Batch(batch) => log.append_batch_placed(batch),
             }

@@ -499,14 +499,22 @@ fn produce_batch_appends_the_producers_batch() {
         "the producer's timestamps; records before the asked offset are skipped"
     );
 
-    // A flipped bit: refused by the decoder, the connection closed, nothing written.
+    // A flipped bit: refused by the storage's checksum check, nothing
+    // written, the connection still serves.
     let mut bad = build(None);
-    let last = bad.len() - 1;
-    bad[last] ^= 1;
+    let v = bad.windows(3).position(|w| w == b"one").expect("a value");
+    bad[v] ^= 1;
+    let err = c.produce_batch("pb", 0, bad).unwrap_err();
+    assert_eq!(err.code(), Some("invalid_request"), "{err}");
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    assert!(fetch_all(&c, "pb", 0).is_empty(), "nothing written");
+    // Broken framing is the decoder's: a malformed frame, connection closed.
+    let mut cut = build(None);
+    cut.truncate(cut.len() - 1);
     let req = Request::ProduceBatch(es_protocol::requests::produce_batch::ProduceBatch {
         topic: "pb".into(),
         partition: 0,
-        batch: bad,
+        batch: cut,
     });
     let mut bytes = hello_frame();
     bytes.extend_from_slice(&req.to_frame(1, false));

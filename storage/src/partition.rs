@@ -93,11 +93,13 @@ pub(crate) struct Inner {
     pub closed: bool,
 }
 
-/// Batches placed but not yet written: contiguous bytes of one segment.
+/// Batches placed but not yet written: contiguous bytes of one segment,
+/// one part per batch (moved in, never copied to join them).
 struct Pending {
     segment: Offset,
     position: u64,
-    bytes: Vec<u8>,
+    parts: Vec<Vec<u8>>,
+    len: u64,
     end: Offset,
     appends: u64,
 }
@@ -335,19 +337,19 @@ impl PartitionLog {
     /// queued as it came, without decoding a record. Synchronous like
     /// [`append_placed`](PartitionLog::append_placed); nothing is
     /// acknowledged before [`wait_durable`](PartitionLog::wait_durable).
-    pub fn append_batch_placed(&self, batch: &[u8]) -> Result<Appended> {
-        let (header, keyless) = batch::check_produced(batch)
+    pub fn append_batch_placed(&self, batch: Vec<u8>) -> Result<Appended> {
+        let (header, keyless) = batch::check_produced(&batch)
             .map_err(|e| StorageError::Invalid(format!("produced batch: {e}")))?;
-        self.place_with(batch.len(), header.record_count as usize, keyless, |base, out| {
-            let start = out.len();
-            out.extend_from_slice(batch);
-            batch::rebase(&mut out[start..], base);
+        self.place_with(batch.len(), header.record_count as usize, keyless, |base| {
+            let mut batch = batch;
+            batch::rebase(&mut batch, base);
+            batch
         })
     }
 
     /// Like [`append_batch_placed`](PartitionLog::append_batch_placed),
     /// returning once the batch is fsynced.
-    pub async fn append_batch_durable(&self, batch: &[u8]) -> Result<Appended> {
+    pub async fn append_batch_durable(&self, batch: Vec<u8>) -> Result<Appended> {
         let appended = self.append_batch_placed(batch)?;
         self.wait_durable(appended.next_offset).await?;
         Ok(appended)
@@ -371,22 +373,22 @@ impl PartitionLog {
             ));
         }
         let keyless = records.iter().any(|r| r.key.is_none());
-        self.place_with(
-            batch::encoded_len(records),
-            records.len(),
-            keyless,
-            |base, out| batch::encode(base, records, producer, out),
-        )
+        let len = batch::encoded_len(records);
+        self.place_with(len, records.len(), keyless, |base| {
+            let mut out = Vec::with_capacity(len);
+            batch::encode(base, records, producer, &mut out);
+            out
+        })
     }
 
     /// Places a batch of `len` bytes holding `count` records, which
-    /// `write(base_offset, out)` appends to the pending write.
+    /// `make(base_offset)` returns, on the pending write.
     fn place_with(
         &self,
         len: usize,
         count: usize,
         keyless: bool,
-        write: impl FnOnce(Offset, &mut Vec<u8>),
+        make: impl FnOnce(Offset) -> Vec<u8>,
     ) -> Result<Appended> {
         let shared = &self.shared;
         let mut inner = shared.inner.borrow_mut();
@@ -432,20 +434,23 @@ impl PartitionLog {
         let position = seg.dirty_bytes;
         let joins_tail = pending
             .back()
-            .is_some_and(|p| p.segment == seg.base && p.position + p.bytes.len() as u64 == position);
+            .is_some_and(|p| p.segment == seg.base && p.position + p.len == position);
         if !joins_tail {
             pending.push_back(Pending {
                 segment: seg.base,
                 position,
-                bytes: Vec::with_capacity(len),
+                parts: Vec::new(),
+                len: 0,
                 end: base,
                 appends: 0,
             });
         }
         let job = pending.back_mut().expect("just pushed");
-        let start = job.bytes.len();
-        write(base, &mut job.bytes);
-        let header = BatchHeader::parse(&job.bytes[start..]).expect("we just encoded it");
+        let bytes = make(base);
+        assert_eq!(bytes.len(), len, "a batch is as long as it said");
+        let header = BatchHeader::parse(&bytes).expect("we just encoded it");
+        job.len += bytes.len() as u64;
+        job.parts.push(bytes);
         seg.note_batch(&header, position, config.index_interval_bytes);
         seg.sealed = false;
         job.end = header.next_offset();
@@ -720,8 +725,8 @@ async fn write_loop(shared: Rc<Shared>) {
                 return;
             }
         };
-        let len = job.bytes.len() as u64;
-        if let Err(e) = writer.write(&recent, job.bytes, job.position).await {
+        let len = job.len;
+        if let Err(e) = writer.write(&recent, job.parts, job.position).await {
             shared.poison(&e);
             return;
         }

@@ -119,40 +119,43 @@ impl SegmentWriter {
         ))
     }
 
-    /// Writes `bytes` at `pos`, the end of what was written before, then
-    /// hands them to `recent`. An error leaves the file with any prefix of
-    /// the bytes: the caller poisons the partition.
-    pub async fn write(&self, recent: &RefCell<RecentWrites>, bytes: Vec<u8>, pos: u64) -> Result<()> {
+    /// Writes `parts` (contiguous) at `pos`, the end of what was written
+    /// before, then hands them to `recent`. An error leaves the file with
+    /// any prefix of the bytes: the caller poisons the partition.
+    pub async fn write(&self, recent: &RefCell<RecentWrites>, parts: Vec<Vec<u8>>, pos: u64) -> Result<()> {
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
+        let len: usize = parts.iter().map(Vec::len).sum();
         match self {
             SegmentWriter::Buffered { file, path } => {
                 // The page cache holds what this writes: nothing to keep.
-                let len = bytes.len() as u64;
+                let bytes = if parts.len() == 1 {
+                    parts.into_iter().next().expect("one part")
+                } else {
+                    parts.concat()
+                };
                 segment::write_all(file, path, bytes, pos).await?;
-                recent.borrow_mut().forget_upto(pos + len);
+                recent.borrow_mut().forget_upto(pos + len as u64);
             }
             SegmentWriter::Direct { file, path } => {
                 let mut done = 0usize;
-                while done < bytes.len() {
+                while done < len {
                     let at = pos + done as u64;
                     let floor = page_floor(at);
                     let head = (at - floor) as usize;
-                    let n = (bytes.len() - done).min(DIRECT_WRITE_BYTES_MAX - head);
+                    let n = (len - done).min(DIRECT_WRITE_BYTES_MAX - head);
                     let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
                     let mut buf = file.alloc_dma_buffer(total);
                     let page = buf.as_bytes_mut();
-                    // The partial page's bytes: from earlier writes (held in
-                    // `recent`), then from this write's earlier pieces.
-                    let mut staged = Vec::new();
-                    let from_recent_end = pos.min(at);
-                    if floor < from_recent_end {
-                        recent.borrow().copy_range(floor, from_recent_end, &mut staged);
+                    // The partial page: bytes of earlier writes (held in
+                    // `recent`), then this write's bytes up to `at`.
+                    let from_parts = floor.max(pos);
+                    if floor < from_parts {
+                        let mut held = Vec::with_capacity((from_parts - floor) as usize);
+                        recent.borrow().copy_range(floor, from_parts, &mut held);
+                        page[..held.len()].copy_from_slice(&held);
                     }
-                    let from_bytes = (floor.max(pos) - pos) as usize;
-                    staged.extend_from_slice(&bytes[from_bytes..done]);
-                    assert_eq!(staged.len(), head, "the partial page is held");
-                    page[..head].copy_from_slice(&staged);
-                    page[head..head + n].copy_from_slice(&bytes[done..done + n]);
+                    let skip = (from_parts - floor) as usize;
+                    copy_out(&parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
                     page[head + n..].fill(0);
                     let wrote = file
                         .write_at(buf, floor)
@@ -169,7 +172,13 @@ impl SegmentWriter {
                     }
                     done += n;
                 }
-                recent.borrow_mut().push(pos, bytes::Bytes::from(bytes));
+                let mut recent = recent.borrow_mut();
+                let mut at = pos;
+                for part in parts {
+                    let n = part.len() as u64;
+                    recent.push(at, bytes::Bytes::from(part));
+                    at += n;
+                }
             }
         }
         Ok(())
@@ -185,4 +194,24 @@ impl SegmentWriter {
             }
         }
     }
+}
+
+/// Copies `out.len()` bytes of the concatenation of `parts`, from byte
+/// `from` on, into `out`.
+fn copy_out(parts: &[Vec<u8>], mut from: usize, out: &mut [u8]) {
+    let mut filled = 0;
+    for part in parts {
+        if filled == out.len() {
+            break;
+        }
+        if from >= part.len() {
+            from -= part.len();
+            continue;
+        }
+        let n = (part.len() - from).min(out.len() - filled);
+        out[filled..filled + n].copy_from_slice(&part[from..from + n]);
+        filled += n;
+        from = 0;
+    }
+    assert_eq!(filled, out.len(), "parts hold the bytes asked for");
 }
