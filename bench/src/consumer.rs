@@ -65,6 +65,21 @@ impl Consumer {
             .map_err(|e| format!("fetch partition {}: {e}", self.partition))
     }
 
+    /// Reads the whole partition once, counting nothing: the broker writes
+    /// with direct I/O, so what was just produced is on the disk, not in
+    /// the page cache; this brings it there, as a sweep's first pass would.
+    pub fn read_through(&self, stop: &AtomicBool) -> Result<(), String> {
+        let mut offset = None;
+        while !stopped(stop) {
+            let ok = self.fetch(offset, 0)?;
+            if ok.is_empty() || ok.next_offset >= ok.high_watermark {
+                return Ok(());
+            }
+            offset = Some(ok.next_offset);
+        }
+        Ok(())
+    }
+
     /// Reads the whole partition over and over until `deadline`; latency is
     /// per fetch.
     pub fn sweep(
