@@ -263,20 +263,52 @@ fn long_poll_returns_the_record_produced_while_it_waits() {
 /// ones, written in odd-sized pieces: each decodes once, in order.
 #[test]
 fn frames_larger_than_the_read_buffer_and_split_writes() {
+    use es_protocol::batch::BatchBuilder;
+    use es_protocol::requests::produce_batch::ProduceBatch;
     let b = Broker::start(2);
     let c = connect(&b, false);
     c.admin(Kind::CreateTopic, json!({"name": "big", "partitions": 1}))
         .unwrap();
-    let sizes = [10usize, 3 << 20, 7, 700 << 10, 1, 5 << 20, 12];
+    let batch_of = |value: &[u8]| {
+        let mut bb = BatchBuilder::default();
+        bb.push(None, value, 0);
+        bb.finish(0, None).unwrap()
+    };
+    // Odd ones are ProduceBatch frames: the large ones have their batch
+    // read into a buffer of its own.
+    let sizes = [10usize, 3 << 20, 7, 700 << 10, 1, 5 << 20, 12, 90 << 10];
     let mut stream = hello_frame();
     for (i, size) in sizes.iter().enumerate() {
         let value: Vec<u8> = (0..*size).map(|j| (i * 31 + j) as u8).collect();
-        let req = Request::Produce(Produce {
-            topic: "big".into(),
-            records: vec![record(None, &value, Some(0))],
-        });
+        let req = if i % 2 == 1 {
+            Request::ProduceBatch(ProduceBatch {
+                topic: "big".into(),
+                partition: 0,
+                batch: batch_of(&value),
+            })
+        } else {
+            Request::Produce(Produce {
+                topic: "big".into(),
+                records: vec![record(None, &value, Some(0))],
+            })
+        };
         stream.extend_from_slice(&req.to_frame(i as u64 + 1, false));
     }
+    // A large batch whose checksum is wrong: an error answer, nothing
+    // written, the connection goes on.
+    let mut bad = batch_of(&vec![7u8; 300 << 10]);
+    bad[100] ^= 1;
+    let req = Request::ProduceBatch(ProduceBatch {
+        topic: "big".into(),
+        partition: 0,
+        batch: bad,
+    });
+    stream.extend_from_slice(&req.to_frame(100, false));
+    let last = Request::Produce(Produce {
+        topic: "big".into(),
+        records: vec![record(None, b"last", Some(0))],
+    });
+    stream.extend_from_slice(&last.to_frame(101, false));
     let mut s = TcpStream::connect(b.binary_addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     // Pieces that cut headers and payloads anywhere.
@@ -285,21 +317,33 @@ fn frames_larger_than_the_read_buffer_and_split_writes() {
     }
     let mut got = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
-    let mut answers = 0;
-    while answers < sizes.len() + 1 {
+    let mut answers = Vec::new();
+    while answers.len() < sizes.len() + 3 {
         let n = s.read(&mut buf).expect("answers arrive");
-        assert!(n > 0, "the broker closed the connection after {answers} answers");
+        assert!(
+            n > 0,
+            "the broker closed the connection after {} answers",
+            answers.len()
+        );
         got.extend_from_slice(&buf[..n]);
-        answers = 0;
+        answers.clear();
         let mut at = 0;
-        while let Ok((_, used)) = frame::parse(&got[at..], 1 << 24) {
+        while let Ok((f, used)) = frame::parse(&got[at..], 1 << 24) {
             at += used;
-            answers += 1;
+            answers.push(f);
         }
     }
+    let bad_answer = answers
+        .iter()
+        .find(|f| f.request_id == 100)
+        .expect("an answer to the bad batch");
+    match Response::from_frame(bad_answer).unwrap() {
+        Response::Error(e) => assert_eq!(e.code, "invalid_request", "{}", e.message),
+        other => panic!("expected an error, got {other:?}"),
+    }
     let all = fetch_all(&c, "big", 0);
-    assert_eq!(all.len(), sizes.len());
-    for (i, (offset, _, value)) in all.iter().enumerate() {
+    assert_eq!(all.len(), sizes.len() + 1);
+    for (i, (offset, _, value)) in all.iter().take(sizes.len()).enumerate() {
         assert_eq!(*offset, i as u64);
         assert_eq!(value.len(), sizes[i]);
         assert!(
@@ -307,6 +351,7 @@ fn frames_larger_than_the_read_buffer_and_split_writes() {
             "record {i} intact"
         );
     }
+    assert_eq!(all[sizes.len()].2, b"last".to_vec());
 }
 
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {

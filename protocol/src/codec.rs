@@ -132,6 +132,11 @@ impl<'a> Reader<'a> {
         }
     }
     /// Everything left, consumed.
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     pub fn rest(&mut self) -> &'a [u8] {
         let s = &self.buf[self.pos..];
         self.pos = self.buf.len();

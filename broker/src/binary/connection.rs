@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
+use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response, PROTOCOL_VERSION};
 use futures::io::{AsyncReadExt, AsyncWriteExt};
 use futures::FutureExt;
@@ -21,6 +22,10 @@ const READ_CHUNK_BYTES: usize = 256 << 10;
 const READ_ROOM_MIN_BYTES: usize = 64 << 10;
 /// Responses that are ready together are written with one call, up to this.
 const WRITE_COALESCE_BYTES: usize = 1 << 20;
+/// A ProduceBatch frame at least this large has its batch read straight
+/// into a buffer of its own, which storage then queues as it is: no copy
+/// out of the read buffer. Below it, copying is cheaper than a buffer.
+const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
 
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
@@ -77,18 +82,49 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
-            let (h, used) = match frame::check(&buf[start..filled], frame_max) {
-                Ok(ok) => ok,
-                Err(DecodeError::Incomplete { needed, .. }) => break needed,
+            let (id, gzip, req) = match frame::check(&buf[start..filled], frame_max) {
+                Ok((h, used)) => {
+                    let raw = &buf[start + frame::HEADER_BYTES..start + used];
+                    start += used;
+                    let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
+                    match decode_request(&h, raw, frame_max) {
+                        Ok(r) => (h.request_id, gzip, r),
+                        Err(resp) => break 'conn End::Refused(h.request_id, resp),
+                    }
+                }
+                Err(DecodeError::Incomplete { needed, .. }) => {
+                    let Some(big) = large_batch(&buf[start..filled], frame_max) else {
+                        break needed;
+                    };
+                    // The batch's bytes go into a buffer of its own: those
+                    // already read, then the rest straight from the socket.
+                    let mut batch = vec![0u8; big.batch_len];
+                    let have = filled - (start + big.batch_at);
+                    batch[..have].copy_from_slice(&buf[start + big.batch_at..filled]);
+                    (start, filled) = (0, 0);
+                    let mut got = have;
+                    while got < big.batch_len {
+                        let n = {
+                            let read = rd.read(&mut batch[got..]).fuse();
+                            let stop = shard.shutdown.wait_for(1).fuse();
+                            futures::pin_mut!(read, stop);
+                            futures::select! {
+                                r = read => r,
+                                _ = stop => break 'conn End::Shutdown,
+                            }
+                        };
+                        match n {
+                            Ok(0) | Err(_) => break 'conn End::Eof,
+                            Ok(n) => got += n,
+                        }
+                    }
+                    let id = big.header.request_id;
+                    match ProduceBatch::from_parts(big.topic, big.partition, batch) {
+                        Ok(pb) => (id, false, Request::ProduceBatch(pb)),
+                        Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
+                    }
+                }
                 Err(e) => break 'conn refuse_frame(&buf[start..filled], e),
-            };
-            let raw = &buf[start + frame::HEADER_BYTES..start + used];
-            start += used;
-            let id = h.request_id;
-            let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
-            let req = match decode_request(&h, raw, frame_max) {
-                Ok(r) => r,
-                Err(resp) => break 'conn End::Refused(id, resp),
             };
             if !handshaken {
                 match hello(&shard, &req) {
@@ -163,6 +199,40 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     }
     drop(tx);
     writer.await;
+}
+
+/// A large, uncompressed ProduceBatch frame whose header, topic and
+/// partition have arrived: where its batch starts in the frame and how
+/// long it is (see `DIRECT_BATCH_BYTES_MIN`).
+struct LargeBatch {
+    header: frame::FrameHeader,
+    topic: String,
+    partition: u32,
+    batch_at: usize,
+    batch_len: usize,
+}
+
+/// `prefix` (the start of an incomplete frame) as a [`LargeBatch`], if it
+/// is one. Anything else, or anything wrong, waits for the whole frame and
+/// the usual checks.
+fn large_batch(prefix: &[u8], frame_max: usize) -> Option<LargeBatch> {
+    let head: &[u8; frame::HEADER_BYTES] = prefix.get(..frame::HEADER_BYTES)?.try_into().ok()?;
+    let (header, total) = frame::check_header(head, frame_max).ok()?;
+    if Kind::from_u8(header.kind) != Some(Kind::ProduceBatch)
+        || header.flags & es_protocol::FLAG_GZIP != 0
+        || total < DIRECT_BATCH_BYTES_MIN
+    {
+        return None;
+    }
+    let (topic, partition, used) = ProduceBatch::decode_head(&prefix[frame::HEADER_BYTES..]).ok()??;
+    let batch_at = frame::HEADER_BYTES + used;
+    Some(LargeBatch {
+        header,
+        topic,
+        partition,
+        batch_at,
+        batch_len: total.checked_sub(batch_at)?,
+    })
 }
 
 /// Decodes the request in a whole, checked frame; the error frame to answer

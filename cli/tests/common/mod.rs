@@ -55,11 +55,23 @@ pub fn broker_path() -> &'static Path {
     })
 }
 
+/// Never the same port twice in one test process: the broker's listeners
+/// set SO_REUSEPORT, so a second broker given a port another test's broker
+/// already listens on would share it silently, and each would get some of
+/// the other's connections.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut given = GIVEN.lock().expect("lock");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub fn temp_dir() -> PathBuf {

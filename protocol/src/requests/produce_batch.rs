@@ -54,6 +54,36 @@ impl ProduceBatch {
         })
     }
 
+    /// The topic and partition in front of the batch, and how many payload
+    /// bytes they take, from the start of a ProduceBatch payload; `None`
+    /// while `prefix` is too short to hold them. Lets a server read a large
+    /// batch straight into a buffer of its own (then [`from_parts`]).
+    ///
+    /// [`from_parts`]: ProduceBatch::from_parts
+    pub fn decode_head(prefix: &[u8]) -> Result<Option<(String, u32, usize)>, DecodeError> {
+        if prefix.len() < 2 {
+            return Ok(None);
+        }
+        let topic_len = u16::from_be_bytes([prefix[0], prefix[1]]) as usize;
+        if prefix.len() < 2 + topic_len + 4 {
+            return Ok(None);
+        }
+        let mut r = Reader::new(prefix);
+        let topic = r.str16("topic")?;
+        let partition = r.u32("partition")?;
+        Ok(Some((topic, partition, r.position())))
+    }
+
+    /// A request from its parts, the batch checked as `decode` checks it.
+    pub fn from_parts(topic: String, partition: u32, batch: Vec<u8>) -> Result<ProduceBatch, DecodeError> {
+        check(&batch)?;
+        Ok(ProduceBatch {
+            topic,
+            partition,
+            batch,
+        })
+    }
+
     /// `(producer_id, epoch, base_sequence)` of an idempotent batch.
     pub fn producer(&self) -> Option<(i64, i16, i32)> {
         batch::producer_of(&self.batch)
@@ -194,9 +224,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn head_then_parts_equals_decode() {
+        let req = ProduceBatch {
+            topic: "orders".into(),
+            partition: 3,
+            batch: built(Some((7, 1, 42))),
+        };
+        let mut w = Writer::new();
+        req.encode(&mut w);
+        for cut in 0..2 + 6 + 4 {
+            assert_eq!(
+                ProduceBatch::decode_head(&w.buf[..cut]).unwrap(),
+                None,
+                "cut {cut}"
+            );
+        }
+        let (topic, partition, used) = ProduceBatch::decode_head(&w.buf).unwrap().unwrap();
+        assert_eq!(used, 12);
+        let back = ProduceBatch::from_parts(topic, partition, w.buf[used..].to_vec()).unwrap();
+        assert_eq!(back, req);
+        assert!(ProduceBatch::from_parts("t".into(), 0, w.buf[used..w.buf.len() - 1].to_vec()).is_err());
+        assert!(
+            ProduceBatch::decode_head(&[0, 2, 0xff, 0xfe, 0, 0, 0, 0]).is_err(),
+            "not UTF-8"
+        );
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = ProduceBatch::decode_head(&bytes);
             let _ = ProduceBatch::decode(&mut Reader::new(&bytes));
             let _ = ProduceBatchOk::decode(&mut Reader::new(&bytes));
         }
