@@ -1,5 +1,5 @@
-//! The unpaced producer loop on a bare connection, all on the producer's
-//! own thread: requests go out in bursts (one write for every request the
+//! The producer loop on a bare connection, all on the producer's own
+//! thread: requests go out in bursts (one write for every request the
 //! window has room for) and acks are read in bursts (every frame one read
 //! brought). The client library hands each request and each ack between
 //! two threads (its reader and the caller) through channels; with small
@@ -8,13 +8,17 @@
 //! measure itself.
 //!
 //! Latency is per request, from the moment it joins a burst to its fsynced
-//! ack, as in producer.rs.
+//! ack, as in producer.rs. Paced (`interval`), request k is due at
+//! start + k x interval and goes out once due and the window has room; its
+//! latency runs from when it was due, so a late send counts against the
+//! broker (no coordinated omission), exactly as the paced disk writer is
+//! timed.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use es_protocol::frame::{self, HEADER_BYTES};
 use es_protocol::requests::hello::Hello;
@@ -28,12 +32,15 @@ use crate::window::Window;
 /// Bytes asked of the socket per read.
 const READ_BYTES: usize = 64 << 10;
 
-/// Runs one producer's unpaced load on its own connection to `addr`.
-pub fn unpaced(
+/// Runs one producer's load on its own connection to `addr`: as fast as
+/// acks allow, or one request every `interval`.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
     addr: &str,
     client_id: &str,
     batch: &mut Batch,
     inflight: usize,
+    interval: Option<Duration>,
     budget: Option<u64>,
     window: Window,
     shared: &Shared,
@@ -45,12 +52,26 @@ pub fn unpaced(
     let mut latency = Latency::new();
     let mut out = Vec::new();
     let (mut next_id, mut sent) = (1u64, 0u64);
+    let start = Instant::now();
+    // When request `next_id` is due (paced), or None once none is left.
+    let due = |k: u64| interval.map(|every| start + every.mul_f64((k - 1) as f64));
     loop {
-        let more = |sent: u64| !stopped(shared) && !window.over() && budget.is_none_or(|b| sent < b);
-        while pending.len() < inflight && more(sent) {
+        let more = |sent: u64, k: u64| {
+            !stopped(shared)
+                && !window.over()
+                && budget.is_none_or(|b| sent < b)
+                && due(k).is_none_or(|at| at < window.until)
+        };
+        while pending.len() < inflight && more(sent, next_id) {
+            let now = Instant::now();
+            let t0 = match due(next_id) {
+                Some(at) if at > now => break,
+                Some(at) => at,
+                None => now,
+            };
             request[8..16].copy_from_slice(&next_id.to_be_bytes());
             out.extend_from_slice(&request);
-            pending.insert(next_id, Instant::now());
+            pending.insert(next_id, t0);
             next_id += 1;
             sent += batch.records;
         }
@@ -58,10 +79,22 @@ pub fn unpaced(
             conn.write(&out)?;
             out.clear();
         }
+        // Paced: wake when the next request is due, acks or not.
+        let wake = if pending.len() < inflight && more(sent, next_id) {
+            due(next_id)
+        } else {
+            None
+        };
         if pending.is_empty() {
-            return Ok(latency);
+            match wake {
+                Some(at) => {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    continue;
+                }
+                None => return Ok(latency),
+            }
         }
-        for (id, resp) in conn.read_some()? {
+        for (id, resp) in conn.read_some(wake)? {
             let t0 = pending
                 .remove(&id)
                 .ok_or_else(|| format!("produce: an answer to request {id}, which was not sent"))?;
@@ -107,7 +140,7 @@ impl Connection {
         });
         conn.write(&hello.to_frame(0, false))?;
         loop {
-            if let Some((_, resp)) = conn.read_some()?.into_iter().next() {
+            if let Some((_, resp)) = conn.read_some(None)?.into_iter().next() {
                 return match resp {
                     Response::HelloOk(_) => Ok(conn),
                     Response::Error(e) => Err(format!("handshake: {}: {}", e.code, e.message)),
@@ -121,15 +154,34 @@ impl Connection {
         self.sock.write_all(bytes).map_err(|e| format!("send: {e}"))
     }
 
-    /// Waits for at least one byte, then returns every whole frame read.
-    fn read_some(&mut self) -> Result<Vec<(u64, Response)>, String> {
+    /// Waits for at least one byte (or until `until`: then nothing), then
+    /// returns every whole frame read.
+    fn read_some(&mut self, until: Option<Instant>) -> Result<Vec<(u64, Response)>, String> {
         if self.buf.len() - self.filled < READ_BYTES {
             self.buf.resize(self.filled + READ_BYTES, 0);
         }
-        let n = self
-            .sock
-            .read(&mut self.buf[self.filled..])
-            .map_err(|e| format!("receive: {e}"))?;
+        let timeout = match until {
+            Some(at) => match at.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        self.sock
+            .set_read_timeout(timeout)
+            .map_err(|e| format!("receive timeout: {e}"))?;
+        let n = match self.sock.read(&mut self.buf[self.filled..]) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(format!("receive: {e}")),
+        };
         if n == 0 {
             return Err("the broker closed the connection".into());
         }

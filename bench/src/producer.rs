@@ -61,8 +61,8 @@ struct InFlight {
 /// Runs producer `index` through `window` (or until its budget is sent);
 /// its latencies, of the requests sent after the warm-up.
 pub fn run(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
-    // Unpaced, uncompressed and unstamped: the lean loop of pipeline.rs.
-    if spec.rate.is_none() && !spec.gzip && !spec.stamped {
+    // Uncompressed and unstamped: the lean loop of pipeline.rs.
+    if !spec.gzip && !spec.stamped {
         let mut batch = Batch::new(
             &spec.topic,
             index as u32 % spec.partitions,
@@ -73,11 +73,16 @@ pub fn run(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result
         );
         let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
         let client_id = format!("es-bench-producer-{index}");
-        let result = crate::pipeline::unpaced(
+        let interval = spec.rate.map(|rate| {
+            let per_producer = rate / spec.producers as f64;
+            Duration::from_secs_f64(batch.records as f64 / per_producer)
+        });
+        let result = crate::pipeline::run(
             &spec.addr,
             &client_id,
             &mut batch,
             spec.inflight,
+            interval,
             budget,
             window,
             shared,
