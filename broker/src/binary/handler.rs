@@ -71,13 +71,16 @@ async fn produce_batch(shard: &Rc<Shard>, pb: ProduceBatch) -> Result<Response, 
             sequence,
         });
     let record_count = pb.record_count();
+    let owner = shard.owner(&meta.name, pb.partition);
+    // The request's topic is the catalog's name (looked up by it): moved,
+    // not copied.
     let op = Op::Produce {
-        topic: meta.name.clone(),
+        topic: pb.topic,
         partition: pb.partition,
         payload: Payload::Batch(pb.batch),
         producer,
     };
-    match shard.call(shard.owner(&meta.name, pb.partition), op).await {
+    match shard.call(owner, op).await {
         Reply::Produced(Ok(base_offset)) => Ok(Response::ProduceBatchOk(ProduceBatchOk {
             partition: pb.partition,
             base_offset,
