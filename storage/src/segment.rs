@@ -222,12 +222,17 @@ pub(crate) async fn write_all(file: &BufferedFile, path: &Path, buf: Vec<u8>, po
         .write_at(buf, pos)
         .await
         .map_err(|e| StorageError::io(path, e))?;
-    if n != len {
+    check_written(path, n, len, pos)
+}
+
+/// A write of `len` bytes at `pos` that wrote `wrote`: short is an error.
+pub(crate) fn check_written(path: &Path, wrote: usize, len: usize, pos: u64) -> Result<()> {
+    if wrote != len {
         return Err(StorageError::io(
             path,
             std::io::Error::new(
                 std::io::ErrorKind::WriteZero,
-                format!("short write: {n} of {len} bytes at {pos} (disk full?)"),
+                format!("short write: {wrote} of {len} bytes at {pos} (disk full?)"),
             ),
         ));
     }

@@ -161,15 +161,7 @@ impl SegmentWriter {
                         .write_at(buf, floor)
                         .await
                         .map_err(|e| StorageError::io(path, e))?;
-                    if wrote != total {
-                        return Err(StorageError::io(
-                            path,
-                            std::io::Error::new(
-                                std::io::ErrorKind::WriteZero,
-                                format!("short write: {wrote} of {total} bytes at {floor} (disk full?)"),
-                            ),
-                        ));
-                    }
+                    segment::check_written(path, wrote, total, floor)?;
                     done += n;
                 }
                 let mut recent = recent.borrow_mut();

@@ -34,11 +34,14 @@ async fn append_and_check(log: &PartitionLog, n: usize) -> Vec<Vec<u8>> {
             .await
             .expect("append");
         model.extend(recs.into_iter().map(|r| r.value));
-        let got = common::read_all(log).await;
-        let values: Vec<Vec<u8>> = got.into_iter().map(|r| r.value).collect();
-        assert_eq!(values, model, "read back after append {i}");
+        assert_eq!(values(log).await, model, "read back after append {i}");
     }
     model
+}
+
+/// Every value in the log, in order.
+async fn values(log: &PartitionLog) -> Vec<Vec<u8>> {
+    common::read_all(log).await.into_iter().map(|r| r.value).collect()
 }
 
 fn direct(recent_writes_bytes: usize) -> LogConfig {
@@ -74,12 +77,7 @@ fn active_segment_is_padded_to_pages_and_sealed_to_its_length() {
             report.scanned.is_empty(),
             "a clean close needs no scan: {report:?}"
         );
-        let values: Vec<Vec<u8>> = common::read_all(&log)
-            .await
-            .into_iter()
-            .map(|r| r.value)
-            .collect();
-        assert_eq!(values, model);
+        assert_eq!(values(&log).await, model);
         // Appending after a reopen rewrites the partial page read back.
         log.append_durable(&records(7), ProducerStamp::NONE)
             .await
@@ -113,12 +111,7 @@ fn padding_left_by_a_crash_is_dropped_without_a_trim() {
             "padding is not a torn tail: {report:?}"
         );
         assert_eq!(log_len(dir.path(), 0), hot, "padding dropped");
-        let values: Vec<Vec<u8>> = common::read_all(&log)
-            .await
-            .into_iter()
-            .map(|r| r.value)
-            .collect();
-        assert_eq!(values, model);
+        assert_eq!(values(&log).await, model);
         log.close().await.unwrap();
     });
 }
@@ -145,12 +138,7 @@ fn reads_cross_from_the_file_into_recent_writes() {
             .await
             .unwrap();
         assert!(report.scanned.is_empty(), "{report:?}");
-        let values: Vec<Vec<u8>> = common::read_all(&log)
-            .await
-            .into_iter()
-            .map(|r| r.value)
-            .collect();
-        assert_eq!(values, model);
+        assert_eq!(values(&log).await, model);
         log.close().await.unwrap();
     });
 }
@@ -174,12 +162,7 @@ fn buffered_writes_keep_exact_lengths() {
             .unwrap();
         assert_eq!(report.scanned.len(), 1);
         assert_eq!(report.scanned[0].1, None);
-        let values: Vec<Vec<u8>> = common::read_all(&log)
-            .await
-            .into_iter()
-            .map(|r| r.value)
-            .collect();
-        assert_eq!(values, model);
+        assert_eq!(values(&log).await, model);
         log.close().await.unwrap();
     });
 }

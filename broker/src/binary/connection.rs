@@ -104,18 +104,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                     (start, filled) = (0, 0);
                     let mut got = have;
                     while got < big.batch_len {
-                        let n = {
-                            let read = rd.read(&mut batch[got..]).fuse();
-                            let stop = shard.shutdown.wait_for(1).fuse();
-                            futures::pin_mut!(read, stop);
-                            futures::select! {
-                                r = read => r,
-                                _ = stop => break 'conn End::Shutdown,
-                            }
-                        };
-                        match n {
-                            Ok(0) | Err(_) => break 'conn End::Eof,
+                        match read_or_stop(&shard, &mut rd, &mut batch[got..]).await {
                             Ok(n) => got += n,
+                            Err(end) => break 'conn end,
                         }
                     }
                     let id = big.header.request_id;
@@ -173,18 +164,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         if need > buf.len() {
             buf.resize(need.max(READ_CHUNK_BYTES), 0);
         }
-        let n = {
-            let read = rd.read(&mut buf[filled..]).fuse();
-            let stop = shard.shutdown.wait_for(1).fuse();
-            futures::pin_mut!(read, stop);
-            futures::select! {
-                r = read => r,
-                _ = stop => break 'conn End::Shutdown,
-            }
-        };
-        match n {
-            Ok(0) | Err(_) => break End::Eof,
+        match read_or_stop(&shard, &mut rd, &mut buf[filled..]).await {
             Ok(n) => filled += n,
+            Err(end) => break end,
         }
     };
     if let End::Refused(id, resp) = &end {
@@ -199,6 +181,25 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     }
     drop(tx);
     writer.await;
+}
+
+/// Reads some bytes into `into`: how many, or why the connection ends (the
+/// peer closed it or failed, or the broker shuts down).
+async fn read_or_stop(
+    shard: &Shard,
+    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    into: &mut [u8],
+) -> Result<usize, End> {
+    let read = rd.read(into).fuse();
+    let stop = shard.shutdown.wait_for(1).fuse();
+    futures::pin_mut!(read, stop);
+    futures::select! {
+        r = read => match r {
+            Ok(0) | Err(_) => Err(End::Eof),
+            Ok(n) => Ok(n),
+        },
+        _ = stop => Err(End::Shutdown),
+    }
 }
 
 /// A large, uncompressed ProduceBatch frame whose header, topic and
