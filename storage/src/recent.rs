@@ -24,10 +24,11 @@ use bytes::Bytes;
 /// 512-byte sectors accept it too.
 pub const PAGE_BYTES: u64 = 4096;
 
-/// Default bytes of recent writes kept per partition: 4 MiB covers a
-/// consumer a few fetches behind the producer on a busy partition, while a
-/// shard with hundreds of active partitions stays within a few GiB.
-pub const RECENT_WRITES_BYTES_DEFAULT: usize = 4 << 20;
+/// Default bytes of recent writes kept per partition: 1 MiB covers a
+/// consumer a fetch or two behind the producer, and a shard with a thousand
+/// partitions that took writes holds at most about 1 GiB of them (the
+/// memory stays until the segment is sealed: size it by partition count).
+pub const RECENT_WRITES_BYTES_DEFAULT: usize = 1 << 20;
 
 /// `v` rounded down to a page boundary.
 pub fn page_floor(v: u64) -> u64 {
