@@ -94,6 +94,15 @@ impl SegmentWriter {
                 return Err(StorageError::io(path, e));
             }
         };
+        if file.alignment() > PAGE_BYTES {
+            tracing::warn!(
+                file = %path.display(),
+                alignment = file.alignment(),
+                "direct I/O needs a larger alignment than a page here: writing through the page cache"
+            );
+            let _ = file.close().await;
+            return Ok(buffered_writer(buffered));
+        }
         let floor = page_floor(written);
         let mut recent = RecentWrites::new(floor, recent_bytes);
         if floor < written {
