@@ -8,6 +8,7 @@
 //! format byte by byte, the durability contract and the cleanup protocols.
 
 pub mod batch;
+mod cached;
 mod cleanup;
 mod cold;
 mod cold_dir;

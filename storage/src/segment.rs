@@ -14,6 +14,7 @@ use std::time::Instant;
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::batch::{self, BatchError, BatchHeader};
+use crate::cached::read_cached;
 use crate::dirs;
 use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
 use crate::recent::RecentWrites;
@@ -296,8 +297,11 @@ impl ByteSource for FileSource<'_> {
 }
 
 /// Reads exactly `len` bytes at `pos` (fewer only at end of file).
+/// What the page cache holds is copied straight in ([`read_cached`]); only
+/// the rest goes through io_uring.
 pub(crate) async fn read_exact(file: &BufferedFile, path: &Path, pos: u64, len: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(len);
+    read_cached(file, pos, len, &mut out);
     while out.len() < len {
         let got = file
             .read_at(pos + out.len() as u64, len - out.len())

@@ -286,3 +286,78 @@ fn bad_appends_are_refused_and_change_nothing() {
             .is_err());
     });
 }
+
+/// Brings every segment file into the page cache (segments are written
+/// with direct I/O, past it), then drops every other run of pages of each (or
+/// all of them), as memory pressure would.
+fn evict_pages(dir: &std::path::Path, every_other: bool) {
+    use std::os::fd::AsRawFd;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        std::fs::read(&path).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let len = f.metadata().unwrap().len() as i64;
+        // Four pages at a time: the page cache may hold a file in folios
+        // larger than a page, and drops only whole ones.
+        let chunk = 4 * es_storage::PAGE_BYTES as i64;
+        let (step, span) = if every_other {
+            (2 * chunk, chunk)
+        } else {
+            (len.max(1), 0)
+        };
+        let mut at = 0;
+        while at < len {
+            // SAFETY: advice on an open descriptor; no memory is touched.
+            let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), at, span, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0, "fadvise {}", path.display());
+            at += step;
+        }
+    }
+}
+
+#[test]
+fn reads_are_whole_when_the_page_cache_holds_only_some_pages() {
+    // Reads copy what the page cache holds straight in and fetch the rest
+    // through io_uring: a read must be whole and in order however the
+    // cached and evicted pages alternate.
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            segment_bytes: 64 << 10,
+            ..LogConfig::default()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let mut model = Vec::new();
+        for i in 0..300 {
+            let value = format!("{i}:").repeat(50 + i % 400);
+            log.append_durable(&[rec(None, &value, i as i64)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+            model.push(value.into_bytes());
+        }
+        log.close().await.unwrap();
+        for every_other in [true, false] {
+            evict_pages(dir.path(), every_other);
+            let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+                .await
+                .unwrap();
+            let hw = log.durable_offset();
+            let whole = log.read(Offset(0), 1 << 30, hw).await.unwrap();
+            let values: Vec<Vec<u8>> = whole.into_iter().map(|r| r.value).collect();
+            assert_eq!(values, model, "one large read, every_other={every_other}");
+            evict_pages(dir.path(), every_other);
+            let values: Vec<Vec<u8>> = common::read_all(&log)
+                .await
+                .into_iter()
+                .map(|r| r.value)
+                .collect();
+            assert_eq!(values, model, "batch by batch, every_other={every_other}");
+            log.close().await.unwrap();
+        }
+    });
+}
