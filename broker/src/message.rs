@@ -108,9 +108,8 @@ pub enum FetchForm {
     /// Decoded, trimmed to exactly `[offset, next_offset)` and `max_records`.
     #[default]
     Records,
-    /// Whole batches as stored, appended after `reserve` bytes of room
-    /// for the reply's headers (the binary protocol's FetchOk).
-    Batches { reserve: usize },
+    /// Whole batches as stored (the binary protocol's FetchOk).
+    Batches,
 }
 
 #[derive(Debug)]
@@ -125,9 +124,10 @@ pub struct Fetched {
 #[derive(Debug)]
 pub enum FetchedData {
     Records(Vec<StoredRecord>),
-    /// `count` batches in `buf[reserve..]`.
+    /// `count` batches, one buffer each: slices of what storage read, to
+    /// be sent back to back without being copied into one.
     Batches {
-        buf: Vec<u8>,
+        parts: Vec<bytes::Bytes>,
         count: u32,
     },
 }

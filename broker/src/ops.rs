@@ -300,21 +300,21 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
             format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
         )
     };
-    if let FetchForm::Batches { reserve } = args.form {
-        let mut buf = vec![0u8; reserve];
+    if args.form == FetchForm::Batches {
+        let mut parts = Vec::new();
         let read = log
             .read_batches_into(
                 Offset(offset),
                 args.max_bytes,
                 args.max_records,
                 Offset(hw),
-                &mut buf,
+                &mut parts,
             )
             .await;
         return match read {
             Ok(read) => Ok(Fetched {
                 data: FetchedData::Batches {
-                    buf,
+                    parts,
                     count: read.batches,
                 },
                 start_offset: offset,

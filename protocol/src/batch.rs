@@ -56,79 +56,110 @@ pub struct Summary {
 /// checksum and record framing that adds up, with offsets increasing from
 /// batch to batch. Counts the records in `[from, below)`.
 pub fn validate(bytes: &[u8], batches: u32, from: u64, below: u64) -> Result<Summary, DecodeError> {
-    scan(bytes, batches, from, below, true)
+    scan([bytes], batches, from, below, true)
 }
 
 /// Like [`validate`] without the checksums: for batches whose checksums the
 /// caller verified already (a broker serving what its storage checked).
 pub fn validate_framing(bytes: &[u8], batches: u32, from: u64, below: u64) -> Result<Summary, DecodeError> {
-    scan(bytes, batches, from, below, false)
+    scan([bytes], batches, from, below, false)
 }
 
-fn scan(bytes: &[u8], batches: u32, from: u64, below: u64, crc: bool) -> Result<Summary, DecodeError> {
-    let mut pos = 0usize;
+/// Like [`validate_framing`] over batches held in several buffers, each of
+/// them whole batches, to be sent back to back (a broker's reply made of
+/// the buffers its storage read).
+pub fn validate_framing_parts<'a>(
+    parts: impl IntoIterator<Item = &'a [u8]>,
+    batches: u32,
+    from: u64,
+    below: u64,
+) -> Result<Summary, DecodeError> {
+    scan(parts, batches, from, below, false)
+}
+
+fn scan<'a>(
+    parts: impl IntoIterator<Item = &'a [u8]>,
+    batches: u32,
+    from: u64,
+    below: u64,
+    crc: bool,
+) -> Result<Summary, DecodeError> {
     let mut summary = Summary::default();
     let mut next_base = 0u64;
-    for i in 0..batches {
-        let rest = &bytes[pos..];
-        let bad = |why: String| DecodeError::malformed(format!("record batch {i}: {why}"));
-        if rest.len() < HEADER_BYTES {
-            return Err(bad(format!(
-                "{} bytes left, a header needs {HEADER_BYTES}",
-                rest.len()
-            )));
-        }
-        let base = u64_at(rest, 0);
-        let len = u32_at(rest, 8) as usize;
-        if rest[16] != MAGIC {
-            return Err(bad(format!("unknown magic {}", rest[16])));
-        }
-        if len < HEADER_BYTES + RECORD_OVERHEAD_BYTES || len > rest.len() {
-            return Err(bad(format!(
-                "length {len} does not fit the {} bytes left",
-                rest.len()
-            )));
-        }
-        let batch = &rest[..len];
-        let stored = u32_at(batch, 12);
-        let actual = if crc { checksum(batch) } else { stored };
-        if stored != actual {
-            return Err(bad(format!(
-                "checksum mismatch: sent {stored:#010x}, computed {actual:#010x}"
-            )));
-        }
-        if base < next_base {
-            return Err(bad(format!("base offset {base} goes backwards")));
-        }
-        let count = u32_at(batch, 20);
-        let last_delta = u32_at(batch, 24);
-        next_base = base
-            .checked_add(last_delta as u64 + 1)
-            .ok_or_else(|| bad("offset overflow".into()))?;
-        let mut prev: Option<u32> = None;
-        let mut at = HEADER_BYTES;
-        for _ in 0..count {
-            let rec = walk(batch, at).ok_or_else(|| bad("record framing does not add up".into()))?;
-            if rec.delta > last_delta || prev.is_some_and(|p| rec.delta <= p) {
-                return Err(bad("offset deltas must increase within the batch".into()));
+    let mut extra = 0usize;
+    for bytes in parts {
+        let mut pos = 0usize;
+        while pos < bytes.len() {
+            if summary.batches == batches {
+                extra += bytes.len() - pos;
+                break;
             }
-            prev = Some(rec.delta);
-            at = rec.end;
-            let offset = base + rec.delta as u64;
-            if offset >= from && offset < below {
-                summary.records += 1;
+            let i = summary.batches;
+            let rest = &bytes[pos..];
+            let bad = |why: String| DecodeError::malformed(format!("record batch {i}: {why}"));
+            if rest.len() < HEADER_BYTES {
+                return Err(bad(format!(
+                    "{} bytes left, a header needs {HEADER_BYTES}",
+                    rest.len()
+                )));
             }
+            let base = u64_at(rest, 0);
+            let len = u32_at(rest, 8) as usize;
+            if rest[16] != MAGIC {
+                return Err(bad(format!("unknown magic {}", rest[16])));
+            }
+            if len < HEADER_BYTES + RECORD_OVERHEAD_BYTES || len > rest.len() {
+                return Err(bad(format!(
+                    "length {len} does not fit the {} bytes left",
+                    rest.len()
+                )));
+            }
+            let batch = &rest[..len];
+            let stored = u32_at(batch, 12);
+            let actual = if crc { checksum(batch) } else { stored };
+            if stored != actual {
+                return Err(bad(format!(
+                    "checksum mismatch: sent {stored:#010x}, computed {actual:#010x}"
+                )));
+            }
+            if base < next_base {
+                return Err(bad(format!("base offset {base} goes backwards")));
+            }
+            let count = u32_at(batch, 20);
+            let last_delta = u32_at(batch, 24);
+            next_base = base
+                .checked_add(last_delta as u64 + 1)
+                .ok_or_else(|| bad("offset overflow".into()))?;
+            let mut prev: Option<u32> = None;
+            let mut at = HEADER_BYTES;
+            for _ in 0..count {
+                let rec = walk(batch, at).ok_or_else(|| bad("record framing does not add up".into()))?;
+                if rec.delta > last_delta || prev.is_some_and(|p| rec.delta <= p) {
+                    return Err(bad("offset deltas must increase within the batch".into()));
+                }
+                prev = Some(rec.delta);
+                at = rec.end;
+                let offset = base + rec.delta as u64;
+                if offset >= from && offset < below {
+                    summary.records += 1;
+                }
+            }
+            if count == 0 || at != len || prev != Some(last_delta) {
+                return Err(bad("the last record must end the batch".into()));
+            }
+            pos += len;
+            summary.batches += 1;
         }
-        if count == 0 || at != len || prev != Some(last_delta) {
-            return Err(bad("the last record must end the batch".into()));
-        }
-        pos += len;
-        summary.batches += 1;
     }
-    if pos != bytes.len() {
+    if summary.batches < batches {
         return Err(DecodeError::malformed(format!(
-            "{} bytes after the last record batch",
-            bytes.len() - pos
+            "record batch {}: 0 bytes left, a header needs {HEADER_BYTES}",
+            summary.batches
+        )));
+    }
+    if extra > 0 {
+        return Err(DecodeError::malformed(format!(
+            "{extra} bytes after the last record batch"
         )));
     }
     Ok(summary)
@@ -432,6 +463,41 @@ mod tests {
         encode(12, &[rec(None, b"x", 1)], &mut bytes);
         encode(10, &[rec(None, b"y", 1)], &mut bytes);
         assert!(validate(&bytes, 2, 0, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn parts_split_at_batch_boundaries_read_as_one_run() {
+        let bytes = two_batches();
+        let first = u32_at(&bytes, 8) as usize;
+        let whole = validate_framing(&bytes, 2, 11, u64::MAX).unwrap();
+        let (a, b) = bytes.split_at(first);
+        assert_eq!(validate_framing_parts([a, b], 2, 11, u64::MAX).unwrap(), whole);
+        assert_eq!(
+            validate_framing_parts([a, &[][..], b], 2, 11, u64::MAX).unwrap(),
+            whole
+        );
+        // A part must hold whole batches, all of them and nothing more.
+        for cut in 1..bytes.len() {
+            if cut != first {
+                let (a, b) = bytes.split_at(cut);
+                assert!(
+                    validate_framing_parts([a, b], 2, 0, u64::MAX).is_err(),
+                    "cut at {cut}"
+                );
+            }
+        }
+        assert!(
+            validate_framing_parts([a], 2, 0, u64::MAX).is_err(),
+            "missing batch"
+        );
+        assert!(
+            validate_framing_parts([a, b], 1, 0, u64::MAX).is_err(),
+            "trailing batch"
+        );
+        assert!(
+            validate_framing_parts([b, a], 2, 0, u64::MAX).is_err(),
+            "out of order"
+        );
     }
 
     proptest! {

@@ -64,18 +64,18 @@ impl PartitionLog {
         Ok(self.read_span(from, max_bytes, upto).await?.0)
     }
 
-    /// Like [`read_batches`](PartitionLog::read_batches), appending the
-    /// batches' bytes, exactly as stored, to `out` (after whatever the caller
-    /// put there: a reply can reserve its header in front and send the
-    /// buffer as it is). Stops after the batch that brings the records taken
-    /// to `max_records` (always at least one batch when one is there).
+    /// Like [`read_batches`](PartitionLog::read_batches), appending each
+    /// batch's bytes, exactly as stored, to `out`: slices of the buffers
+    /// they were read into, not copies (a reply sends them as they are).
+    /// Stops after the batch that brings the records taken to `max_records`
+    /// (always at least one batch when one is there).
     pub async fn read_batches_into(
         &self,
         from: Offset,
         max_bytes: usize,
         max_records: usize,
         upto: Offset,
-        out: &mut Vec<u8>,
+        out: &mut Vec<bytes::Bytes>,
     ) -> Result<BatchesRead> {
         let (batches, next_offset) = self.read_span(from, max_bytes, upto).await?;
         let mut read = BatchesRead {
@@ -83,15 +83,14 @@ impl PartitionLog {
             next_offset,
         };
         let mut records = 0usize;
-        out.reserve(batches.iter().map(|b| b.bytes.len()).sum());
-        for b in &batches {
+        for b in batches {
             if records >= max_records {
                 read.next_offset = b.header.base_offset.max(from);
                 break;
             }
-            out.extend_from_slice(&b.bytes);
             read.batches += 1;
             records += b.header.record_count as usize;
+            out.push(b.bytes);
         }
         Ok(read)
     }

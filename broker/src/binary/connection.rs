@@ -8,20 +8,19 @@ use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
 use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response, PROTOCOL_VERSION};
-use futures::io::{AsyncReadExt, AsyncWriteExt};
+use futures::io::AsyncReadExt;
 use futures::FutureExt;
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 
+use super::outgoing::Outgoing;
 use crate::shard::Shard;
 
 /// A connection's read buffer (grown for larger frames while they arrive).
 const READ_CHUNK_BYTES: usize = 256 << 10;
 /// Free bytes a read is given at least.
 const READ_ROOM_MIN_BYTES: usize = 64 << 10;
-/// Responses that are ready together are written with one call, up to this.
-const WRITE_COALESCE_BYTES: usize = 1 << 20;
 /// A ProduceBatch frame at least this large has its batch read straight
 /// into a buffer of its own, which storage then queues as it is: no copy
 /// out of the read buffer. Below it, copying is cheaper than a buffer.
@@ -43,35 +42,10 @@ enum End {
 async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
-    let (mut rd, mut wr) = stream.split();
-    let (tx, rx) = local_channel::new_bounded::<Vec<u8>>(inflight_max + 1);
+    let (mut rd, wr) = stream.split();
+    let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max + 1);
     let tx = Rc::new(tx);
-    let writer = glommio::spawn_local(async move {
-        // Small responses ready together go out in one write; a large one
-        // (a fetch) goes out as it is rather than be copied onto another.
-        let mut next = rx.recv().await;
-        while let Some(mut out) = next.take() {
-            while out.len() < WRITE_COALESCE_BYTES {
-                match rx.recv().now_or_never() {
-                    Some(Some(more)) if out.len() + more.len() <= WRITE_COALESCE_BYTES => {
-                        out.extend_from_slice(&more)
-                    }
-                    Some(Some(more)) => {
-                        next = Some(more);
-                        break;
-                    }
-                    _ => break,
-                }
-            }
-            if wr.write_all(&out).await.is_err() || wr.flush().await.is_err() {
-                return;
-            }
-            if next.is_none() {
-                next = rx.recv().await;
-            }
-        }
-        let _ = wr.close().await;
-    });
+    let writer = glommio::spawn_local(super::outgoing::write_loop(rx, wr));
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
     // Unhandled bytes are buf[start..filled]; the socket reads straight
     // into buf[filled..] and frames are decoded where they lie.
@@ -121,7 +95,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                 match hello(&shard, &req) {
                     Ok(ok) => {
                         handshaken = true;
-                        if tx.send(ok.to_frame(id, false)).await.is_err() {
+                        if tx.send(Outgoing::frame(ok.to_frame(id, false))).await.is_err() {
                             break 'conn End::Eof;
                         }
                         continue;
@@ -142,8 +116,8 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                 .expect("semaphore never closes");
             let (shard, tx) = (shard.clone(), tx.clone());
             glommio::spawn_local(async move {
-                let resp = super::handler::handle(&shard, req).await;
-                let _ = tx.send(resp.into_frame(id, gzip)).await;
+                let out = super::handler::handle(&shard, req, id, gzip).await;
+                let _ = tx.send(out).await;
                 drop(permit);
             })
             .detach();
@@ -174,7 +148,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         tracing::debug!(?resp, "closing a binary connection after a protocol error");
         // Let requests already running answer first, then the error.
         let _ = permits.acquire(inflight_max as u64).await;
-        let _ = tx.send(resp.to_frame(*id, false)).await;
+        let _ = tx.send(Outgoing::frame(resp.to_frame(*id, false))).await;
     } else {
         // Wait for in-flight requests to answer (a shutdown finishes them).
         let _ = permits.acquire(inflight_max as u64).await;

@@ -4,7 +4,8 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use es_protocol::requests::fetch::{FetchOk, FRAME_PREFIX_BYTES};
+use es_protocol::batch;
+use es_protocol::requests::fetch::{Fetch, FetchOk};
 use es_protocol::requests::produce::ProduceOk;
 use es_protocol::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
 use es_protocol::{Kind, Request, Response};
@@ -17,21 +18,66 @@ use crate::message::{FetchForm, FetchedData, Op, Payload, Reply};
 use crate::produce::Item;
 use crate::shard::Shard;
 
-pub async fn handle(shard: &Rc<Shard>, req: Request) -> Response {
+use super::outgoing::Outgoing;
+
+/// Runs one request and frames its answer (or its error) for the writer.
+pub async fn handle(shard: &Rc<Shard>, req: Request, request_id: u64, gzip: bool) -> Outgoing {
     let started = Instant::now();
     let endpoint = endpoint(&req);
-    let resp = match run(shard, req).await {
-        Ok(r) => r,
-        Err(e) => Response::error(e.code, e.message),
+    let answer = match req {
+        Request::Fetch(f) => Box::pin(fetch(shard, f, request_id, gzip)).await,
+        other => run(shard, other)
+            .await
+            .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
     };
     let m = shard.hot.binary(endpoint);
-    if matches!(resp, Response::Error(_)) {
-        m.error.increment(1);
-    } else {
-        m.ok.increment(1);
-    }
+    let out = match answer {
+        Ok(out) => {
+            m.ok.increment(1);
+            out
+        }
+        Err(e) => {
+            m.error.increment(1);
+            Outgoing::frame(Response::error(e.code, e.message).into_frame(request_id, gzip))
+        }
+    };
     m.duration.record(started.elapsed().as_secs_f64());
-    resp
+    out
+}
+
+/// A fetch answers with the stored batches as storage read them: the frame
+/// header and fixed fields, then the batches' buffers, not copied into one
+/// (unless the reply is gzipped).
+async fn fetch(shard: &Rc<Shard>, f: Fetch, request_id: u64, gzip: bool) -> Result<Outgoing, ApiError> {
+    let meta = admin::lookup(shard, &f.topic)?;
+    let q = FetchQuery {
+        offset: f.offset,
+        max_records: Some(f.max_records as u64),
+        max_bytes: Some(f.max_bytes as u64),
+        wait_ms: Some(f.wait_ms as u64),
+        form: FetchForm::Batches,
+    };
+    let fetched = crate::fetch::fetch(shard, &meta, f.partition as u64, q).await?;
+    let FetchedData::Batches { parts, count } = fetched.data else {
+        return Err(ApiError::internal("a batches fetch answered with records"));
+    };
+    let (hw, next, start) = (fetched.high_watermark, fetched.next_offset, fetched.start_offset);
+    // Storage verified every checksum on read; the framing is checked
+    // again before the batches go out.
+    batch::validate_framing_parts(parts.iter().map(|p| &p[..]), count, start, hw)
+        .map_err(|e| ApiError::internal(format!("stored batches: {e}")))?;
+    if gzip {
+        let ok = FetchOk::trusted(hw, next, start, count, parts.concat(), 0)
+            .map_err(|e| ApiError::internal(format!("stored batches: {e}")))?;
+        return Ok(Outgoing::frame(
+            Response::FetchOk(ok).into_frame(request_id, true),
+        ));
+    }
+    let len = parts.iter().map(|p| p.len()).sum();
+    Ok(Outgoing {
+        head: FetchOk::frame_prefix(request_id, hw, next, start, count, len),
+        body: parts,
+    })
 }
 
 fn endpoint(req: &Request) -> &'static str {
@@ -166,34 +212,8 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb)).await,
-        Request::Fetch(f) => {
-            let meta = admin::lookup(shard, &f.topic)?;
-            let q = FetchQuery {
-                offset: f.offset,
-                max_records: Some(f.max_records as u64),
-                max_bytes: Some(f.max_bytes as u64),
-                wait_ms: Some(f.wait_ms as u64),
-                form: FetchForm::Batches {
-                    reserve: FRAME_PREFIX_BYTES,
-                },
-            };
-            let fetched = Box::pin(crate::fetch::fetch(shard, &meta, f.partition as u64, q)).await?;
-            let FetchedData::Batches { buf, count } = fetched.data else {
-                return Err(ApiError::internal("a batches fetch answered with records"));
-            };
-            // Storage verified every checksum on read; the framing is
-            // checked again before the batches go out.
-            let ok = FetchOk::trusted(
-                fetched.high_watermark,
-                fetched.next_offset,
-                fetched.start_offset,
-                count,
-                buf,
-                FRAME_PREFIX_BYTES,
-            )
-            .map_err(|e| ApiError::internal(format!("stored batches: {e}")))?;
-            Ok(Response::FetchOk(ok))
-        }
+        // Framed by `fetch` itself (its batches are not copied into a Response).
+        Request::Fetch(_) => Err(ApiError::internal("a fetch is answered by handler::fetch")),
         Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,
     }
 }

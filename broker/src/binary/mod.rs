@@ -5,5 +5,6 @@
 
 mod connection;
 mod handler;
+mod outgoing;
 
 pub use connection::serve;

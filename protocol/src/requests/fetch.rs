@@ -217,9 +217,9 @@ impl FetchOk {
     }
 
     /// The whole frame for this answer. When the batches sit at exactly
-    /// [`FRAME_PREFIX_BYTES`] into the buffer (a broker reserves that room
-    /// when it reads them), the frame header and fixed fields are written
-    /// into the room in front: the batches are not copied.
+    /// [`FRAME_PREFIX_BYTES`] into the buffer, the frame header and fixed
+    /// fields are written into the room in front: the batches are not
+    /// copied.
     pub fn into_frame(self, request_id: u64) -> Vec<u8> {
         if self.at != FRAME_PREFIX_BYTES {
             let mut w = Writer::new();
@@ -227,23 +227,38 @@ impl FetchOk {
             return frame::encode(Kind::FetchOk, request_id, &w.buf, false);
         }
         let mut buf = self.buf;
-        let mut w = Writer::new();
-        FetchOk::encode_fixed(
-            &mut w,
+        let prefix = FetchOk::frame_prefix(
+            request_id,
             self.high_watermark,
             self.next_offset,
             self.start_offset,
             self.batch_count,
+            buf.len() - FRAME_PREFIX_BYTES,
         );
-        let payload_len = buf.len() - frame::HEADER_BYTES;
-        buf[..frame::HEADER_BYTES].copy_from_slice(&frame::header(
-            Kind::FetchOk,
-            request_id,
-            payload_len,
-            false,
-        ));
-        buf[frame::HEADER_BYTES..FRAME_PREFIX_BYTES].copy_from_slice(&w.buf);
+        buf[..FRAME_PREFIX_BYTES].copy_from_slice(&prefix);
         buf
+    }
+
+    /// The first [`FRAME_PREFIX_BYTES`] of an uncompressed FetchOk frame
+    /// (frame header and fixed fields) whose `batch_count` batches take
+    /// `batches_len` bytes: send the batches right after it, as they are
+    /// (a broker sends the buffers its storage read, without copying them
+    /// into one).
+    pub fn frame_prefix(
+        request_id: u64,
+        high_watermark: u64,
+        next_offset: u64,
+        start_offset: u64,
+        batch_count: u32,
+        batches_len: usize,
+    ) -> Vec<u8> {
+        let mut w = Writer::new();
+        let payload_len = FETCH_OK_FIXED_BYTES + batches_len;
+        w.buf
+            .extend_from_slice(&frame::header(Kind::FetchOk, request_id, payload_len, false));
+        FetchOk::encode_fixed(&mut w, high_watermark, next_offset, start_offset, batch_count);
+        debug_assert_eq!(w.buf.len(), FRAME_PREFIX_BYTES);
+        w.buf
     }
 
     pub fn decode(r: &mut Reader) -> Result<FetchOk, DecodeError> {
@@ -340,6 +355,10 @@ mod tests {
             .unwrap()
             .into_frame(7);
         assert_eq!(in_place, frame::encode(Kind::FetchOk, 7, &w.buf, false));
+        // So is a prefix followed by the batches.
+        let mut prefixed = FetchOk::frame_prefix(7, 12, 12, 10, 2, batches.len());
+        prefixed.extend_from_slice(&batches);
+        assert_eq!(prefixed, in_place);
     }
 
     proptest! {
