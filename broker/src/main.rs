@@ -5,6 +5,7 @@
 //! every shard. See docs/api.md and docs/cli.md.
 
 mod admin;
+mod allocator;
 mod assignor;
 mod binary;
 mod catalog;
@@ -22,7 +23,6 @@ mod http;
 mod idempotence;
 mod listener;
 mod lock;
-mod malloc;
 mod message;
 mod ops;
 mod owned;
@@ -51,7 +51,6 @@ const PER_ROUND_BUCKETS: &[f64] = &[
 ];
 
 fn main() -> ExitCode {
-    malloc::keep_large_buffers();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ES_LOG").unwrap_or_else(|_| "info".into()),

@@ -8,29 +8,32 @@ pub type ShardId = usize;
 /// FNV-1a, 64 bit: small, stable across versions and languages, documented
 /// in docs/api.md so clients can reproduce it.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    fnv1a64_of(&[bytes])
+}
+
+/// FNV-1a, 64 bit, of `parts` back to back (no buffer to join them).
+fn fnv1a64_of(parts: &[&[u8]]) -> u64 {
     const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes
+    parts
         .iter()
+        .flat_map(|p| p.iter())
         .fold(OFFSET_BASIS, |h, b| (h ^ *b as u64).wrapping_mul(PRIME))
 }
 
-/// The shard that owns `partition` of `topic`. Placement never decides a
-/// file path, so changing the shard count between runs finds all data.
+/// The shard that owns `partition` of `topic`: the hash of the topic, a
+/// zero byte and the partition (u32, little-endian). Placement never
+/// decides a file path, so changing the shard count between runs finds
+/// all data.
 pub fn shard_of(topic: &str, partition: u32, shards: usize) -> ShardId {
-    let mut key = Vec::with_capacity(topic.len() + 5);
-    key.extend_from_slice(topic.as_bytes());
-    key.push(0);
-    key.extend_from_slice(&partition.to_le_bytes());
-    (fnv1a64(&key) % shards as u64) as ShardId
+    let h = fnv1a64_of(&[topic.as_bytes(), &[0], &partition.to_le_bytes()]);
+    (h % shards as u64) as ShardId
 }
 
-/// The shard that coordinates consumer group `group`.
+/// The shard that coordinates consumer group `group`: the hash of
+/// `group\0` and the group's name.
 pub fn shard_of_group(group: &str, shards: usize) -> ShardId {
-    let mut key = Vec::with_capacity(group.len() + 6);
-    key.extend_from_slice(b"group\0");
-    key.extend_from_slice(group.as_bytes());
-    (fnv1a64(&key) % shards as u64) as ShardId
+    (fnv1a64_of(&[b"group\0", group.as_bytes()]) % shards as u64) as ShardId
 }
 
 /// The partition a keyed record goes to: same key, same partition, always
@@ -48,6 +51,24 @@ mod tests {
         assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
         assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
         assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn placement_hashes_the_documented_key() {
+        for shards in 1..9 {
+            for p in [0u32, 1, 7, 300, u32::MAX] {
+                let mut key = b"orders\0".to_vec();
+                key.extend_from_slice(&p.to_le_bytes());
+                assert_eq!(
+                    shard_of("orders", p, shards) as u64,
+                    fnv1a64(&key) % shards as u64
+                );
+            }
+            assert_eq!(
+                shard_of_group("g1", shards) as u64,
+                fnv1a64(b"group\0g1") % shards as u64
+            );
+        }
     }
 
     #[test]

@@ -89,8 +89,8 @@ pub struct Client {
 /// Keeps fetch-sized buffers (up to 32 MiB) in the heap between fetches
 /// instead of mmapping and unmapping one per response, which page-faults
 /// every page back in (glibc's default above 128 KiB). A program that
-/// consumes a lot calls this once at start, before starting threads; the
-/// broker does the same (broker/src/malloc.rs).
+/// consumes a lot calls this once at start, before starting threads (with
+/// glibc's allocator; the broker uses mimalloc, which reuses them anyway).
 pub fn keep_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters.
