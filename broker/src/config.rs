@@ -58,6 +58,12 @@ pub struct Config {
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT)]
     pub segment_bytes: u64,
+    /// Bytes of newly written records each shard keeps in memory for
+    /// consumers that tail its partitions, over all of them together
+    /// (segments are written past the page cache); beyond it, the least
+    /// recently written partitions are read back from disk.
+    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT)]
+    pub recent_writes_shard_bytes: usize,
     /// Directory of the cold tier, where tiered topics move segments that
     /// retention removes. Default: `<data-dir>/cold`.
     #[arg(long, env = "ES_COLD_DIR")]

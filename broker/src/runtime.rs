@@ -134,6 +134,7 @@ async fn shard_main(
         }
         None => (0, None, None),
     };
+    es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
     let shard = Rc::new(Shard::new(id, config, catalog, state.clone(), metrics, senders));
     if let Some(receivers) = receivers {
         crate::shard::serve_mesh(shard.clone(), receivers);

@@ -24,6 +24,7 @@ mod partition;
 mod policy;
 mod read;
 mod recent;
+mod recent_budget;
 mod record;
 mod recovery;
 mod retention;
@@ -50,6 +51,9 @@ pub use partition::{Appended, OpenReport, PartitionLog};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
 pub use read::{BatchesRead, RecordsRead};
 pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
+pub use recent_budget::{
+    recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,
+};
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::Trimmed;
 pub use segment::RawBatch;

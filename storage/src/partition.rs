@@ -730,6 +730,7 @@ async fn write_loop(shared: Rc<Shared>) {
             shared.poison(&e);
             return;
         }
+        crate::recent_budget::after_write(&recent);
         {
             let mut inner = shared.inner.borrow_mut();
             if inner.failure.is_some() {

@@ -25,9 +25,8 @@ use bytes::Bytes;
 pub const PAGE_BYTES: u64 = 4096;
 
 /// Default bytes of recent writes kept per partition: 1 MiB covers a
-/// consumer a fetch or two behind the producer, and a shard with a thousand
-/// partitions that took writes holds at most about 1 GiB of them (the
-/// memory stays until the segment is sealed: size it by partition count).
+/// consumer a fetch or two behind the producer. The shard's budget
+/// (`recent_budget.rs`) bounds all its partitions together.
 pub const RECENT_WRITES_BYTES_DEFAULT: usize = 1 << 20;
 
 /// `v` rounded down to a page boundary.
@@ -46,6 +45,17 @@ pub(crate) struct RecentWrites {
     held_bytes: usize,
     /// Keep at most this many bytes, beyond the partial page.
     cap_bytes: usize,
+    /// What the shard's budget (`recent_budget.rs`) counts for this one.
+    pub(crate) charged_bytes: usize,
+    /// In the budget's queue; written to since the budget last passed it.
+    pub(crate) queued: bool,
+    pub(crate) referenced: bool,
+}
+
+impl Drop for RecentWrites {
+    fn drop(&mut self) {
+        crate::recent_budget::uncharge(self.charged_bytes);
+    }
 }
 
 impl RecentWrites {
@@ -57,7 +67,15 @@ impl RecentWrites {
             end,
             held_bytes: 0,
             cap_bytes,
+            charged_bytes: 0,
+            queued: false,
+            referenced: false,
         }
+    }
+
+    /// Bytes held now.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     pub fn start(&self) -> u64 {
@@ -82,8 +100,21 @@ impl RecentWrites {
         self.end = pos + bytes.len() as u64;
         self.held_bytes += bytes.len();
         self.chunks.push_back((pos, bytes));
+        self.evict_beyond(self.cap_bytes);
+    }
+
+    /// Forgets every chunk it may: all but those reaching into the page
+    /// holding the end (the shard's budget calls this on partitions it
+    /// takes memory from).
+    pub fn trim(&mut self) {
+        self.evict_beyond(0);
+    }
+
+    /// Forgets the oldest chunks while more than `cap` bytes are held,
+    /// never one that reaches into the page holding the end.
+    fn evict_beyond(&mut self, cap: usize) {
         let keep_from = page_floor(self.end);
-        while self.held_bytes > self.cap_bytes {
+        while self.held_bytes > cap {
             let Some((at, front)) = self.chunks.front() else {
                 break;
             };

@@ -166,3 +166,51 @@ fn buffered_writes_keep_exact_lengths() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_shards_recent_writes_stay_within_its_budget() {
+    // Eight partitions on one shard, each allowed 1 MiB of recent writes,
+    // the shard 64 KiB: writes to one partition trim the others down to
+    // their partial page, every record still reads back (from the file),
+    // and closing the logs gives all of it back.
+    const BUDGET_BYTES: usize = 64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        es_storage::set_recent_writes_shard_bytes(BUDGET_BYTES);
+        let batcher = FsyncBatcher::new();
+        let mut logs = Vec::new();
+        for p in 0..8 {
+            let (log, _) =
+                PartitionLog::open(&dir.path().join(p.to_string()), direct(1 << 20), batcher.clone())
+                    .await
+                    .unwrap();
+            logs.push(log);
+        }
+        let mut models = vec![Vec::new(); logs.len()];
+        let mut most = 0;
+        for round in 0..4 {
+            for (p, log) in logs.iter().enumerate() {
+                let value = format!("{p}/{round}:").repeat(600 + 37 * p);
+                log.append_durable(&[rec(None, &value, 1)], ProducerStamp::NONE)
+                    .await
+                    .unwrap();
+                models[p].push(value.into_bytes());
+                let held = es_storage::recent_writes_shard_held_bytes();
+                assert!(
+                    held <= BUDGET_BYTES,
+                    "round {round} partition {p}: {held} bytes held"
+                );
+                most = most.max(held);
+            }
+        }
+        // Without the budget the eight would hold ~180 KiB.
+        assert!(most > BUDGET_BYTES / 2, "the budget was used: {most}");
+        for (log, model) in logs.iter().zip(&models) {
+            assert_eq!(&values(log).await, model);
+        }
+        for log in logs {
+            log.close().await.unwrap();
+        }
+        assert_eq!(es_storage::recent_writes_shard_held_bytes(), 0, "all given back");
+    });
+}
