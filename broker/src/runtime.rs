@@ -241,9 +241,13 @@ async fn drain_connections(shard: &Shard) {
     }
 }
 
+/// Every `METRICS_UPKEEP_MS`: the exporter's upkeep, and the shard's
+/// gauges that no request path sets.
 async fn metrics_upkeep(shard: Rc<Shard>) {
+    let recent = metrics::gauge!("es_recent_writes_bytes", "shard" => shard.id.to_string());
     while !shard.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(METRICS_UPKEEP_MS)).await;
+        recent.set(es_storage::recent_writes_shard_held_bytes() as f64);
         shard.metrics.run_upkeep();
     }
 }

@@ -743,6 +743,14 @@ fn metrics_report_high_watermarks_requests_and_fsyncs() {
         b.metric_sum("es_recovery_segments_scanned_total").is_some(),
         "es_recovery_segments_scanned_total"
     );
+    // Bytes held in memory for tailing readers: a gauge the shards refresh
+    // every few seconds (0 where the filesystem refuses direct I/O, as
+    // tmpfs does: the page cache holds them then).
+    wait_until(
+        "es_recent_writes_bytes to be reported",
+        Duration::from_secs(30),
+        || b.metric_sum("es_recent_writes_bytes").is_some(),
+    );
     let (status, body) = b.get("/health");
     assert_eq!((status, body), (200, json!({ "status": "ok" })));
     let (status, body) = b.get("/ready");
