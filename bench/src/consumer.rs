@@ -5,12 +5,14 @@
 //! record from the send time embedded in its value (e2e).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use es_protocol::client::{Client, Options};
 use es_protocol::requests::fetch::{Fetch, FetchOk};
 
 use crate::counters::Counters;
+use crate::fetcher::Fetcher;
 use crate::latency::Latency;
 use crate::payload;
 use crate::window::Window;
@@ -23,10 +25,17 @@ const FOLLOW_WAIT_MS: u32 = 100;
 const DRAIN: Duration = Duration::from_secs(30);
 
 pub struct Consumer {
-    client: Client,
+    conn: Conn,
     topic: String,
     partition: u32,
     fetch_bytes: u32,
+}
+
+/// Without gzip a consumer drives its connection on its own thread
+/// (`Fetcher`); gzip goes through the client library.
+enum Conn {
+    Direct(Mutex<Fetcher>),
+    Library(Client),
 }
 
 impl Consumer {
@@ -37,15 +46,24 @@ impl Consumer {
         fetch_bytes: u32,
         gzip: bool,
     ) -> Result<Consumer, String> {
-        let options = Options {
-            client_id: format!("es-bench-consumer-{partition}"),
-            gzip,
-            ..Options::default()
+        let client_id = format!("es-bench-consumer-{partition}");
+        let conn = if gzip {
+            let options = Options {
+                client_id,
+                gzip,
+                ..Options::default()
+            };
+            Conn::Library(
+                Client::connect(addr, options)
+                    .map_err(|e| format!("consumer {partition}: connect to {addr}: {e}"))?,
+            )
+        } else {
+            Conn::Direct(Mutex::new(
+                Fetcher::connect(addr, &client_id).map_err(|e| format!("consumer {partition}: {e}"))?,
+            ))
         };
-        let client = Client::connect(addr, options)
-            .map_err(|e| format!("consumer {partition}: connect to {addr}: {e}"))?;
         Ok(Consumer {
-            client,
+            conn,
             topic: topic.to_string(),
             partition,
             fetch_bytes,
@@ -53,16 +71,19 @@ impl Consumer {
     }
 
     fn fetch(&self, offset: Option<u64>, wait_ms: u32) -> Result<FetchOk, String> {
-        self.client
-            .fetch(Fetch {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                offset,
-                max_records: MAX_RECORDS,
-                max_bytes: self.fetch_bytes,
-                wait_ms,
-            })
-            .map_err(|e| format!("fetch partition {}: {e}", self.partition))
+        let fetch = Fetch {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset,
+            max_records: MAX_RECORDS,
+            max_bytes: self.fetch_bytes,
+            wait_ms,
+        };
+        let got = match &self.conn {
+            Conn::Direct(f) => f.lock().expect("one thread per consumer").fetch(fetch),
+            Conn::Library(c) => c.fetch(fetch).map_err(|e| e.to_string()),
+        };
+        got.map_err(|e| format!("fetch partition {}: {e}", self.partition))
     }
 
     /// Reads the whole partition once, counting nothing: the broker writes

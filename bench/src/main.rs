@@ -13,6 +13,7 @@ mod consumer;
 mod counters;
 mod disk;
 mod e2e;
+mod fetcher;
 mod interrupt;
 mod latency;
 mod payload;

@@ -137,7 +137,7 @@ impl Client {
             api_key: options.api_key.clone(),
         });
         writer.write_all(&hello.to_frame(0, false))?;
-        let hello_ok = match read_frame(&mut read_half)?.map(|(_, r)| r) {
+        let hello_ok = match read_response(&mut read_half)?.map(|(_, r)| r) {
             Some(Response::HelloOk(h)) => h,
             Some(Response::Error(e)) => {
                 return Err(ClientError::Broker {
@@ -319,9 +319,11 @@ fn release(shared: &Shared) {
     shared.slot_free.notify_one();
 }
 
-/// Reads one response frame and its request id; `None` at a clean end of
-/// stream.
-fn read_frame(r: &mut impl Read) -> Result<Option<(u64, Response)>, ClientError> {
+/// Reads one response frame and its request id from `r` (a connection
+/// past its handshake); `None` at a clean end of stream. For a caller that
+/// drives a connection itself, one request at a time, without the
+/// client's reader thread.
+pub fn read_response(r: &mut impl Read) -> Result<Option<(u64, Response)>, ClientError> {
     let mut header = [0u8; HEADER_BYTES];
     match r.read_exact(&mut header) {
         Ok(()) => {}
@@ -346,7 +348,7 @@ fn read_frame(r: &mut impl Read) -> Result<Option<(u64, Response)>, ClientError>
 
 fn read_loop(mut r: impl Read, shared: Arc<Shared>) {
     let reason = loop {
-        match read_frame(&mut r) {
+        match read_response(&mut r) {
             Ok(Some((id, resp))) => {
                 let slot = shared.pending.lock().expect("lock").remove(&id);
                 match slot {
