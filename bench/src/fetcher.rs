@@ -11,8 +11,7 @@ use std::net::TcpStream;
 
 use es_protocol::client::read_response;
 use es_protocol::requests::fetch::{Fetch, FetchOk};
-use es_protocol::requests::hello::Hello;
-use es_protocol::{Request, Response, PROTOCOL_VERSION};
+use es_protocol::{Request, Response};
 
 pub struct Fetcher {
     sock: TcpStream,
@@ -22,20 +21,8 @@ pub struct Fetcher {
 impl Fetcher {
     /// Connects and shakes hands.
     pub fn connect(addr: &str, client_id: &str) -> Result<Fetcher, String> {
-        let sock = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
-        sock.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-        let mut f = Fetcher { sock, next_id: 1 };
-        let hello = Request::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            client_id: client_id.to_string(),
-            api_key: String::new(),
-        });
-        match f.call(&hello)? {
-            Response::HelloOk(_) => Ok(f),
-            Response::Error(e) => Err(format!("handshake: {}: {}", e.code, e.message)),
-            other => Err(format!("handshake: unexpected answer {:?}", other.kind())),
-        }
+        let sock = crate::connect::handshaken(addr, client_id)?;
+        Ok(Fetcher { sock, next_id: 1 })
     }
 
     /// One fetch, answered.

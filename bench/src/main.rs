@@ -8,6 +8,7 @@ mod args;
 mod batch;
 mod broker;
 mod compare;
+mod connect;
 mod consume;
 mod consumer;
 mod counters;

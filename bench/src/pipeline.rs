@@ -21,8 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use es_protocol::frame::{self, HEADER_BYTES};
-use es_protocol::requests::hello::Hello;
-use es_protocol::{Request, Response, FRAME_BYTES_MAX_DEFAULT, PROTOCOL_VERSION};
+use es_protocol::{Response, FRAME_BYTES_MAX_DEFAULT};
 
 use crate::batch::Batch;
 use crate::latency::Latency;
@@ -125,29 +124,12 @@ struct Connection {
 
 impl Connection {
     fn open(addr: &str, client_id: &str) -> Result<Connection, String> {
-        let sock = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
-        sock.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-        let mut conn = Connection {
+        let sock = crate::connect::handshaken(addr, client_id)?;
+        Ok(Connection {
             sock,
             buf: vec![0; READ_BYTES],
             filled: 0,
-        };
-        let hello = Request::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            client_id: client_id.to_string(),
-            api_key: String::new(),
-        });
-        conn.write(&hello.to_frame(0, false))?;
-        loop {
-            if let Some((_, resp)) = conn.read_some(None)?.into_iter().next() {
-                return match resp {
-                    Response::HelloOk(_) => Ok(conn),
-                    Response::Error(e) => Err(format!("handshake: {}: {}", e.code, e.message)),
-                    other => Err(format!("handshake: unexpected answer {:?}", other.kind())),
-                };
-            }
-        }
+        })
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), String> {

@@ -122,37 +122,8 @@ impl PendingResponse {
 impl Client {
     /// Connects and shakes hands.
     pub fn connect(addr: &str, options: Options) -> Result<Client, ClientError> {
-        let sock = addr
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| ClientError::Protocol(format!("{addr} resolves to no address")))?;
-        let stream = TcpStream::connect_timeout(&sock, options.connect_timeout)?;
-        stream.set_nodelay(true)?;
-        let mut read_half = stream.try_clone()?;
-        let mut writer = stream;
-        let hello = Request::Hello(Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            client_id: options.client_id.clone(),
-            api_key: options.api_key.clone(),
-        });
-        writer.write_all(&hello.to_frame(0, false))?;
-        let hello_ok = match read_response(&mut read_half)?.map(|(_, r)| r) {
-            Some(Response::HelloOk(h)) => h,
-            Some(Response::Error(e)) => {
-                return Err(ClientError::Broker {
-                    code: e.code,
-                    message: e.message,
-                })
-            }
-            Some(other) => {
-                return Err(ClientError::Protocol(format!(
-                    "expected HelloOk, got {:?}",
-                    other.kind()
-                )))
-            }
-            None => return Err(ClientError::Closed),
-        };
+        let (writer, hello_ok) = connect(addr, &options)?;
+        let read_half = writer.try_clone()?;
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(0),
@@ -317,6 +288,43 @@ fn release(shared: &Shared) {
     let mut inflight = shared.inflight.lock().expect("lock");
     *inflight = inflight.saturating_sub(1);
     shared.slot_free.notify_one();
+}
+
+/// Opens a connection (TCP_NODELAY on) and shakes hands: the stream,
+/// ready for requests, and what the broker said. For a caller that drives
+/// a connection itself, one thread per connection, with
+/// [`read_response`]; `Client::connect` starts from it too.
+pub fn connect(addr: &str, options: &Options) -> Result<(TcpStream, HelloOk), ClientError> {
+    let sock = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| ClientError::Protocol(format!("{addr} resolves to no address")))?;
+    let mut stream = TcpStream::connect_timeout(&sock, options.connect_timeout)?;
+    stream.set_nodelay(true)?;
+    let hello = Request::Hello(Hello {
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        client_id: options.client_id.clone(),
+        api_key: options.api_key.clone(),
+    });
+    stream.write_all(&hello.to_frame(0, false))?;
+    let hello_ok = match read_response(&mut stream)?.map(|(_, r)| r) {
+        Some(Response::HelloOk(h)) => h,
+        Some(Response::Error(e)) => {
+            return Err(ClientError::Broker {
+                code: e.code,
+                message: e.message,
+            })
+        }
+        Some(other) => {
+            return Err(ClientError::Protocol(format!(
+                "expected HelloOk, got {:?}",
+                other.kind()
+            )))
+        }
+        None => return Err(ClientError::Closed),
+    };
+    Ok((stream, hello_ok))
 }
 
 /// Reads one response frame and its request id from `r` (a connection
