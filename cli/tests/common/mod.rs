@@ -8,8 +8,13 @@
 
 #![allow(dead_code)] // each test binary uses part of the harness
 
+#[path = "../../../broker/tests/common/port.rs"]
+mod port;
+
+pub use port::free_port;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,25 +58,6 @@ pub fn broker_path() -> &'static Path {
         }
         broker
     })
-}
-
-/// Never the same port twice in one test process: the broker's listeners
-/// set SO_REUSEPORT, so a second broker given a port another test's broker
-/// already listens on would share it silently, and each would get some of
-/// the other's connections.
-pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut given = GIVEN.lock().expect("lock");
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
 }
 
 pub fn temp_dir() -> PathBuf {
