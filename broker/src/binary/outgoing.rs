@@ -16,7 +16,7 @@ const WRITE_COALESCE_BYTES: usize = 1 << 20;
 const WRITE_DIRECT_BYTES_MIN: usize = 64 << 10;
 
 /// One response frame: `head`, then the `body` buffers back to back.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Outgoing {
     pub head: Vec<u8>,
     pub body: Vec<bytes::Bytes>,
