@@ -48,6 +48,7 @@ pub(crate) fn read_cached(file: &impl AsRawFd, pos: u64, len: usize, out: &mut V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File; // blocking-ok: tests only, off the executor
     use std::io::Write;
     use std::path::Path;
 
@@ -62,19 +63,19 @@ mod tests {
     /// A file of [`data`], all of it in the page cache but [`HOLE`].
     fn file_with_hole(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("f");
-        let mut f = std::fs::File::create(&path).unwrap();
+        let mut f = File::create(&path).unwrap(); // blocking-ok: test setup, off the executor
         f.write_all(&data()).unwrap();
         f.sync_all().unwrap();
         // Dropped whole, then read back: pages cached by reads can be
         // dropped a range at a time (those written may sit in larger folios).
         drop_pages(&f, 0..0);
-        std::fs::read(&path).unwrap();
+        std::fs::read(&path).unwrap(); // blocking-ok: test setup, off the executor
         drop_pages(&f, HOLE);
         path
     }
 
     /// Drops `range` of `f` from the page cache (`0..0`: all of it).
-    fn drop_pages(f: &std::fs::File, range: std::ops::Range<usize>) {
+    fn drop_pages(f: &File, range: std::ops::Range<usize>) {
         // SAFETY: advice on an open descriptor; no memory is touched.
         let rc = unsafe {
             libc::posix_fadvise(
@@ -91,8 +92,8 @@ mod tests {
     fn reads_cached_bytes_and_stops_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        std::fs::write(&path, &data()[..100_000]).unwrap();
-        let f = std::fs::File::open(&path).unwrap();
+        std::fs::write(&path, &data()[..100_000]).unwrap(); // blocking-ok: test setup, off the executor
+        let f = File::open(&path).unwrap(); // blocking-ok: test setup, off the executor
         let mut out = vec![7u8];
         assert_eq!(read_cached(&f, 10, 1000, &mut out), 1000);
         assert_eq!(out[0], 7);
@@ -108,7 +109,7 @@ mod tests {
     fn stops_at_the_first_page_not_cached_and_read_exact_reads_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let path = file_with_hole(dir.path());
-        let f = std::fs::File::open(&path).unwrap();
+        let f = File::open(&path).unwrap(); // blocking-ok: test setup, off the executor
         let mut out = Vec::new();
         let got = read_cached(&f, 0, FILE_BYTES, &mut out);
         assert!(got <= HOLE.start, "stopped at the hole: {got}");
