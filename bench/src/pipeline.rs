@@ -30,6 +30,9 @@ use crate::window::Window;
 
 /// Bytes asked of the socket per read.
 const READ_BYTES: usize = 64 << 10;
+/// A request at least this large is written on its own, not gathered into
+/// the burst: one more send costs less than copying it.
+const DIRECT_WRITE_BYTES_MIN: usize = 64 << 10;
 
 /// Runs one producer's load on its own connection to `addr`: as fast as
 /// acks allow, or one request every `interval`.
@@ -69,7 +72,13 @@ pub fn run(
                 None => now,
             };
             request[8..16].copy_from_slice(&next_id.to_be_bytes());
-            out.extend_from_slice(&request);
+            if request.len() >= DIRECT_WRITE_BYTES_MIN {
+                // Large (so is every request of this loop): written as it
+                // is; gathering it would cost a copy per request.
+                conn.write(&request)?;
+            } else {
+                out.extend_from_slice(&request);
+            }
             pending.insert(next_id, t0);
             next_id += 1;
             sent += batch.records;

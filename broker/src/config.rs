@@ -64,6 +64,13 @@ pub struct Config {
     /// recently written partitions are read back from disk.
     #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT)]
     pub recent_writes_shard_bytes: usize,
+    /// Microseconds an idle shard keeps polling for work before it parks its
+    /// thread. Spinning answers a forwarded request or an fsync completion
+    /// sooner, but takes the core from anything else that runs there;
+    /// `0` parks at once.
+    #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = crate::runtime::SPIN_BEFORE_PARK_US_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX))]
+    pub spin_before_park_us: u64,
     /// Directory of the cold tier, where tiered topics move segments that
     /// retention removes. Default: `<data-dir>/cold`.
     #[arg(long, env = "ES_COLD_DIR")]
@@ -73,6 +80,9 @@ pub struct Config {
     #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT)]
     pub cleanup_interval_ms: u64,
 }
+
+/// Longest spin allowed: past a second, a shard might as well never park.
+pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
 
 /// Default cleanup interval: 30 s keeps retention within half a minute of
 /// its limits while a pass over partitions with nothing due costs nothing

@@ -354,6 +354,74 @@ fn frames_larger_than_the_read_buffer_and_split_writes() {
     assert_eq!(all[sizes.len()].2, b"last".to_vec());
 }
 
+/// A large batch arrives in small pieces with pauses (the broker drains the
+/// socket and waits for more many times), and another is cut off by the
+/// client closing mid-batch: the first lands whole, the second not at all,
+/// and the broker serves on.
+#[test]
+fn a_large_batch_that_trickles_in_or_is_cut_off() {
+    use es_protocol::batch::BatchBuilder;
+    use es_protocol::requests::produce_batch::ProduceBatch;
+    let b = Broker::start(2);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "slow", "partitions": 1}))
+        .unwrap();
+    let frame_of = |id: u64, value: &[u8]| {
+        let mut bb = BatchBuilder::default();
+        bb.push(None, value, 0);
+        Request::ProduceBatch(ProduceBatch {
+            topic: "slow".into(),
+            partition: 0,
+            batch: bb.finish(0, None).unwrap(),
+        })
+        .to_frame(id, false)
+    };
+    let value: Vec<u8> = (0..(300usize << 10)).map(|j| (j % 251) as u8).collect();
+
+    // Cut off: the frame's first 200 KiB, then the connection closes.
+    let mut cut = TcpStream::connect(b.binary_addr()).unwrap();
+    cut.write_all(&hello_frame()).unwrap();
+    cut.write_all(&frame_of(1, &value)[..200 << 10]).unwrap();
+    drop(cut);
+
+    // Trickling: 1000-byte pieces, a pause after each of the first 64,
+    // then after every 64th.
+    let mut s = TcpStream::connect(b.binary_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(&hello_frame()).unwrap();
+    for (i, piece) in frame_of(7, &value).chunks(1000).enumerate() {
+        s.write_all(piece).unwrap();
+        if i < 64 || i % 64 == 63 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let answer = loop {
+        let n = s.read(&mut buf).expect("an answer arrives");
+        assert!(n > 0, "the broker closed the connection");
+        got.extend_from_slice(&buf[..n]);
+        let mut at = 0;
+        let mut found = None;
+        while let Ok((f, used)) = frame::parse(&got[at..], 1 << 24) {
+            at += used;
+            if f.request_id == 7 {
+                found = Some(Response::from_frame(&f).unwrap());
+            }
+        }
+        if let Some(r) = found {
+            break r;
+        }
+    };
+    match answer {
+        Response::ProduceBatchOk(ok) => assert_eq!((ok.base_offset, ok.record_count), (0, 1)),
+        other => panic!("expected ProduceBatchOk, got {other:?}"),
+    }
+    let all = fetch_all(&c, "slow", 0);
+    assert_eq!(all.len(), 1, "the cut-off batch wrote nothing");
+    assert_eq!(all[0].2, value);
+}
+
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

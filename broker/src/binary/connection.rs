@@ -2,6 +2,7 @@
 //! the writer task (responses out), the handshake, and closing on a bad
 //! frame with an error frame.
 
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
 use es_protocol::frame;
@@ -25,6 +26,10 @@ const READ_ROOM_MIN_BYTES: usize = 64 << 10;
 /// into a buffer of its own, which storage then queues as it is: no copy
 /// out of the read buffer. Below it, copying is cheaper than a buffer.
 const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
+/// While a large batch arrives and the socket holds nothing, the read that
+/// waits for more takes at most this much (zeroed first); whatever else
+/// has arrived by then is received unzeroed (`read_rest`).
+const WAIT_READ_BYTES: usize = 4 << 10;
 
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
@@ -42,6 +47,8 @@ enum End {
 async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
+    // The socket itself, for reads that bypass the stream (`read_rest`).
+    let fd = stream.as_raw_fd();
     let (mut rd, wr) = stream.split();
     let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max + 1);
     let tx = Rc::new(tx);
@@ -72,16 +79,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                     };
                     // The batch's bytes go into a buffer of its own: those
                     // already read, then the rest straight from the socket.
-                    let mut batch = vec![0u8; big.batch_len];
-                    let have = filled - (start + big.batch_at);
-                    batch[..have].copy_from_slice(&buf[start + big.batch_at..filled]);
+                    let mut batch = Vec::with_capacity(big.batch_len);
+                    batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    let mut got = have;
-                    while got < big.batch_len {
-                        match read_or_stop(&shard, &mut rd, &mut batch[got..]).await {
-                            Ok(n) => got += n,
-                            Err(end) => break 'conn end,
-                        }
+                    if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len).await {
+                        break 'conn end;
                     }
                     let id = big.header.request_id;
                     match ProduceBatch::from_parts(big.topic, big.partition, batch) {
@@ -174,6 +176,33 @@ async fn read_or_stop(
         },
         _ = stop => Err(End::Shutdown),
     }
+}
+
+/// Reads until `batch` holds `len` bytes: what the socket holds goes
+/// straight into `batch`'s spare capacity (never zero-filled); when it holds
+/// nothing, waits through the stream for the next bytes, reading at most
+/// `WAIT_READ_BYTES` of them there (the only part zeroed first).
+async fn read_rest(
+    shard: &Shard,
+    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    fd: RawFd,
+    batch: &mut Vec<u8>,
+    len: usize,
+) -> Result<(), End> {
+    while batch.len() < len {
+        match super::recv::recv_spare(fd, batch, len) {
+            Ok(0) => return Err(End::Eof),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let at = batch.len();
+                batch.resize(at + (len - at).min(WAIT_READ_BYTES), 0);
+                let n = read_or_stop(shard, rd, &mut batch[at..]).await?;
+                batch.truncate(at + n);
+            }
+            Err(_) => return Err(End::Eof),
+        }
+    }
+    Ok(())
 }
 
 /// A large, uncompressed ProduceBatch frame whose header, topic and

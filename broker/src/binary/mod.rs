@@ -6,5 +6,6 @@
 mod connection;
 mod handler;
 mod outgoing;
+mod recv;
 
 pub use connection::serve;
