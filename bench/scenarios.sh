@@ -4,7 +4,7 @@
 # Env: BENCH_SECS (10) seconds measured per phase; BENCH_WARMUP (15) seconds
 # of unmeasured load before each produce and disk phase (past the disk's
 # write burst: docs/benchmarks.md); BENCH_DIR (system temp dir) picks the
-# disk; ES_BENCH_ONLY=N runs scenario N alone (1-5); ES_BENCH_ARGS adds flags
+# disk; ES_BENCH_ONLY=N runs scenario N alone (1, 1b, 2-5); ES_BENCH_ARGS adds flags
 # to every run (e.g. --json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,8 @@ run() {
 
 run 1 "2 producers, batches of 1000 x 1 KiB, one partition each, vs the disk" \
     produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 1 --compare-disk
+run 1b "the same producers pipelined (4 requests in flight each, es-bench's default), vs the same disk" \
+    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 4 --compare-disk
 run 2 "50 connections x 16 single-record requests in flight (group commit)" \
     produce --producers 50 --partitions 2 --batch 1 --record-size 1024 --inflight 16 --compare-disk
 run 3 "produce p99 at half the maximum rate vs the disk's write+fdatasync p99" \

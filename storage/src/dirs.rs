@@ -110,6 +110,15 @@ pub fn cleaned_index_path(dir: &Path, base: Offset) -> PathBuf {
     dir.join(format!("{:020}.index{CLEANED_SUFFIX}", base.0))
 }
 
+/// Suffix of a segment log that has left the log and is being freed
+/// (`<base>.log.deleting`, reclaim.rs).
+pub const DELETING_SUFFIX: &str = ".deleting";
+
+/// Path a deleted segment's log is renamed to before it is freed.
+pub fn deleting_log_path(dir: &Path, base: Offset) -> PathBuf {
+    dir.join(format!("{:020}.log{DELETING_SUFFIX}", base.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,16 +10,22 @@
 //!
 //! 1. the segment leaves the in-memory map (new reads no longer find it;
 //!    reads in progress keep their file handle and finish);
-//! 2. unlink `<base>.log`: the decisive step, a segment is its `.log`;
+//! 2. rename `<base>.log` to `<base>.log.deleting`: the decisive step, a
+//!    segment is its `.log`;
 //! 3. unlink `<base>.index`;
-//! 4. fsync the directory, and only then start on the next segment.
+//! 4. fsync the directory;
+//! 5. free the renamed file a step at a time, once no read holds it, and
+//!    unlink it (reclaim.rs: unlinking a large file at once holds up the
+//!    disk's fsyncs), and only then start on the next segment.
 //!
 //! So whatever a crash leaves is a suffix of the segments: the segment being
-//! deleted is whole, gone, or gone but for its index, which open removes as
-//! an orphan; earlier segments are durably gone, later ones untouched. The
-//! log start offset is the first remaining segment's base, no marker needed.
-//! A failure in steps 2-4 poisons the partition: it stops all cleanup, so a
-//! later segment is never deleted while an earlier one might survive.
+//! deleted is whole, gone, or gone but for its index or its `.deleting`
+//! file, which open removes as leftovers; earlier segments are durably
+//! gone, later ones untouched. The log start offset is the first remaining
+//! segment's base, no marker needed. A failure in steps 2-4 poisons the
+//! partition: it stops all cleanup, so a later segment is never deleted
+//! while an earlier one might survive. A failure in step 5 only leaves the
+//! file for the next open to remove (logged).
 //!
 //! Move protocol (tiered): `ColdStore::put` the log and index, and only once
 //! the store confirms the copy is durable, run the delete protocol. A crash
@@ -32,6 +38,7 @@ use crate::dirs;
 use crate::faults::FaultPoint;
 use crate::partition::PartitionLog;
 use crate::policy::CleanupPolicy;
+use crate::reclaim;
 use crate::segment::{self, IndexState};
 use crate::tier::ColdSegment;
 use crate::{Offset, Result, StorageError};
@@ -146,7 +153,7 @@ impl PartitionLog {
     /// The delete protocol for the first segment, `base`.
     async fn delete_hot_segment(&self, base: Offset) -> Result<()> {
         let shared = self.shared();
-        let seg = {
+        let mut seg = {
             let mut inner = shared.inner.borrow_mut();
             assert_eq!(
                 inner.segments.keys().next(),
@@ -155,8 +162,9 @@ impl PartitionLog {
             );
             inner.segments.remove(&base).expect("just checked")
         };
+        let trash = dirs::deleting_log_path(&shared.dir, base);
         let steps = async {
-            dirs::remove_if_exists(&seg.log_path).await?;
+            dirs::rename_if_exists(&seg.log_path, &trash).await?;
             shared.faults.check(FaultPoint::RetentionLogRemoved)?;
             dirs::remove_if_exists(&seg.index_path).await?;
             dirs::sync_dir(&shared.dir).await?;
@@ -167,6 +175,9 @@ impl PartitionLog {
                 shared.poison(&e);
             }
             return Err(e);
+        }
+        if let Err(e) = reclaim::release(&trash, seg.file.take()).await {
+            tracing::warn!(file = %trash.display(), error = %e, "could not free a deleted segment; the next open removes it");
         }
         tracing::debug!(partition = %shared.dir.display(), base = base.0, "segment left the hot tier");
         Ok(())

@@ -49,7 +49,8 @@ pub(crate) struct Manifest {
 pub struct Leftovers {
     /// A committed compaction swap was completed; the output's base.
     pub swap_completed: Option<Offset>,
-    /// Files removed: uncommitted compaction outputs, orphan indexes.
+    /// Files removed: uncommitted compaction outputs, orphan indexes, logs
+    /// of deleted segments not yet freed.
     pub removed: Vec<PathBuf>,
 }
 
@@ -122,7 +123,8 @@ pub(crate) async fn discard_outputs(dir: &Path, output: Offset) -> Result<()> {
 }
 
 /// Run at open, before segments are listed: completes a committed swap,
-/// deletes uncommitted outputs and orphan indexes.
+/// deletes uncommitted outputs, orphan indexes and the logs of deleted
+/// segments a crash left half freed (`.deleting`).
 pub(crate) async fn recover(dir: &Path) -> Result<Leftovers> {
     let mut done = Leftovers::default();
     let names = dirs::list_names(dir).await?;
@@ -152,7 +154,11 @@ pub(crate) async fn recover(dir: &Path) -> Result<Leftovers> {
     for name in &names {
         let orphan_index = dirs::parse_index_name(name)
             .is_some_and(|base| !names.iter().any(|n| dirs::parse_log_name(n) == Some(base)));
-        if name.ends_with(dirs::CLEANED_SUFFIX) || name == MANIFEST_TMP_NAME || orphan_index {
+        if name.ends_with(dirs::CLEANED_SUFFIX)
+            || name.ends_with(dirs::DELETING_SUFFIX)
+            || name == MANIFEST_TMP_NAME
+            || orphan_index
+        {
             let path = dir.join(name);
             dirs::remove_if_exists(&path).await?;
             done.removed.push(path);
