@@ -43,6 +43,7 @@ use crate::dirs;
 use crate::faults::FaultPoint;
 use crate::partition::{PartitionLog, Shared};
 use crate::policy::CleanupPolicy;
+use crate::reclaim;
 use crate::record::StoredRecord;
 use crate::segment::{self, FileSource, RawBatch, Scan, Segment};
 use crate::swap::{self, Manifest};
@@ -399,14 +400,16 @@ async fn rewrite_group(
         return Err(e);
     }
     shared.faults.check(FaultPoint::CompactionCommitted)?;
+    // The inputs' read handles: their files are freed once reads are done.
+    let mut replaced = Vec::with_capacity(group.len());
     {
         let mut inner = shared.inner.borrow_mut();
         for input in group {
             let old = inner.segments.remove(&input.base);
-            assert!(
-                old.is_some_and(|o| o.id == input.id),
-                "compaction inputs change only under the maintenance permit"
-            );
+            let mut old = old
+                .filter(|o| o.id == input.id)
+                .expect("compaction inputs change only under the maintenance permit");
+            replaced.push((input.base, old.file.take()));
         }
         seg.file = Some(Rc::new(file));
         seg.created = true;
@@ -418,6 +421,12 @@ async fn rewrite_group(
             shared.poison(&e);
         }
         return Err(e);
+    }
+    for (base, held) in replaced {
+        let trash = dirs::deleting_log_path(&dir, base);
+        if let Err(e) = reclaim::release(&trash, held).await {
+            tracing::warn!(file = %trash.display(), error = %e, "could not free a compacted segment; the next open removes it");
+        }
     }
     let before: u64 = group.iter().map(|s| s.bytes).sum();
     let after = shared.inner.borrow().segments[&out_base].written_bytes;

@@ -66,6 +66,22 @@ fn parse_base(stem: &str) -> Option<Offset> {
     stem.parse().ok().map(Offset)
 }
 
+/// Whether `path` names a directory entry (of any kind).
+pub async fn exists(path: &Path) -> Result<bool> {
+    let p = path.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || {
+            let found = std::fs::symlink_metadata(&p); // blocking-ok: on the blocking pool
+            match found {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .map_err(|e| StorageError::io(path, e))
+}
+
 /// Removes a file; `Ok(false)` if it was not there. The caller syncs the
 /// directory.
 pub async fn remove_if_exists(path: &Path) -> Result<bool> {

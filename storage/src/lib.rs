@@ -25,8 +25,8 @@ mod policy;
 mod read;
 mod recent;
 mod recent_budget;
-mod record;
 mod reclaim;
+mod record;
 mod recovery;
 mod retention;
 mod segment;
@@ -51,11 +51,11 @@ pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
 pub use read::{BatchesRead, RecordsRead};
-pub use reclaim::{RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
 pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
 pub use recent_budget::{
     recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,
 };
+pub use reclaim::{RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::Trimmed;
 pub use segment::RawBatch;

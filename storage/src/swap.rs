@@ -10,11 +10,15 @@
 //! 2. **Commit**: `compaction.swap` (the inputs' bases and the output base,
 //!    with a CRC) is written to `compaction.swap.tmp`, fdatasynced, renamed
 //!    into place and the directory fsynced. From here on the new set wins.
-//! 3. The output's index, then its log, are renamed over `<out>.index` and
+//! 3. The first input's log is renamed to `<out>.log.deleting` (only while
+//!    `<out>.log.cleaned` exists, so a rerun never moves the output), the
+//!    output's index, then its log, are renamed to `<out>.index` and
 //!    `<out>.log` (the output takes the first input's base, so this
-//!    replaces that input); the other inputs' logs and indexes are removed;
-//!    the directory is fsynced.
+//!    replaces that input); the other inputs' logs are renamed to
+//!    `.deleting` names and their indexes removed; the directory is fsynced.
 //! 4. `compaction.swap` is removed and the directory fsynced.
+//! 5. (compaction, not recovery) The `.deleting` logs are freed a step at a
+//!    time and unlinked (reclaim.rs); open removes any a crash left.
 //!
 //! At open, [`recover`] runs before segments are listed: with a manifest it
 //! redoes steps 3 and 4 (every step is idempotent: a `.cleaned` file that is
@@ -101,12 +105,18 @@ pub(crate) async fn commit(dir: &Path, manifest: &Manifest) -> Result<()> {
 pub(crate) async fn finish(dir: &Path, manifest: &Manifest, faults: Option<&Faults>) -> Result<()> {
     let fault = |p| faults.map_or(Ok(()), |f| f.check(p));
     let out = manifest.output;
+    // Input logs leave under `.deleting` names, freed a step at a time
+    // afterwards (reclaim.rs). The first input's log has the output's name:
+    // it is the input only while the output's log is not in place yet.
+    if dirs::exists(&dirs::cleaned_log_path(dir, out)).await? {
+        dirs::rename_if_exists(&dirs::log_path(dir, out), &dirs::deleting_log_path(dir, out)).await?;
+    }
     dirs::rename_if_exists(&dirs::cleaned_index_path(dir, out), &dirs::index_path(dir, out)).await?;
     fault(FaultPoint::CompactionIndexRenamed)?;
     dirs::rename_if_exists(&dirs::cleaned_log_path(dir, out), &dirs::log_path(dir, out)).await?;
     fault(FaultPoint::CompactionOutputRenamed)?;
     for &input in manifest.inputs.iter().filter(|&&b| b != out) {
-        dirs::remove_if_exists(&dirs::log_path(dir, input)).await?;
+        dirs::rename_if_exists(&dirs::log_path(dir, input), &dirs::deleting_log_path(dir, input)).await?;
         dirs::remove_if_exists(&dirs::index_path(dir, input)).await?;
     }
     dirs::sync_dir(dir).await?;

@@ -520,9 +520,10 @@ fn a_crash_at_each_compaction_step_leaves_the_old_or_the_new_set() {
             );
             let names = file_names(dir.path());
             assert!(
-                names
-                    .iter()
-                    .all(|n| !n.ends_with(".cleaned") && n != MANIFEST_NAME && !n.ends_with(".tmp")),
+                names.iter().all(|n| !n.ends_with(".cleaned")
+                    && !n.ends_with(".deleting")
+                    && n != MANIFEST_NAME
+                    && !n.ends_with(".tmp")),
                 "{point:?}: leftovers {names:?}"
             );
             for n in &names {

@@ -166,7 +166,10 @@ fn retention_by_size_keeps_the_partition_under_the_limit() {
         // Deleted segments are freed and gone, not left renamed.
         let names = file_names(dir.path());
         assert!(!names.iter().any(|n| n.ends_with(".deleting")), "{names:?}");
-        assert_eq!(names.iter().filter(|n| n.ends_with(".log")).count(), log.segment_count());
+        assert_eq!(
+            names.iter().filter(|n| n.ends_with(".log")).count(),
+            log.segment_count()
+        );
         // Only what pushed the partition over the limit went: segments are
         // at most 400 bytes, so deleting one more than needed would leave
         // 600 or less.
