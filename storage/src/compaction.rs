@@ -424,7 +424,7 @@ async fn rewrite_group(
     }
     for (base, held) in replaced {
         let trash = dirs::deleting_log_path(&dir, base);
-        if let Err(e) = reclaim::release(&trash, held).await {
+        if let Err(e) = reclaim::release(&trash, held, || shared.is_stopped()).await {
             tracing::warn!(file = %trash.display(), error = %e, "could not free a compacted segment; the next open removes it");
         }
     }

@@ -41,10 +41,12 @@ const READERS_POLL_MS: u64 = 5;
 /// Frees the file at `path` (a segment's log already renamed out of the
 /// log) step by step, then unlinks it. `held` is the segment's read handle,
 /// if it had one open: reads in progress keep clones of it, and the file
-/// is not shrunk while they do.
-pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>) -> Result<()> {
+/// is not shrunk while they do. Once `hurry()` says so (the partition is
+/// closing), what is left is unlinked at once: a close or a shutdown does
+/// not wait for the steps.
+pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>, hurry: impl Fn() -> bool) -> Result<()> {
     if let Some(handle) = held {
-        if !readers_done(&handle).await {
+        if !readers_done(&handle, &hurry).await {
             drop(handle);
             dirs::remove_if_exists(path).await?;
             return Ok(());
@@ -54,17 +56,17 @@ pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>) -> Result<()> 
             let _ = file.close().await;
         }
     }
-    shrink(path).await?;
+    shrink(path, &hurry).await?;
     dirs::remove_if_exists(path).await?;
     Ok(())
 }
 
 /// Waits until `handle` is the only clone left; `false` if readers still
-/// hold it after `RECLAIM_READERS_WAIT_MS`.
-async fn readers_done(handle: &Rc<BufferedFile>) -> bool {
+/// hold it after `RECLAIM_READERS_WAIT_MS`, or once `hurry()`.
+async fn readers_done(handle: &Rc<BufferedFile>, hurry: &impl Fn() -> bool) -> bool {
     let mut waited = 0;
     while Rc::strong_count(handle) > 1 {
-        if waited >= RECLAIM_READERS_WAIT_MS {
+        if waited >= RECLAIM_READERS_WAIT_MS || hurry() {
             return false;
         }
         glommio::timer::sleep(Duration::from_millis(READERS_POLL_MS)).await;
@@ -74,8 +76,8 @@ async fn readers_done(handle: &Rc<BufferedFile>) -> bool {
 }
 
 /// Truncates the file at `path` from its end down to nothing, a step at a
-/// time. A file already gone is fine.
-async fn shrink(path: &Path) -> Result<()> {
+/// time, or until `hurry()`. A file already gone is fine.
+async fn shrink(path: &Path, hurry: &impl Fn() -> bool) -> Result<()> {
     let file = match OpenOptions::new().write(true).buffered_open(path).await {
         Ok(f) => f,
         Err(e) => {
@@ -88,7 +90,7 @@ async fn shrink(path: &Path) -> Result<()> {
     };
     let shrunk = async {
         let mut len = file.file_size().await?;
-        while len > 0 {
+        while len > 0 && !hurry() {
             len = len.saturating_sub(RECLAIM_STEP_BYTES);
             file.truncate(len).await?;
             if len > 0 {
@@ -132,9 +134,32 @@ mod tests {
         let p = path.clone();
         run(move || async move {
             write_file(&p, (RECLAIM_STEP_BYTES as usize) * 3 + 1234).await;
-            release(&p, None).await.unwrap();
+            release(&p, None, || false).await.unwrap();
             // Already gone: still fine.
-            release(&p, None).await.unwrap();
+            release(&p, None, || false).await.unwrap();
+        });
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_hurry_unlinks_what_is_left_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("y.log.deleting");
+        let p = path.clone();
+        run(move || async move {
+            write_file(&p, 64 * RECLAIM_STEP_BYTES as usize).await;
+            // A reader that never lets go, and a close under way: no
+            // waiting for either.
+            let handle = Rc::new(BufferedFile::open(&p).await.unwrap());
+            let _reader = handle.clone();
+            let asked = std::cell::Cell::new(0);
+            release(&p, Some(handle), || {
+                asked.set(asked.get() + 1);
+                true
+            })
+            .await
+            .unwrap();
+            assert_eq!(asked.get(), 1, "asked once, then unlinked whole");
         });
         assert!(!path.exists());
     }
@@ -155,7 +180,7 @@ mod tests {
                 assert_eq!(bytes.len(), 3 * RECLAIM_STEP_BYTES as usize);
                 drop(reader);
             });
-            release(&p, Some(handle)).await.unwrap();
+            release(&p, Some(handle), || false).await.unwrap();
             read.await;
         });
         assert!(!path.exists());

@@ -176,7 +176,7 @@ impl PartitionLog {
             }
             return Err(e);
         }
-        if let Err(e) = reclaim::release(&trash, seg.file.take()).await {
+        if let Err(e) = reclaim::release(&trash, seg.file.take(), || shared.is_stopped()).await {
             tracing::warn!(file = %trash.display(), error = %e, "could not free a deleted segment; the next open removes it");
         }
         tracing::debug!(partition = %shared.dir.display(), base = base.0, "segment left the hot tier");
