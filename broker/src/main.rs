@@ -34,6 +34,7 @@ mod runtime;
 mod shard;
 mod state;
 mod topic;
+mod trash;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -127,6 +128,7 @@ fn start(config: config::Config) -> Result<(), String> {
                 .map_err(|e| format!("cannot listen on {addr}: {e}"))
         })?;
     }
+    trash::clear_at_start(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     tracing::info!(

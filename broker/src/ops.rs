@@ -382,7 +382,7 @@ async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), Ap
             let _ = log.close().await;
         }
         let dir = topic::partition_dir(shard.data_dir(), topic, p);
-        crate::fsops::remove_dir_all(&dir).await?;
+        crate::trash::discard(shard.data_dir(), &dir, shard.id).await?;
         crate::cleanup::cold_store(&shard.config)
             .delete_partition(&crate::cleanup::cold_key(topic, p))
             .await

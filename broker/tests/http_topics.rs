@@ -13,7 +13,9 @@
 //!   `invalid_request` and changes nothing.
 //! - `DELETE /v1/topics/{t}` answers `{"name","deleted":true}`; afterwards the
 //!   topic is 404 `topic_not_found` everywhere and the name can be created
-//!   again, empty.
+//!   again, empty. Its directory is gone when the answer comes; its files
+//!   are freed in the background from `<data-dir>/trash/`, and a restart
+//!   removes whatever the trash still holds.
 //! - Names are 1-249 characters of `[A-Za-z0-9._-]` and not `.` or `..`; any
 //!   other is 400 `invalid_topic_name`. Partitions must be 1..=1024,
 //!   replication factor 1; config values are checked (the cleanup keys in
@@ -24,6 +26,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// The full config a topic reports: these two keys as given, every other
 /// key at its default.
@@ -399,4 +402,51 @@ fn data_layout_follows_the_documented_paths() {
             Some("00000000000000000000.log")
         );
     }
+}
+
+fn trash_entries(b: &Broker) -> usize {
+    match std::fs::read_dir(b.data_dir().join("trash")) {
+        Ok(entries) => entries.count(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => panic!("listing the trash: {e}"),
+    }
+}
+
+#[test]
+fn a_deleted_topic_is_freed_in_the_background_and_a_restart_empties_the_trash() {
+    let mut b = Broker::start(2);
+    let got = b.post(
+        "/v1/topics",
+        json!({ "name": "big", "partitions": 2, "config": { "segment_bytes": 8388608 } }),
+    );
+    assert_eq!(got.0, 201, "{}", got.1);
+    // ~3 MiB per partition: segments larger than one freeing step.
+    let value = "v".repeat(256 << 10);
+    for p in 0..2 {
+        for _ in 0..12 {
+            let got = b.post(
+                "/v1/topics/big/records",
+                json!({ "records": [ { "value": value, "partition": p } ] }),
+            );
+            assert_eq!(got.0, 200, "{}", got.1);
+        }
+    }
+    let got = b.delete("/v1/topics/big");
+    assert_eq!(got.0, 200, "{}", got.1);
+    assert!(!b.data_dir().join("topics").join("big").exists(), "the topic's directory is gone");
+    wait_until("the trash to be freed", Duration::from_secs(60), || trash_entries(&b) == 0);
+    // The name is free: created again, empty.
+    let got = b.post("/v1/topics", json!({ "name": "big", "partitions": 2 }));
+    assert_eq!(got.0, 201, "{}", got.1);
+    assert_eq!(high_watermarks(&b, "big"), vec![0, 0]);
+
+    // What a crash left in the trash goes at the next start; topics stay.
+    produce_values(&b, "big", 1, &["kept".to_string()]);
+    b.kill9();
+    let left = b.data_dir().join("trash").join("1-0-0");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("00000000000000000000.log"), vec![1u8; 1 << 20]).unwrap();
+    b.restart();
+    assert_eq!(trash_entries(&b), 0, "the restart emptied the trash");
+    assert_eq!(high_watermarks(&b, "big"), vec![0, 1]);
 }

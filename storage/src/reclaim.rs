@@ -61,6 +61,12 @@ pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>, hurry: impl Fn
     Ok(())
 }
 
+/// Frees a file nothing reads any more (a deleted partition's segment, say)
+/// step by step, then unlinks it: [`release`] without a read handle.
+pub async fn free_file(path: &Path, hurry: impl Fn() -> bool) -> Result<()> {
+    release(path, None, hurry).await
+}
+
 /// Waits until `handle` is the only clone left; `false` if readers still
 /// hold it after `RECLAIM_READERS_WAIT_MS`, or once `hurry()`.
 async fn readers_done(handle: &Rc<BufferedFile>, hurry: &impl Fn() -> bool) -> bool {
