@@ -27,11 +27,15 @@ pub fn trash_dir(data_dir: &Path) -> PathBuf {
 /// A `dir` that is not there is fine.
 pub async fn discard(data_dir: &Path, dir: &Path, shard_id: usize) -> Result<(), ApiError> {
     let trash = trash_dir(data_dir);
-    es_storage::create_dir_all(&trash).await.map_err(ApiError::storage)?;
+    es_storage::create_dir_all(&trash)
+        .await
+        .map_err(ApiError::storage)?;
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let name = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let to = trash.join(format!("{nanos}-{shard_id}-{name}"));
     match glommio::io::rename(dir, &to).await.map_err(std::io::Error::from) {
         Ok(()) => {}

@@ -433,8 +433,13 @@ fn a_deleted_topic_is_freed_in_the_background_and_a_restart_empties_the_trash() 
     }
     let got = b.delete("/v1/topics/big");
     assert_eq!(got.0, 200, "{}", got.1);
-    assert!(!b.data_dir().join("topics").join("big").exists(), "the topic's directory is gone");
-    wait_until("the trash to be freed", Duration::from_secs(60), || trash_entries(&b) == 0);
+    assert!(
+        !b.data_dir().join("topics").join("big").exists(),
+        "the topic's directory is gone"
+    );
+    wait_until("the trash to be freed", Duration::from_secs(60), || {
+        trash_entries(&b) == 0
+    });
     // The name is free: created again, empty.
     let got = b.post("/v1/topics", json!({ "name": "big", "partitions": 2 }));
     assert_eq!(got.0, 201, "{}", got.1);
