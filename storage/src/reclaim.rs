@@ -11,7 +11,7 @@
 //! from its end `RECLAIM_STEP_BYTES` at a time, with a short pause between
 //! steps, and only then unlinked (RocksDB deletes large files in chunks for
 //! the same reason). With 1 MiB steps the same producers kept a p99 of
-//! 8-26 ms in 11 runs of 13 (docs/benchmarks.md).
+//! 8-26 ms in 16 runs of 18 (docs/benchmarks.md).
 //!
 //! A crash part-way leaves a `.deleting` file, which the next open removes
 //! (`swap::recover`): nothing reads it, it is not a segment.
