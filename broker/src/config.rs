@@ -68,7 +68,7 @@ pub struct Config {
     /// thread. Spinning answers a forwarded request or an fsync completion
     /// sooner, but takes the core from anything else that runs there;
     /// `0` parks at once.
-    #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = crate::runtime::SPIN_BEFORE_PARK_US_DEFAULT,
+    #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = SPIN_BEFORE_PARK_US_DEFAULT,
           value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX))]
     pub spin_before_park_us: u64,
     /// Directory of the cold tier, where tiered topics move segments that
@@ -81,6 +81,10 @@ pub struct Config {
     pub cleanup_interval_ms: u64,
 }
 
+/// Default of `--spin-before-park-us`: waking a parked thread costs far
+/// more than a forwarded request or an fsync completion takes (~200 us
+/// against ~35 us per forwarded request, measured here).
+pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
 /// Longest spin allowed: past a second, a shard might as well never park.
 pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
 

@@ -20,11 +20,6 @@ use crate::state::BrokerState;
 /// Cross-shard channel depth per pair of shards: enough for bursts of
 /// forwarded requests; a full channel makes the sender wait (backpressure).
 pub const MESH_CHANNEL_DEPTH: usize = 1024;
-/// Default of `--spin-before-park-us`: a shard spins this long for new work
-/// before parking its thread: waking a parked thread costs far more than a
-/// forwarded request or an fsync completion takes (~200 us against ~35 us
-/// per forwarded request, measured here).
-pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
 /// Memory glommio registers per shard for io_uring buffers. Kept small:
 /// direct segment writes that fit take their staging buffer from it (fixed
 /// buffers), larger ones come from the heap, and the locked-memory limit

@@ -16,9 +16,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::error::ApiError;
 
 /// The trash directory's name under the data directory.
-pub const TRASH_DIR: &str = "trash";
+const TRASH_DIR: &str = "trash";
 
-pub fn trash_dir(data_dir: &Path) -> PathBuf {
+fn trash_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(TRASH_DIR)
 }
 
@@ -53,37 +53,12 @@ pub async fn discard(data_dir: &Path, dir: &Path, shard_id: usize) -> Result<(),
         es_storage::sync_dir(parent).await.map_err(ApiError::storage)?;
     }
     glommio::spawn_local(async move {
-        if let Err(e) = free_dir(&to).await {
+        if let Err(e) = es_storage::free_dir(&to).await {
             tracing::warn!(dir = %to.display(), error = %e, "could not free a deleted partition; the next start removes it");
         }
     })
     .detach();
     Ok(())
-}
-
-/// Frees every file of `dir` a step at a time, then removes it.
-async fn free_dir(dir: &Path) -> Result<(), ApiError> {
-    let d = dir.to_path_buf();
-    let files = glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<PathBuf>> {
-            let mut files = Vec::new();
-            let entries = std::fs::read_dir(&d)?; // blocking-ok: on the blocking pool
-            for entry in entries {
-                let entry = entry?;
-                if entry.file_type()?.is_file() {
-                    files.push(entry.path());
-                }
-            }
-            Ok(files)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("listing {}: {e}", dir.display())))?;
-    for file in files {
-        es_storage::free_file(&file, || false)
-            .await
-            .map_err(ApiError::storage)?;
-    }
-    crate::fsops::remove_dir_all(dir).await
 }
 
 /// Removes whatever a crash or a shutdown left in the trash. Start-up only,

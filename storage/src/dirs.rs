@@ -82,6 +82,15 @@ pub async fn exists(path: &Path) -> Result<bool> {
         .map_err(|e| StorageError::io(path, e))
 }
 
+/// Removes the empty directory `dir`.
+pub async fn remove_empty_dir(dir: &Path) -> Result<()> {
+    let d = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || std::fs::remove_dir(&d)) // blocking-ok: on the blocking pool
+        .await
+        .map_err(|e| StorageError::io(dir, e))
+}
+
 /// Removes a file; `Ok(false)` if it was not there. The caller syncs the
 /// directory.
 pub async fn remove_if_exists(path: &Path) -> Result<bool> {

@@ -61,10 +61,21 @@ pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>, hurry: impl Fn
     Ok(())
 }
 
-/// Frees a file nothing reads any more (a deleted partition's segment, say)
-/// step by step, then unlinks it: [`release`] without a read handle.
-pub async fn free_file(path: &Path, hurry: impl Fn() -> bool) -> Result<()> {
-    release(path, None, hurry).await
+/// Frees every file of `dir` (a flat directory nothing reads any more: a
+/// deleted partition's) step by step, unlinks them, then removes `dir`.
+/// A missing `dir` is fine.
+pub async fn free_dir(dir: &Path) -> Result<()> {
+    let names = match dirs::list_names(dir).await {
+        Ok(names) => names,
+        Err(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(())
+        }
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        release(&dir.join(name), None, || false).await?;
+    }
+    dirs::remove_empty_dir(dir).await
 }
 
 /// Waits until `handle` is the only clone left; `false` if readers still
@@ -168,6 +179,26 @@ mod tests {
             assert_eq!(asked.get(), 1, "asked once, then unlinked whole");
         });
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn frees_a_whole_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("0");
+        std::fs::create_dir(&part).unwrap();
+        let p = part.clone();
+        run(move || async move {
+            write_file(
+                &p.join("00000000000000000000.log"),
+                2 * RECLAIM_STEP_BYTES as usize + 5,
+            )
+            .await;
+            write_file(&p.join("00000000000000000000.index"), 100).await;
+            free_dir(&p).await.unwrap();
+            // Already gone: still fine.
+            free_dir(&p).await.unwrap();
+        });
+        assert!(!part.exists());
     }
 
     #[test]
