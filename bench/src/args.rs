@@ -86,10 +86,16 @@ pub struct Options {
     pub topic: String,
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
-    /// Producer connections (one thread each); producer i writes partition
-    /// i % partitions. For `disk`, the number of writer threads.
+    /// Producer connections; producer i writes partition i % partitions.
+    /// For `disk`, the number of writer threads.
     #[arg(long, default_value_t = 1)]
     pub producers: usize,
+    /// Threads the producer connections are spread over, each driving its
+    /// connections with ppoll(2) as a client library's network thread
+    /// does (default: the cores es-bench may use, at most --producers).
+    /// With --gzip, and in e2e, each producer has a thread of its own.
+    #[arg(long)]
+    pub producer_threads: Option<usize>,
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
     pub record_size: usize,
@@ -172,9 +178,19 @@ impl FromStr for Rate {
 
 impl Options {
     /// Checks bounds before anything starts.
+    /// Threads for the lean producers: --producer-threads, or the cores
+    /// es-bench may use.
+    pub fn producer_threads(&self) -> usize {
+        self.producer_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
     pub fn validate(&self, mode: Mode) -> Result<(), String> {
         if self.partitions == 0 || self.producers == 0 || self.batch == 0 || self.inflight == 0 {
             return Err("--partitions, --producers, --batch and --inflight must be at least 1".into());
+        }
+        if self.producer_threads == Some(0) {
+            return Err("--producer-threads must be at least 1".into());
         }
         if self.record_size == 0 {
             return Err("--record-size must be at least 1".into());

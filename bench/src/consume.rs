@@ -47,6 +47,7 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
         stamped: false,
         rate: None,
         budget: Some(budget),
+        threads: opts.producer_threads(),
     };
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
@@ -59,21 +60,7 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
     // A budget, not the window, ends the prefill.
     let window = Window::starting_now(Duration::ZERO, Duration::from_secs(24 * 3600));
     let progress = Progress::start("prefill".into(), counters.clone(), window.from, opts.quiet);
-    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..partitions)
-            .map(|i| {
-                let (spec, shared) = (&spec, &shared);
-                s.spawn(move || producer::run(i, spec, window, shared))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a producer thread panicked".into()))
-            })
-            .collect()
-    });
+    let results = producer::run_all(&spec, window, &shared);
     progress.finish();
     results.into_iter().try_for_each(|r| r.map(|_| ()))
 }

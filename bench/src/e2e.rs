@@ -55,19 +55,7 @@ pub fn run(
                 s.spawn(move || c.follow(from, done, acked, window, consumed))
             })
             .collect();
-        let producers: Vec<_> = (0..spec.producers)
-            .map(|i| {
-                let shared = &shared;
-                s.spawn(move || producer::run(i, spec, window, shared))
-            })
-            .collect();
-        let produce_results: Vec<Result<Latency, String>> = producers
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a producer thread panicked".into()))
-            })
-            .collect();
+        let produce_results = producer::run_all(spec, window, &shared);
         done.store(true, Ordering::Release);
         let consume_results: Vec<Result<Latency, String>> = followers
             .into_iter()

@@ -195,5 +195,6 @@ fn spec(opts: &Options, addr: &str) -> Spec {
         stamped: false,
         rate: None,
         budget: None,
+        threads: opts.producer_threads(),
     }
 }

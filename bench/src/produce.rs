@@ -1,4 +1,4 @@
-//! The produce phase: `producers` producer threads for `warmup` (not
+//! The produce phase: `producers` producer connections for `warmup` (not
 //! measured) and then `duration`, with the live progress line; their
 //! latencies merged into one histogram.
 
@@ -32,25 +32,7 @@ pub fn run(
     };
     let window = Window::starting_now(warmup, duration);
     let progress = Progress::start(name.to_string(), counters.clone(), window.from, quiet);
-    let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..spec.producers)
-            .map(|i| {
-                let shared = &shared;
-                std::thread::Builder::new()
-                    .name(format!("es-bench-producer-{i}"))
-                    .spawn_scoped(s, move || producer::run(i, spec, window, shared))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err("a producer thread panicked".into())),
-                Err(e) => Err(format!("cannot start a producer thread: {e}")),
-            })
-            .collect()
-    });
+    let results = producer::run_all(spec, window, &shared);
     let seconds = window.measured_secs();
     progress.finish();
     let mut latency = Latency::new();

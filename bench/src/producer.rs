@@ -1,8 +1,11 @@
-//! One producer: a connection of its own, Produce requests of `batch`
-//! records to partition `index % partitions`, `inflight` of them in flight.
-//! Latency is per request, from send to the fsynced ack.
+//! The producers of a phase. Each has a connection of its own and sends
+//! Produce requests of `batch` records to partition `index % partitions`,
+//! `inflight` of them in flight. Latency is per request, from send to the
+//! fsynced ack.
 //!
-//! Unpaced, the thread sends until the window is full and then waits for
+//! Plain producers are lanes of the lean loop (pipeline.rs), several to a
+//! thread. Gzipped and stamped (e2e) ones go through the client library,
+//! a thread each: unpaced, the thread sends until the window is full and then waits for
 //! the oldest ack (acks on one partition come back in order). Paced
 //! (`rate`), a collector thread waits for the acks so they are timed as they
 //! arrive, and latency runs from each request's scheduled send time, so a
@@ -20,6 +23,7 @@ use es_protocol::Response;
 use crate::batch::Batch;
 use crate::counters::Counters;
 use crate::latency::Latency;
+use crate::pipeline::LaneSpec;
 use crate::window::Window;
 
 /// What every producer of a phase does.
@@ -40,6 +44,8 @@ pub struct Spec {
     /// Records producer i sends before it stops (prefill); None: until the
     /// end of the window.
     pub budget: Option<Vec<u64>>,
+    /// Threads the lean producers' connections are spread over.
+    pub threads: usize,
 }
 
 /// What the producers of a phase share.
@@ -58,41 +64,89 @@ struct InFlight {
     pending: PendingResponse,
 }
 
-/// Runs producer `index` through `window` (or until its budget is sent);
-/// its latencies, of the requests sent after the warm-up.
-pub fn run(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
-    // Uncompressed and unstamped: the lean loop of pipeline.rs.
-    if !spec.gzip && !spec.stamped {
-        let mut batch = Batch::new(
-            &spec.topic,
-            index as u32 % spec.partitions,
-            spec.batch,
-            spec.record_size,
-            false,
-            index as u64,
+/// Runs every producer of `spec` through `window` (or until its budget is
+/// sent); the latencies of the requests sent after the warm-up, one entry
+/// per thread. Uncompressed, unstamped producers are lanes of the lean loop
+/// (pipeline.rs), spread over `spec.threads` threads; the others use the
+/// client library, a thread each.
+pub fn run_all(spec: &Spec, window: Window, shared: &Shared) -> Vec<Result<Latency, String>> {
+    if spec.gzip || spec.stamped {
+        return spawn_each(
+            (0..spec.producers).map(|i| (format!("es-bench-producer-{i}"), i)),
+            |i| run_one(i, spec, window, shared),
         );
-        let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
-        let client_id = format!("es-bench-producer-{index}");
-        let interval = spec.rate.map(|rate| {
-            let per_producer = rate / spec.producers as f64;
-            Duration::from_secs_f64(batch.records as f64 / per_producer)
-        });
-        let result = crate::pipeline::run(
-            &spec.addr,
-            &client_id,
-            &mut batch,
-            spec.inflight,
-            interval,
-            budget,
-            window,
-            shared,
-        )
-        .map_err(|e| format!("producer {index}: {e}"));
-        if result.is_err() {
-            shared.stop.store(true, Ordering::Relaxed);
-        }
-        return result;
     }
+    let threads = spec.threads.clamp(1, spec.producers.max(1));
+    spawn_each(
+        (0..threads).map(|t| (format!("es-bench-producers-{t}"), t)),
+        |t| {
+            let lanes = (t..spec.producers)
+                .step_by(threads)
+                .map(|i| lane(i, spec))
+                .collect();
+            let result = crate::pipeline::run(lanes, &spec.addr, window, shared);
+            if result.is_err() {
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+            result
+        },
+    )
+}
+
+/// Runs `work(k)` on a thread of its own for each `(name, k)`, and
+/// collects what each returned.
+fn spawn_each<I, F>(jobs: I, work: F) -> Vec<Result<Latency, String>>
+where
+    I: Iterator<Item = (String, usize)>,
+    F: Fn(usize) -> Result<Latency, String> + Sync,
+{
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = jobs
+            .map(|(name, k)| {
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn_scoped(s, move || work(k))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("a producer thread panicked".into())),
+                Err(e) => Err(format!("cannot start a producer thread: {e}")),
+            })
+            .collect()
+    })
+}
+
+/// Producer `index` as a lane of the lean loop.
+fn lane(index: usize, spec: &Spec) -> LaneSpec {
+    let batch = Batch::new(
+        &spec.topic,
+        index as u32 % spec.partitions,
+        spec.batch,
+        spec.record_size,
+        false,
+        index as u64,
+    );
+    let interval = spec.rate.map(|rate| {
+        let per_producer = rate / spec.producers as f64;
+        Duration::from_secs_f64(batch.records as f64 / per_producer)
+    });
+    LaneSpec {
+        index,
+        client_id: format!("es-bench-producer-{index}"),
+        inflight: spec.inflight,
+        interval,
+        budget: spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0)),
+        batch,
+    }
+}
+
+/// Runs producer `index` on the client library through `window`.
+fn run_one(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
     let result = connect(index, spec).and_then(|client| {
         let mut batch = Batch::new(
             &spec.topic,

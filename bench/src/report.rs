@@ -128,6 +128,7 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
             "topic": opts.topic,
             "partitions": opts.partitions,
             "producers": opts.producers,
+            "producer_threads": opts.producer_threads(),
             "record_size": opts.record_size,
             "batch": opts.batch,
             "inflight": opts.inflight,

@@ -116,6 +116,33 @@ fn produce_with_disk_comparison() {
 }
 
 #[test]
+fn many_producers_share_a_few_threads() {
+    // Five connections on two threads: small requests gathered into bursts,
+    // and large ones (80 KiB, written as they are, in pieces when the socket
+    // is full). A request id set wrong, or a frame cut, would get an answer
+    // es-bench did not expect (or a broker error), and fail the run.
+    for batch in ["3", "80"] {
+        let doc = bench(&[
+            "produce",
+            "--duration",
+            "1",
+            "--producers",
+            "5",
+            "--producer-threads",
+            "2",
+            "--partitions",
+            "3",
+            "--inflight",
+            "3",
+            "--batch",
+            batch,
+        ]);
+        assert_eq!(doc["config"]["producer_threads"], 2);
+        check_counts(phase(&doc, "produce"));
+    }
+}
+
+#[test]
 fn produce_at_half_rate_and_two_shard_counts() {
     let doc = bench(&[
         "produce",
@@ -197,6 +224,7 @@ fn disk_alone_needs_no_broker() {
 fn bad_flags_are_refused_before_anything_runs() {
     for args in [
         &["produce", "--batch", "0"][..],
+        &["produce", "--producer-threads", "0"],
         &["consume", "--rate", "half"],
         &["produce", "--shards", "1,2"],
         &["e2e", "--record-size", "4"],
