@@ -3,7 +3,10 @@
 # "What changed"): for each topic config, a fresh release broker on a
 # temporary directory with cleanup every second, 2 producers paced at
 # RATE records/s (1 MiB requests, one in flight), and the client's
-# p50/p99/p999/max plus the kernel's TCP retransmit counters for the run.
+# p50/p99/p999/max plus the kernel's TCP retransmit counters for the run,
+# and how many of the broker's produce handlers, appends and fsyncs took
+# over 50 ms (its histograms, warm-up included): a client stall with none
+# of these slow happened outside the broker's handler.
 # Env: RUNS (3), RATE (400000), SECS (10), WARMUP (8), BENCH_DIR (system
 # temp dir), HTTP_PORT (18084), BINARY_PORT (19094).
 set -euo pipefail
@@ -36,7 +39,16 @@ for run in $(seq 1 "$RUNS"); do
             --batch 1000 --record-size 1024 --inflight 1 --rate "$RATE" --duration "$SECS" \
             --warmup "$WARMUP" --quiet 2>&1 | tail -1 | awk '{print "p50", $6, "p99", $7, "p999", $8, "max", $9}')
         after=$(nstat -az 2>/dev/null | awk '/TcpRetransSegs|TcpExtTCPLossProbes /{printf "%s ", $2}' || true)
-        echo "run $run $name: $result ms | retrans, loss probes before: $before after: $after"
+        slow=$(curl -sf "http://$HTTP/metrics" | awk '
+            /^es_binary_request_duration_seconds_(bucket|count)\{endpoint="produce_batch"/ ||
+            /^es_(append|fsync)_duration_seconds_(bucket|count)/ {
+                name = $1; sub(/_(bucket|count).*/, "", name); sub(/^es_/, "", name)
+                sub(/_duration_seconds$/, "", name); sub(/^binary_request$/, "produce", name)
+                if ($1 ~ /_count/) total[name] += $2
+                else if ($1 ~ /le="0.05"/) fast[name] += $2
+            }
+            END { for (n in total) printf "%s %d ", n, total[n] - fast[n] }')
+        echo "run $run $name: $result ms | retrans, loss probes before: $before after: $after | over 50 ms: $slow"
         kill "$broker"
         wait "$broker" || true
         rm -rf "$dir" "$dir.log"

@@ -10,15 +10,24 @@
 //! fdatasync both, rename the index into place, then the log, fsync the
 //! directory. A crash before the log's rename leaves it unlisted (temporary
 //! files are overwritten by the next `put` of that base, which the hot tier
-//! retries because its copy still exists). `delete`: remove the log (after
-//! that it is unlisted), then the index, fsync the directory.
+//! retries because its copy still exists). `delete`: rename the log to
+//! `<base>.log.deleting` (after that it is unlisted), remove the index,
+//! fsync the directory, then give the log's space back a step at a time
+//! once no read of this store is in flight (reclaim.rs: unlinking a large
+//! file at once holds up every fsync on a disk the hot tier may share). A
+//! crash part-way leaves the `.deleting` file, which the next `list` (at
+//! the partition's open) removes.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
 
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 use crate::dirs;
+use crate::reclaim::{self, RECLAIM_READERS_WAIT_MS};
 use crate::segment;
 use crate::{Offset, Result, StorageError};
 
@@ -27,10 +36,34 @@ use crate::{Offset, Result, StorageError};
 /// the shard run between steps.
 pub const COLD_COPY_CHUNK_BYTES: usize = 1 << 20;
 
-/// A cold store in a local directory. Cheap to create (a path).
+/// How often a delete waiting for reads in flight looks again.
+const READS_POLL_MS: u64 = 5;
+
+/// A cold store in a local directory. Cheap to create (a path). Lives on
+/// one shard (the broker makes one per partition); clones share the count
+/// of reads in flight.
 #[derive(Clone, Debug)]
 pub struct LocalDirColdStore {
     root: PathBuf,
+    /// Reads of this store in progress: a deleted log is not shrunk under
+    /// them.
+    reads: Rc<Cell<usize>>,
+}
+
+/// One read in flight, counted while it lives.
+struct ReadGuard(Rc<Cell<usize>>);
+
+impl ReadGuard {
+    fn new(reads: &Rc<Cell<usize>>) -> ReadGuard {
+        reads.set(reads.get() + 1);
+        ReadGuard(reads.clone())
+    }
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 impl LocalDirColdStore {
@@ -40,6 +73,7 @@ impl LocalDirColdStore {
         let root = root.into();
         LocalDirColdStore {
             root: std::path::absolute(&root).unwrap_or(root),
+            reads: Rc::new(Cell::new(0)),
         }
     }
 
@@ -89,8 +123,18 @@ impl LocalDirColdStore {
         }
         let log_tmp = tmp_path(&dirs::log_path(&dir, info.base));
         let index_tmp = tmp_path(&dirs::index_path(&dir, info.base));
-        copy_file(log_path, &log_tmp, info.log_bytes).await?;
-        segment::write_file_synced(&index_tmp, index).await?;
+        let copied = async {
+            copy_file(log_path, &log_tmp, info.log_bytes).await?;
+            segment::write_file_synced(&index_tmp, index).await
+        }
+        .await;
+        if let Err(e) = copied {
+            // A failed put leaves nothing behind (best effort: a crash here
+            // leaves temporaries the next put of this base overwrites).
+            let _ = dirs::remove_if_exists(&log_tmp).await;
+            let _ = dirs::remove_if_exists(&index_tmp).await;
+            return Err(e);
+        }
         rename(&index_tmp, &dirs::index_path(&dir, info.base)).await?;
         rename(&log_tmp, &dirs::log_path(&dir, info.base)).await?;
         dirs::sync_dir(&dir).await
@@ -105,6 +149,10 @@ impl LocalDirColdStore {
             }
             Err(e) => return Err(e),
         };
+        // Logs a crash left half-freed by `delete`: not segments.
+        for name in names.iter().filter(|n| n.ends_with(dirs::DELETING_SUFFIX)) {
+            dirs::remove_if_exists(&dir.join(name)).await?;
+        }
         let mut bases: Vec<Offset> = names.iter().filter_map(|n| dirs::parse_log_name(n)).collect();
         bases.sort();
         let mut out = Vec::new();
@@ -129,11 +177,13 @@ impl LocalDirColdStore {
     }
 
     async fn read_log(&self, partition: &str, base: Offset, position: u64, len: usize) -> Result<Vec<u8>> {
+        let _read = ReadGuard::new(&self.reads);
         let path = dirs::log_path(&self.partition_dir(partition)?, base);
         read_range(&path, position, len).await
     }
 
     async fn read_index_file(&self, partition: &str, base: Offset) -> Result<Vec<u8>> {
+        let _read = ReadGuard::new(&self.reads);
         let path = dirs::index_path(&self.partition_dir(partition)?, base);
         let len = file_len(&path).await?;
         read_range(&path, 0, len as usize).await
@@ -141,12 +191,36 @@ impl LocalDirColdStore {
 
     async fn delete_segment(&self, partition: &str, base: Offset) -> Result<()> {
         let dir = self.partition_dir(partition)?;
-        let a = dirs::remove_if_exists(&dirs::log_path(&dir, base)).await?;
+        let trash = dirs::deleting_log_path(&dir, base);
+        let a = dirs::rename_if_exists(&dirs::log_path(&dir, base), &trash).await?;
         let b = dirs::remove_if_exists(&dirs::index_path(&dir, base)).await?;
         if a || b {
             dirs::sync_dir(&dir).await?;
         }
+        if a {
+            // Gone from the store now; its space comes back step by step,
+            // after the reads that may have opened it before the rename.
+            if self.reads_done().await {
+                reclaim::release(&trash, None, || false).await?;
+            } else {
+                dirs::remove_if_exists(&trash).await?;
+            }
+        }
         Ok(())
+    }
+
+    /// Waits until no read of this store is in flight; `false` if some
+    /// still are after `RECLAIM_READERS_WAIT_MS`.
+    async fn reads_done(&self) -> bool {
+        let mut waited = 0;
+        while self.reads.get() > 0 {
+            if waited >= RECLAIM_READERS_WAIT_MS {
+                return false;
+            }
+            glommio::timer::sleep(Duration::from_millis(READS_POLL_MS)).await;
+            waited += READS_POLL_MS;
+        }
+        true
     }
 
     async fn delete_all(&self, partition: &str) -> Result<()> {

@@ -284,16 +284,43 @@ fn the_local_dir_cold_store_contract() {
         };
         assert!(store.put("t/0", bad, &log_file, index.clone()).await.is_err());
         assert_eq!(store.list("t/0").await.unwrap(), vec![info]);
+        assert_eq!(
+            names_in(&cold.path().join("t").join("0")),
+            ["00000000000000000100.index", "00000000000000000100.log"],
+            "a failed put leaves no temporary behind"
+        );
         for name in ["", "../x", "t/..", "t//0"] {
             assert!(matches!(store.list(name).await, Err(StorageError::Invalid(_))));
         }
         store.delete("t/0", Offset(100)).await.unwrap();
         store.delete("t/0", Offset(100)).await.unwrap(); // missing is fine
         assert!(store.list("t/0").await.unwrap().is_empty());
+        // Freed, not left behind half-deleted.
+        assert_eq!(names_in(&cold.path().join("t").join("0")), Vec::<String>::new());
+        // What a crash in the middle of freeing a deleted log leaves is
+        // removed by the next list (the partition's open), and never listed.
+        let leftover = cold
+            .path()
+            .join("t")
+            .join("0")
+            .join("00000000000000000100.log.deleting");
+        std::fs::write(&leftover, vec![7u8; 3000]).unwrap(); // blocking-ok: test setup
+        assert!(store.list("t/0").await.unwrap().is_empty());
+        assert!(!leftover.exists());
         store.put("t/0", info, &log_file, index).await.unwrap();
         store.delete_partition("t/0").await.unwrap();
         assert!(store.list("t/0").await.unwrap().is_empty());
         assert!(!cold.path().join("t").join("0").exists());
         store.delete_partition("t/0").await.unwrap();
     });
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir) // blocking-ok: test
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
