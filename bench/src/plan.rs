@@ -127,6 +127,14 @@ fn load(
                 if half <= 0.0 {
                     return Err("the maximum-rate phase acknowledged nothing: no half rate to run".into());
                 }
+                if shards.is_some() {
+                    // Our own broker: the half-rate phases start from an
+                    // empty topic, as the first did, and the disk does not
+                    // fill up with what the maximum rate wrote.
+                    let client = Client::connect(addr, ClientOptions::default())
+                        .map_err(|e| format!("connect to {addr}: {e}"))?;
+                    topic::recreate(&client, &opts.topic, opts.partitions, &dir.join("data"))?;
+                }
                 spec.rate = Some(half);
                 phases.push(produce::run(
                     &spec,

@@ -1,5 +1,9 @@
-//! The benchmark topic: created if missing, and its partitions' high
-//! watermarks (through the binary protocol's topic requests).
+//! The benchmark topic: created if missing, emptied between phases, and
+//! its partitions' high watermarks (through the binary protocol's topic
+//! requests).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use es_protocol::client::Client;
 use es_protocol::Kind;
@@ -42,4 +46,41 @@ pub fn high_watermarks(client: &Client, name: &str) -> Result<Vec<u64>, String> 
         *slot = hw;
     }
     Ok(marks)
+}
+
+/// How long `recreate` waits for a broker to free the deleted topic's files.
+const FREED_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often `recreate` looks again.
+const FREED_POLL: Duration = Duration::from_millis(100);
+
+/// Deletes `name` and creates it again with `partitions` partitions, then
+/// waits until the broker (one es-bench started on `data_dir`) has freed
+/// the old files: it frees a deleted topic in the background, out of
+/// `<data-dir>/trash/` (docs/api.md), and a phase measured meanwhile would
+/// share the disk with that, or find it full.
+pub fn recreate(client: &Client, name: &str, partitions: u32, data_dir: &Path) -> Result<(), String> {
+    client
+        .admin(Kind::DeleteTopic, json!({"name": name}))
+        .map_err(|e| format!("cannot delete topic {name}: {e}"))?;
+    ensure(client, name, partitions)?;
+    let trash = data_dir.join("trash");
+    let until = Instant::now() + FREED_TIMEOUT;
+    loop {
+        let empty = match std::fs::read_dir(&trash) {
+            Ok(mut entries) => entries.next().is_none(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(format!("cannot list {}: {e}", trash.display())),
+        };
+        if empty {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "the broker has not freed the deleted topic {name} ({}) after {} s",
+                trash.display(),
+                FREED_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(FREED_POLL);
+    }
 }
