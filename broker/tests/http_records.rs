@@ -739,6 +739,10 @@ fn metrics_report_high_watermarks_requests_and_fsyncs() {
         .metric_sum("es_fsync_rounds_total")
         .expect("es_fsync_rounds_total");
     assert!(rounds >= 1.0, "a durable produce took {rounds} fsync rounds");
+    let writes = b
+        .metric_sum("es_segment_write_duration_seconds_count")
+        .expect("es_segment_write_duration_seconds_count");
+    assert!(writes >= 1.0, "a produce took {writes} segment writes");
     assert!(
         b.metric_sum("es_recovery_segments_scanned_total").is_some(),
         "es_recovery_segments_scanned_total"

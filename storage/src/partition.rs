@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     pub cold: Option<ColdState>,
     pub compaction: RefCell<CompactionState>,
     pub faults: Faults,
+    /// `es_segment_write_duration_seconds`: one write of the write loop
+    /// (the fsync that follows is `es_fsync_duration_seconds`).
+    write_duration: metrics::Histogram,
 }
 
 pub(crate) struct Inner {
@@ -193,6 +196,7 @@ impl PartitionLog {
             cold,
             compaction: RefCell::new(CompactionState::default()),
             faults: Faults::default(),
+            write_duration: metrics::histogram!("es_segment_write_duration_seconds"),
         });
         Ok((PartitionLog { shared }, report))
     }
@@ -726,10 +730,12 @@ async fn write_loop(shared: Rc<Shared>) {
             }
         };
         let len = job.len;
+        let started = std::time::Instant::now();
         if let Err(e) = writer.write(&recent, job.parts, job.position).await {
             shared.poison(&e);
             return;
         }
+        shared.write_duration.record(started.elapsed().as_secs_f64());
         crate::recent_budget::after_write(&recent);
         {
             let mut inner = shared.inner.borrow_mut();
