@@ -20,6 +20,8 @@ pub struct HotMetrics {
     pub append_duration: Histogram,
     /// `es_records_appended_total`
     pub records_appended: Counter,
+    /// `es_binary_batch_receive_duration_seconds`
+    pub batch_receive: Histogram,
     binary: RefCell<HashMap<&'static str, EndpointMetrics>>,
 }
 
@@ -28,6 +30,7 @@ impl HotMetrics {
         HotMetrics {
             append_duration: metrics::histogram!("es_append_duration_seconds"),
             records_appended: metrics::counter!("es_records_appended_total"),
+            batch_receive: metrics::histogram!("es_binary_batch_receive_duration_seconds"),
             binary: RefCell::new(HashMap::new()),
         }
     }

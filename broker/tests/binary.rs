@@ -420,6 +420,13 @@ fn a_large_batch_that_trickles_in_or_is_cut_off() {
     let all = fetch_all(&c, "slow", 0);
     assert_eq!(all.len(), 1, "the cut-off batch wrote nothing");
     assert_eq!(all[0].2, value);
+    // The trickled batch took 64 pauses of 2 ms and more to arrive after
+    // its header, and the broker's receive histogram says so (the bound
+    // leaves room for a broker that sees the header late).
+    let received = b
+        .metric_sum("es_binary_batch_receive_duration_seconds_sum")
+        .expect("es_binary_batch_receive_duration_seconds");
+    assert!(received >= 0.05, "{received} s receiving");
 }
 
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {

@@ -79,12 +79,14 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                     };
                     // The batch's bytes go into a buffer of its own: those
                     // already read, then the rest straight from the socket.
+                    let receiving = std::time::Instant::now();
                     let mut batch = Vec::with_capacity(big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
                     if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len).await {
                         break 'conn end;
                     }
+                    shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
                     match ProduceBatch::from_parts(big.topic, big.partition, batch) {
                         Ok(pb) => (id, false, Request::ProduceBatch(pb)),
