@@ -14,7 +14,8 @@
 //! allocated first), `step` (allocated STEP_BYTES ahead while writing,
 //! default 16 MiB), `dsync` (`O_DSYNC` writes, no fdatasync). EXECUTORS:
 //! 1 (both writers on one glommio executor, default) or 2 (one each, as
-//! two shards). The files go in DIR and are removed at the end.
+//! two shards). Env `SPIN_US`: the executors' spin before parking
+//! (default 0). The files go in DIR and are removed at the end.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,12 @@ fn main() {
         .map(|e| {
             let (mode, mine) = (mode.clone(), paths[e * per..(e + 1) * per].to_vec());
             LocalExecutorBuilder::default()
+                .spin_before_park(Duration::from_micros(
+                    std::env::var("SPIN_US")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                ))
                 .spawn(move || async move {
                     let tasks: Vec<_> = mine
                         .into_iter()
