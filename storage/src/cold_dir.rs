@@ -21,13 +21,12 @@
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::Duration;
 
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 use crate::dirs;
-use crate::reclaim::{self, RECLAIM_READERS_WAIT_MS};
+use crate::reclaim;
 use crate::segment;
 use crate::{Offset, Result, StorageError};
 
@@ -35,9 +34,6 @@ use crate::{Offset, Result, StorageError};
 /// io_uring round trips, small enough to bound memory and let other tasks on
 /// the shard run between steps.
 pub const COLD_COPY_CHUNK_BYTES: usize = 1 << 20;
-
-/// How often a delete waiting for reads in flight looks again.
-const READS_POLL_MS: u64 = 5;
 
 /// A cold store in a local directory. Cheap to create (a path). Lives on
 /// one shard (the broker makes one per partition); clones share the count
@@ -210,17 +206,9 @@ impl LocalDirColdStore {
     }
 
     /// Waits until no read of this store is in flight; `false` if some
-    /// still are after `RECLAIM_READERS_WAIT_MS`.
+    /// still are after `RECLAIM_READERS_WAIT_MS` (reclaim.rs).
     async fn reads_done(&self) -> bool {
-        let mut waited = 0;
-        while self.reads.get() > 0 {
-            if waited >= RECLAIM_READERS_WAIT_MS {
-                return false;
-            }
-            glommio::timer::sleep(Duration::from_millis(READS_POLL_MS)).await;
-            waited += READS_POLL_MS;
-        }
-        true
+        reclaim::wait_until(|| self.reads.get() == 0, &|| false).await
     }
 
     async fn delete_all(&self, partition: &str) -> Result<()> {

@@ -81,8 +81,14 @@ pub async fn free_dir(dir: &Path) -> Result<()> {
 /// Waits until `handle` is the only clone left; `false` if readers still
 /// hold it after `RECLAIM_READERS_WAIT_MS`, or once `hurry()`.
 async fn readers_done(handle: &Rc<BufferedFile>, hurry: &impl Fn() -> bool) -> bool {
+    wait_until(|| Rc::strong_count(handle) == 1, hurry).await
+}
+
+/// Waits until `done()` (reads of a file about to shrink have finished);
+/// `false` if it is not after `RECLAIM_READERS_WAIT_MS`, or once `hurry()`.
+pub(crate) async fn wait_until(done: impl Fn() -> bool, hurry: &impl Fn() -> bool) -> bool {
     let mut waited = 0;
-    while Rc::strong_count(handle) > 1 {
+    while !done() {
         if waited >= RECLAIM_READERS_WAIT_MS || hurry() {
             return false;
         }
@@ -185,7 +191,7 @@ mod tests {
     fn frees_a_whole_directory() {
         let dir = tempfile::tempdir().unwrap();
         let part = dir.path().join("0");
-        std::fs::create_dir(&part).unwrap();
+        std::fs::create_dir(&part).unwrap(); // blocking-ok: test setup, before the executor runs
         let p = part.clone();
         run(move || async move {
             write_file(
