@@ -48,6 +48,38 @@ pub struct Spec {
     pub threads: usize,
 }
 
+impl Spec {
+    /// Producer `index`'s request: a batch for partition `index % partitions`.
+    fn batch(&self, index: usize) -> Batch {
+        Batch::new(
+            &self.topic,
+            index as u32 % self.partitions,
+            self.batch,
+            self.record_size,
+            self.stamped,
+            index as u64,
+        )
+    }
+
+    /// Records producer `index` sends before it stops, if it has a budget.
+    fn budget(&self, index: usize) -> Option<u64> {
+        self.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0))
+    }
+
+    /// Paced: how often each producer sends a request of `records` records.
+    fn interval(&self, records: u64) -> Option<Duration> {
+        self.rate.map(|rate| {
+            let per_producer = rate / self.producers as f64;
+            Duration::from_secs_f64(records as f64 / per_producer)
+        })
+    }
+}
+
+/// Producer `index`'s name, its thread's and its connection's client id.
+fn producer_name(index: usize) -> String {
+    format!("es-bench-producer-{index}")
+}
+
 /// What the producers of a phase share.
 pub struct Shared<'a> {
     pub counters: &'a Counters,
@@ -72,8 +104,9 @@ struct InFlight {
 pub fn run_all(spec: &Spec, window: Window, shared: &Shared) -> Vec<Result<Latency, String>> {
     if spec.gzip || spec.stamped {
         return spawn_each(
-            (0..spec.producers).map(|i| (format!("es-bench-producer-{i}"), i)),
+            (0..spec.producers).map(|i| (producer_name(i), i)),
             |i| run_one(i, spec, window, shared),
+            shared,
         );
     }
     let threads = spec.threads.clamp(1, spec.producers.max(1));
@@ -84,22 +117,26 @@ pub fn run_all(spec: &Spec, window: Window, shared: &Shared) -> Vec<Result<Laten
                 .step_by(threads)
                 .map(|i| lane(i, spec))
                 .collect();
-            let result = crate::pipeline::run(lanes, &spec.addr, window, shared);
-            if result.is_err() {
-                shared.stop.store(true, Ordering::Relaxed);
-            }
-            result
+            crate::pipeline::run(lanes, &spec.addr, window, shared)
         },
+        shared,
     )
 }
 
 /// Runs `work(k)` on a thread of its own for each `(name, k)`, and
-/// collects what each returned.
-fn spawn_each<I, F>(jobs: I, work: F) -> Vec<Result<Latency, String>>
+/// collects what each returned; the first error stops the others.
+fn spawn_each<I, F>(jobs: I, work: F, shared: &Shared) -> Vec<Result<Latency, String>>
 where
     I: Iterator<Item = (String, usize)>,
     F: Fn(usize) -> Result<Latency, String> + Sync,
 {
+    let work = |k| {
+        let result = work(k);
+        if result.is_err() {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        result
+    };
     std::thread::scope(|s| {
         let work = &work;
         let handles: Vec<_> = jobs
@@ -123,58 +160,37 @@ where
 
 /// Producer `index` as a lane of the lean loop.
 fn lane(index: usize, spec: &Spec) -> LaneSpec {
-    let batch = Batch::new(
-        &spec.topic,
-        index as u32 % spec.partitions,
-        spec.batch,
-        spec.record_size,
-        false,
-        index as u64,
-    );
-    let interval = spec.rate.map(|rate| {
-        let per_producer = rate / spec.producers as f64;
-        Duration::from_secs_f64(batch.records as f64 / per_producer)
-    });
+    let batch = spec.batch(index);
     LaneSpec {
         index,
-        client_id: format!("es-bench-producer-{index}"),
+        client_id: producer_name(index),
         inflight: spec.inflight,
-        interval,
-        budget: spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0)),
+        interval: spec.interval(batch.records),
+        budget: spec.budget(index),
         batch,
     }
 }
 
 /// Runs producer `index` on the client library through `window`.
 fn run_one(index: usize, spec: &Spec, window: Window, shared: &Shared) -> Result<Latency, String> {
-    let result = connect(index, spec).and_then(|client| {
-        let mut batch = Batch::new(
-            &spec.topic,
-            index as u32 % spec.partitions,
-            spec.batch,
-            spec.record_size,
-            spec.stamped,
-            index as u64,
-        );
-        let budget = spec.budget.as_ref().map(|b| b.get(index).copied().unwrap_or(0));
-        match spec.rate {
-            None => unpaced(&client, &mut batch, spec.inflight, budget, window, shared),
-            Some(rate) => {
-                let per_producer = rate / spec.producers as f64;
-                let interval = Duration::from_secs_f64(batch.records as f64 / per_producer);
-                paced(&client, &mut batch, spec.inflight, interval, window, shared)
-            }
-        }
-    });
-    if result.is_err() {
-        shared.stop.store(true, Ordering::Relaxed);
+    let client = connect(index, spec)?;
+    let mut batch = spec.batch(index);
+    match spec.interval(batch.records) {
+        None => unpaced(
+            &client,
+            &mut batch,
+            spec.inflight,
+            spec.budget(index),
+            window,
+            shared,
+        ),
+        Some(every) => paced(&client, &mut batch, spec.inflight, every, window, shared),
     }
-    result
 }
 
 fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
     let options = Options {
-        client_id: format!("es-bench-producer-{index}"),
+        client_id: producer_name(index),
         gzip: spec.gzip,
         ..Options::default()
     };
