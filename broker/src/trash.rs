@@ -37,16 +37,11 @@ pub async fn discard(data_dir: &Path, dir: &Path, shard_id: usize) -> Result<(),
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let to = trash.join(format!("{nanos}-{shard_id}-{name}"));
-    match glommio::io::rename(dir, &to).await.map_err(std::io::Error::from) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => {
-            return Err(ApiError::internal(format!(
-                "moving {} to {}: {e}",
-                dir.display(),
-                to.display()
-            )))
-        }
+    if !es_storage::rename_if_exists(dir, &to)
+        .await
+        .map_err(ApiError::storage)?
+    {
+        return Ok(());
     }
     es_storage::sync_dir(&trash).await.map_err(ApiError::storage)?;
     if let Some(parent) = dir.parent() {

@@ -43,7 +43,7 @@ pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
-pub use dirs::{create_dir_all, index_path, log_path, sync_dir};
+pub use dirs::{create_dir_all, index_path, log_path, rename_if_exists, sync_dir};
 pub use error::{Result, StorageError};
 pub use faults::FaultPoint;
 pub use fsync::{FsyncBatcher, FsyncStats, SyncTarget};
