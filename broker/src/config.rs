@@ -79,6 +79,12 @@ pub struct Config {
     /// over its partitions.
     #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT)]
     pub cleanup_interval_ms: u64,
+    /// Write a large ProduceBatch (64 KiB or more, no producer id) to its
+    /// partition's segment while it still arrives, when this shard owns the
+    /// partition (docs/storage.md, "Early writes"): receiving and writing
+    /// overlap instead of adding up. `false` writes a batch once it is whole.
+    #[arg(long, env = "ES_EARLY_WRITES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub early_writes: bool,
 }
 
 /// Default of `--spin-before-park-us`: waking a parked thread costs far

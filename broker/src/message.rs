@@ -74,11 +74,12 @@ pub enum Op {
 }
 
 /// What a produce appends: records the broker encodes, or a batch the
-/// producer built (appended as it came).
+/// producer built (appended as it came), with the ticket of the early write
+/// that wrote its pages while it arrived, if one did (binary/early.rs).
 #[derive(Debug)]
 pub enum Payload {
     Records(Vec<Record>),
-    Batch(Vec<u8>),
+    Batch(Vec<u8>, Option<es_storage::EarlyTicket>),
 }
 
 impl Payload {
@@ -86,7 +87,7 @@ impl Payload {
     pub fn count(&self) -> u64 {
         match self {
             Payload::Records(r) => r.len() as u64,
-            Payload::Batch(b) => es_protocol::batch::record_count_of(b) as u64,
+            Payload::Batch(b, _) => es_protocol::batch::record_count_of(b) as u64,
         }
     }
 }

@@ -146,7 +146,7 @@ async fn produce(
     let appended = match producer {
         None => match payload {
             Payload::Records(records) => log.append_durable(&records, ProducerStamp::NONE).await,
-            Payload::Batch(batch) => log.append_batch_durable(batch).await,
+            Payload::Batch(batch, early) => log.append_batch_durable(batch, early).await,
         }
         .map_err(ApiError::storage)?,
         Some(f) => match idempotent_append(shard, &log, topic, partition, payload, f).await? {
@@ -233,7 +233,7 @@ async fn idempotent_append(
             let appended = match payload {
                 Payload::Records(records) => log.append_placed(&records, stamp),
                 // The batch carries the same stamp in its header.
-                Payload::Batch(batch) => log.append_batch_placed(batch),
+                Payload::Batch(batch, early) => log.append_batch_placed(batch, early),
             }
             .map_err(ApiError::storage)?;
             shard

@@ -26,6 +26,7 @@ use glommio::io::BufferedFile;
 use crate::batch::{self, BatchHeader};
 use crate::compaction::CompactionState;
 use crate::dirs;
+use crate::early::{EarlyState, EarlyTicket, EarlyWrite, Prewritten};
 use crate::faults::{FaultPoint, Faults};
 use crate::fsync::{FsyncBatcher, SyncTarget};
 use crate::index::IndexEntry;
@@ -94,6 +95,8 @@ pub(crate) struct Inner {
     writer_running: bool,
     pub failure: Option<String>,
     pub closed: bool,
+    /// The early write of a batch still arriving, if any (`early.rs`).
+    pub early: EarlyState,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
@@ -105,6 +108,8 @@ struct Pending {
     len: u64,
     end: Offset,
     appends: u64,
+    /// Pages of the first batch written early (`early.rs`).
+    prewritten: Option<Prewritten>,
 }
 
 impl PartitionLog {
@@ -188,6 +193,7 @@ impl PartitionLog {
                 writer_running: false,
                 failure: None,
                 closed: false,
+                early: EarlyState::default(),
             }),
             written: Watermark::new(next.0),
             durable: Watermark::new(next.0),
@@ -341,22 +347,56 @@ impl PartitionLog {
     /// queued as it came, without decoding a record. Synchronous like
     /// [`append_placed`](PartitionLog::append_placed); nothing is
     /// acknowledged before [`wait_durable`](PartitionLog::wait_durable).
-    pub fn append_batch_placed(&self, batch: Vec<u8>) -> Result<Appended> {
+    /// `early`: the ticket of the [`EarlyWrite`] that wrote the batch's
+    /// pages while it arrived, if one did ([`begin_early`]).
+    ///
+    /// [`begin_early`]: PartitionLog::begin_early
+    pub fn append_batch_placed(&self, batch: Vec<u8>, early: Option<EarlyTicket>) -> Result<Appended> {
         let (header, keyless) = batch::check_produced(&batch)
             .map_err(|e| StorageError::Invalid(format!("produced batch: {e}")))?;
-        self.place_with(batch.len(), header.record_count as usize, keyless, |base| {
-            let mut batch = batch;
-            batch::rebase(&mut batch, base);
-            batch
-        })
+        self.place_with(
+            batch.len(),
+            header.record_count as usize,
+            keyless,
+            early,
+            |base| {
+                let mut batch = batch;
+                batch::rebase(&mut batch, base);
+                batch
+            },
+        )
     }
 
     /// Like [`append_batch_placed`](PartitionLog::append_batch_placed),
     /// returning once the batch is fsynced.
-    pub async fn append_batch_durable(&self, batch: Vec<u8>) -> Result<Appended> {
-        let appended = self.append_batch_placed(batch)?;
+    pub async fn append_batch_durable(&self, batch: Vec<u8>, early: Option<EarlyTicket>) -> Result<Appended> {
+        let appended = self.append_batch_placed(batch, early)?;
         self.wait_durable(appended.next_offset).await?;
         Ok(appended)
+    }
+
+    /// Starts writing the pages of a produced batch of `len` bytes while it
+    /// is still arriving (`early.rs`), where it will go if nothing else is
+    /// placed first. Feed it with [`EarlyWrite::arrived`], then place the
+    /// whole batch with its ticket. `None` when the partition cannot: it
+    /// is closed or failed, another early write is under way, the batch
+    /// would start a new segment, the active segment's writer is not open
+    /// yet (before its first write) or does not write direct, or the batch
+    /// has no whole page past its first one.
+    pub fn begin_early(&self, len: usize) -> Option<EarlyWrite> {
+        let shared = &self.shared;
+        let mut inner = shared.inner.borrow_mut();
+        if inner.closed || inner.failure.is_some() || inner.early.is_busy() {
+            return None;
+        }
+        let config = shared.config.borrow();
+        let active = inner.segments.values().next_back().expect("one segment at least");
+        if len > config.batch_bytes_max || active.is_empty() || must_roll(active, len as u64, &config) {
+            return None;
+        }
+        let writer = active.writer.clone().filter(|w| w.is_direct())?;
+        let (segment, position) = (active.base, active.dirty_bytes);
+        EarlyWrite::begin(shared, &mut inner.early, writer, segment, position, len)
     }
 
     /// Resolves once every record below `offset` is fsynced.
@@ -378,7 +418,7 @@ impl PartitionLog {
         }
         let keyless = records.iter().any(|r| r.key.is_none());
         let len = batch::encoded_len(records);
-        self.place_with(len, records.len(), keyless, |base| {
+        self.place_with(len, records.len(), keyless, None, |base| {
             let mut out = Vec::with_capacity(len);
             batch::encode(base, records, producer, &mut out);
             out
@@ -386,12 +426,15 @@ impl PartitionLog {
     }
 
     /// Places a batch of `len` bytes holding `count` records, which
-    /// `make(base_offset)` returns, on the pending write.
+    /// `make(base_offset)` returns, on the pending write. Ends any early
+    /// write under way; `early` names the batch's own, whose pages are then
+    /// not written again if it landed where they went.
     fn place_with(
         &self,
         len: usize,
         count: usize,
         keyless: bool,
+        early: Option<EarlyTicket>,
         make: impl FnOnce(Offset) -> Vec<u8>,
     ) -> Result<Appended> {
         let shared = &self.shared;
@@ -418,10 +461,7 @@ impl PartitionLog {
         let roll = {
             let active = inner.segments.values().next_back().expect("one segment at least");
             !active.is_empty()
-                && (active.dirty_bytes + len as u64 > config.segment_bytes
-                    || config
-                        .segment_age
-                        .is_some_and(|age| active.opened_at.elapsed() >= age)
+                && (must_roll(active, len as u64, &config)
                     || base.0 + count - active.base.0 > u32::MAX as u64)
         };
         if roll {
@@ -432,13 +472,20 @@ impl PartitionLog {
             inner.segments.insert(base, Segment::empty(&shared.dir, base));
         }
         let Inner {
-            segments, pending, ..
+            segments,
+            pending,
+            early: early_state,
+            ..
         } = &mut *inner;
         let seg = segments.values_mut().next_back().expect("one segment at least");
         let position = seg.dirty_bytes;
-        let joins_tail = pending
-            .back()
-            .is_some_and(|p| p.segment == seg.base && p.position + p.len == position);
+        let prewritten = early_state.place(early, seg.base, position);
+        // A batch written early starts a write of its own, so that the
+        // pages it skips are its own.
+        let joins_tail = prewritten.is_none()
+            && pending
+                .back()
+                .is_some_and(|p| p.segment == seg.base && p.position + p.len == position);
         if !joins_tail {
             pending.push_back(Pending {
                 segment: seg.base,
@@ -447,6 +494,7 @@ impl PartitionLog {
                 len: 0,
                 end: base,
                 appends: 0,
+                prewritten,
             });
         }
         let job = pending.back_mut().expect("just pushed");
@@ -482,6 +530,7 @@ impl PartitionLog {
                 return Ok(());
             }
             inner.closed = true;
+            inner.early.end();
             inner.next_offset
         };
         // A cleanup in progress sees `closed` and stops at its next step;
@@ -503,9 +552,18 @@ impl PartitionLog {
 }
 
 impl Shared {
+    /// Waits for the writes of early writes that ended unplaced.
+    async fn wait_early_ended(&self) {
+        let ended = self.inner.borrow_mut().early.take_ended();
+        for writes in ended {
+            writes.wait().await;
+        }
+    }
+
     /// fsyncs the fully written active segment and writes its index, so the
     /// next open trusts it without a scan.
     async fn seal_active(&self, end: Offset) -> Result<()> {
+        self.wait_early_ended().await;
         let (file, writer, written, log_path, index_path, index_bytes) = {
             let mut inner = self.inner.borrow_mut();
             let seg = inner
@@ -574,6 +632,7 @@ impl Shared {
         inner.failure.get_or_insert(reason.clone());
         inner.pending.clear();
         inner.writer_running = false;
+        inner.early.end();
         drop(inner);
         self.written.fail(&reason);
         self.durable.fail(&reason);
@@ -722,6 +781,9 @@ async fn write_loop(shared: Rc<Shared>) {
                 }
             }
         };
+        // Early writes that ended unplaced may cover the pages this (or a
+        // roll's truncation) writes: they land first.
+        shared.wait_early_ended().await;
         let (writer, recent) = match shared.writer_for(job.segment).await {
             Ok(w) => w,
             Err(e) => {
@@ -731,7 +793,11 @@ async fn write_loop(shared: Rc<Shared>) {
         };
         let len = job.len;
         let started = std::time::Instant::now();
-        if let Err(e) = writer.write(&recent, job.parts, job.position).await {
+        let skip = match job.prewritten {
+            Some(p) if p.writes.wait().await => Some((p.from, p.to)),
+            _ => None,
+        };
+        if let Err(e) = writer.write(&recent, job.parts, job.position, skip).await {
             shared.poison(&e);
             return;
         }
@@ -825,4 +891,13 @@ pub(crate) async fn scan_segment(
         let _ = file.close().await;
     }
     Ok((seg, trimmed))
+}
+
+/// Whether a batch of `len` bytes must start a new segment after `active`
+/// (not empty): by size or by age.
+fn must_roll(active: &Segment, len: u64, config: &LogConfig) -> bool {
+    active.dirty_bytes + len > config.segment_bytes
+        || config
+            .segment_age
+            .is_some_and(|age| active.opened_at.elapsed() >= age)
 }

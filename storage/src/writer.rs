@@ -28,6 +28,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
@@ -129,13 +130,23 @@ impl SegmentWriter {
     }
 
     /// Writes `parts` (contiguous) at `pos`, the end of what was written
-    /// before, then hands them to `recent`. An error leaves the file with
-    /// any prefix of the bytes: the caller poisons the partition.
-    pub async fn write(&self, recent: &RefCell<RecentWrites>, parts: Vec<Vec<u8>>, pos: u64) -> Result<()> {
+    /// before, then hands them to `recent`. `skip`: file positions (page
+    /// aligned, inside the parts) already written early (`early.rs`), not
+    /// written again. An error leaves the file with any prefix of the
+    /// bytes: the caller poisons the partition.
+    pub async fn write(
+        &self,
+        recent: &RefCell<RecentWrites>,
+        parts: Vec<Vec<u8>>,
+        pos: u64,
+        skip: Option<(u64, u64)>,
+    ) -> Result<()> {
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
         let len: usize = parts.iter().map(Vec::len).sum();
+        let end = pos + len as u64;
         match self {
             SegmentWriter::Buffered { file, path } => {
+                assert!(skip.is_none(), "only direct writers write early");
                 // The page cache holds what this writes: nothing to keep.
                 let bytes = if parts.len() == 1 {
                     parts.into_iter().next().expect("one part")
@@ -143,35 +154,46 @@ impl SegmentWriter {
                     parts.concat()
                 };
                 segment::write_all(file, path, bytes, pos).await?;
-                recent.borrow_mut().forget_upto(pos + len as u64);
+                recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path } => {
-                let mut done = 0usize;
-                while done < len {
-                    let at = pos + done as u64;
-                    let floor = page_floor(at);
-                    let head = (at - floor) as usize;
-                    let n = (len - done).min(DIRECT_WRITE_BYTES_MAX - head);
-                    let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
-                    let mut buf = file.alloc_dma_buffer(total);
-                    let page = buf.as_bytes_mut();
-                    // The partial page: bytes of earlier writes (held in
-                    // `recent`), then this write's bytes up to `at`.
-                    let from_parts = floor.max(pos);
-                    if floor < from_parts {
-                        let mut held = Vec::with_capacity((from_parts - floor) as usize);
-                        recent.borrow().copy_range(floor, from_parts, &mut held);
-                        page[..held.len()].copy_from_slice(&held);
+                let ranges = match skip {
+                    Some((from, to)) => {
+                        assert!(
+                            pos < from && from < to && to <= end && to % PAGE_BYTES == 0,
+                            "early pages lie inside the write, after its first page"
+                        );
+                        [(pos, from), (to, end)]
                     }
-                    let skip = (from_parts - floor) as usize;
-                    copy_out(&parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
-                    page[head + n..].fill(0);
-                    let wrote = file
-                        .write_at(buf, floor)
-                        .await
-                        .map_err(|e| StorageError::io(path, e))?;
-                    segment::check_written(path, wrote, total, floor)?;
-                    done += n;
+                    None => [(pos, end), (end, end)],
+                };
+                for (from, to) in ranges {
+                    let mut at = from;
+                    while at < to {
+                        let floor = page_floor(at);
+                        let head = (at - floor) as usize;
+                        let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
+                        let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
+                        let mut buf = file.alloc_dma_buffer(total);
+                        let page = buf.as_bytes_mut();
+                        // The partial page: bytes of earlier writes (held in
+                        // `recent`), then this write's bytes up to `at`.
+                        let from_parts = floor.max(pos);
+                        if floor < from_parts {
+                            let mut held = Vec::with_capacity((from_parts - floor) as usize);
+                            recent.borrow().copy_range(floor, from_parts, &mut held);
+                            page[..held.len()].copy_from_slice(&held);
+                        }
+                        let skip = (from_parts - floor) as usize;
+                        copy_out(&parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
+                        page[head + n..].fill(0);
+                        let wrote = file
+                            .write_at(buf, floor)
+                            .await
+                            .map_err(|e| StorageError::io(path, e))?;
+                        segment::check_written(path, wrote, total, floor)?;
+                        at += n as u64;
+                    }
                 }
                 let mut recent = recent.borrow_mut();
                 let mut at = pos;
@@ -183,6 +205,44 @@ impl SegmentWriter {
             }
         }
         Ok(())
+    }
+
+    /// Writes `pages` (whole pages) at `pos` (page aligned) in a detached
+    /// task, outside the write loop: an early write (`early.rs`). The
+    /// receiver says whether the write succeeded; a failure is only
+    /// logged, the write loop then writes those bytes itself.
+    pub(crate) fn write_pages_detached(self: &Rc<Self>, pages: &[u8], pos: u64) -> oneshot::Receiver<bool> {
+        assert!(
+            pos % PAGE_BYTES == 0 && pages.len() as u64 % PAGE_BYTES == 0,
+            "early writes are whole pages"
+        );
+        let (tx, rx) = oneshot::channel();
+        let SegmentWriter::Direct { file, .. } = &**self else {
+            unreachable!("only direct writers write early");
+        };
+        let mut buf = file.alloc_dma_buffer(pages.len());
+        buf.as_bytes_mut().copy_from_slice(pages);
+        let writer = self.clone();
+        glommio::spawn_local(async move {
+            let SegmentWriter::Direct { file, path } = &*writer else {
+                unreachable!("only direct writers write early");
+            };
+            let total = buf.len();
+            let ok = match file.write_at(buf, pos).await {
+                Ok(wrote) => segment::check_written(path, wrote, total, pos).is_ok(),
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "an early write failed: the batch is written again whole");
+                    false
+                }
+            };
+            let _ = tx.send(ok);
+        })
+        .detach();
+        rx
+    }
+
+    pub fn is_direct(&self) -> bool {
+        matches!(self, SegmentWriter::Direct { .. })
     }
 
     /// Makes the file exactly `len` bytes long (dropping a direct writer's

@@ -15,6 +15,7 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 
+use super::early::EarlyFeed;
 use super::outgoing::Outgoing;
 use crate::shard::Shard;
 
@@ -63,13 +64,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
-            let (id, gzip, req) = match frame::check(&buf[start..filled], frame_max) {
+            let (id, gzip, req, early) = match frame::check(&buf[start..filled], frame_max) {
                 Ok((h, used)) => {
                     let raw = &buf[start + frame::HEADER_BYTES..start + used];
                     start += used;
                     let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
                     match decode_request(&h, raw, frame_max) {
-                        Ok(r) => (h.request_id, gzip, r),
+                        Ok(r) => (h.request_id, gzip, r, None),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     }
                 }
@@ -78,18 +79,23 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                         break needed;
                     };
                     // The batch's bytes go into a buffer of its own: those
-                    // already read, then the rest straight from the socket.
+                    // already read, then the rest straight from the socket,
+                    // its pages written early as they arrive (early.rs).
                     let receiving = std::time::Instant::now();
+                    let mut early = EarlyFeed::new(&shard, &big.topic, big.partition, big.batch_len);
                     let mut batch = Vec::with_capacity(big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len).await {
+                    early.arrived(&batch);
+                    if let Err(end) =
+                        read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len, &mut early).await
+                    {
                         break 'conn end;
                     }
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
                     match ProduceBatch::from_parts(big.topic, big.partition, batch) {
-                        Ok(pb) => (id, false, Request::ProduceBatch(pb)),
+                        Ok(pb) => (id, false, Request::ProduceBatch(pb), early.into_write()),
                         Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
                     }
                 }
@@ -120,7 +126,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                 .expect("semaphore never closes");
             let (shard, tx) = (shard.clone(), tx.clone());
             glommio::spawn_local(async move {
-                let out = super::handler::handle(&shard, req, id, gzip).await;
+                let out = super::handler::handle(&shard, req, id, gzip, early).await;
                 let _ = tx.send(out).await;
                 drop(permit);
             })
@@ -183,23 +189,26 @@ async fn read_or_stop(
 /// Reads until `batch` holds `len` bytes: what the socket holds goes
 /// straight into `batch`'s spare capacity (never zero-filled); when it holds
 /// nothing, waits through the stream for the next bytes, reading at most
-/// `WAIT_READ_BYTES` of them there (the only part zeroed first).
+/// `WAIT_READ_BYTES` of them there (the only part zeroed first). `early`
+/// hears of every byte that arrives.
 async fn read_rest(
     shard: &Shard,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     fd: RawFd,
     batch: &mut Vec<u8>,
     len: usize,
+    early: &mut EarlyFeed,
 ) -> Result<(), End> {
     while batch.len() < len {
         match super::recv::recv_spare(fd, batch, len) {
             Ok(0) => return Err(End::Eof),
-            Ok(_) => {}
+            Ok(_) => early.arrived(batch),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let at = batch.len();
                 batch.resize(at + (len - at).min(WAIT_READ_BYTES), 0);
                 let n = read_or_stop(shard, rd, &mut batch[at..]).await?;
                 batch.truncate(at + n);
+                early.arrived(batch);
             }
             Err(_) => return Err(End::Eof),
         }

@@ -10,6 +10,8 @@ use es_protocol::requests::produce::ProduceOk;
 use es_protocol::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
 use es_protocol::{Kind, Request, Response};
 
+use es_storage::EarlyWrite;
+
 use crate::admin::{self, CreateTopic};
 use crate::error::ApiError;
 use crate::fetch::FetchQuery;
@@ -21,12 +23,20 @@ use crate::shard::Shard;
 use super::outgoing::Outgoing;
 
 /// Runs one request and frames its answer (or its error) for the writer.
-pub async fn handle(shard: &Rc<Shard>, req: Request, request_id: u64, gzip: bool) -> Outgoing {
+/// `early`: the early write of a large ProduceBatch's pages (early.rs),
+/// kept until the batch is placed.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: Request,
+    request_id: u64,
+    gzip: bool,
+    early: Option<EarlyWrite>,
+) -> Outgoing {
     let started = Instant::now();
     let endpoint = endpoint(&req);
     let answer = match req {
         Request::Fetch(f) => Box::pin(fetch(shard, f, request_id, gzip)).await,
-        other => run(shard, other)
+        other => run(shard, other, early)
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
     };
@@ -98,8 +108,13 @@ fn endpoint(req: &Request) -> &'static str {
 
 /// A batch the producer built: checked by the decoder, appended as it came
 /// on the partition's shard (idempotently when its header carries a
-/// producer id).
-async fn produce_batch(shard: &Rc<Shard>, pb: ProduceBatch) -> Result<Response, ApiError> {
+/// producer id). `early` lives until the batch is placed: dropping it
+/// sooner would void its early write.
+async fn produce_batch(
+    shard: &Rc<Shard>,
+    pb: ProduceBatch,
+    early: Option<EarlyWrite>,
+) -> Result<Response, ApiError> {
     let meta = admin::lookup(shard, &pb.topic)?;
     if pb.partition >= meta.partitions {
         return Err(ApiError::partition_not_found(
@@ -122,10 +137,12 @@ async fn produce_batch(shard: &Rc<Shard>, pb: ProduceBatch) -> Result<Response, 
     let op = Op::Produce {
         topic: pb.topic,
         partition: pb.partition,
-        payload: Payload::Batch(pb.batch),
+        payload: Payload::Batch(pb.batch, early.as_ref().map(EarlyWrite::ticket)),
         producer,
     };
-    match shard.call(owner, op).await {
+    let reply = shard.call(owner, op).await;
+    drop(early);
+    match reply {
         Reply::Produced(Ok(base_offset)) => Ok(Response::ProduceBatchOk(ProduceBatchOk {
             partition: pb.partition,
             base_offset,
@@ -194,7 +211,7 @@ fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::invalid("the request needs a string \"name\""))
 }
 
-async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
+async fn run(shard: &Rc<Shard>, req: Request, early: Option<EarlyWrite>) -> Result<Response, ApiError> {
     match req {
         Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
         Request::IdempotentProduce(ip) => {
@@ -210,7 +227,7 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
             let offsets = Box::pin(produce(shard, p, None)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
-        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb)).await,
+        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb, early)).await,
         // Framed by `fetch` itself (its batches are not copied into a Response).
         Request::Fetch(_) => Err(ApiError::internal("a fetch is answered by handler::fetch")),
         Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,

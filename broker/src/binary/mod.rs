@@ -4,6 +4,7 @@
 //! responses as they complete, matched by request id.
 
 mod connection;
+mod early;
 mod handler;
 mod outgoing;
 mod recv;

@@ -1,0 +1,60 @@
+//! Early writes on a binary connection: a large ProduceBatch for a
+//! partition this shard owns has its pages written while the rest of it
+//! arrives (es-storage's `early.rs` says how and why that is safe), so that
+//! receiving a megabyte and writing it overlap instead of adding up.
+//! Batches with a producer id go the usual way: the idempotence check must
+//! see the whole batch before anything is placed.
+
+use es_storage::{EarlyWrite, PartitionLog};
+
+use crate::shard::Shard;
+
+/// One large batch arriving on a connection, and its early write once the
+/// batch header has shown it can have one.
+pub struct EarlyFeed {
+    /// The partition's log, until the batch header has arrived.
+    log: Option<PartitionLog>,
+    len: usize,
+    write: Option<EarlyWrite>,
+}
+
+impl EarlyFeed {
+    /// A batch of `len` bytes for `partition` of `topic` starts arriving.
+    pub fn new(shard: &Shard, topic: &str, partition: u32, len: usize) -> EarlyFeed {
+        let local = shard.config.early_writes
+            && shard.owner(topic, partition) == shard.id
+            && !shard.is_shutting_down();
+        let log = local
+            .then(|| {
+                shard
+                    .partitions
+                    .borrow()
+                    .get(topic, partition)
+                    .map(|o| o.log.clone())
+            })
+            .flatten();
+        EarlyFeed {
+            log,
+            len,
+            write: None,
+        }
+    }
+
+    /// The batch's first `batch.len()` bytes have arrived.
+    pub fn arrived(&mut self, batch: &[u8]) {
+        if self.log.is_some() && batch.len() >= es_protocol::batch::HEADER_BYTES {
+            let log = self.log.take().expect("checked above");
+            if es_protocol::batch::producer_of(batch).is_none() {
+                self.write = log.begin_early(self.len);
+            }
+        }
+        if let Some(w) = &mut self.write {
+            w.arrived(batch);
+        }
+    }
+
+    /// The early write, to keep until the batch is placed.
+    pub fn into_write(self) -> Option<EarlyWrite> {
+        self.write
+    }
+}

@@ -1,0 +1,273 @@
+//! `EarlyWrite`: the pages of a large produced batch written while the rest
+//! of it is still arriving. Lives on the shard that owns the partition.
+//!
+//! A batch of a megabyte takes about as long to arrive over the network as
+//! to be written; receiving it whole, then writing it, then fsyncing it
+//! puts the three end to end. An early write overlaps the first two: as the
+//! batch's pages arrive they are written where the batch will go if nothing
+//! else is placed first, the end of the log when the early write began.
+//! When the batch is whole it is placed as usual (checked in full, given
+//! its offsets). If it landed where the early write assumed, the write loop
+//! writes only the rest: the first page, which holds the batch header with
+//! its offsets, and the last pages that arrived after the early writes;
+//! then the usual fsync. If anything else was placed first, the early write
+//! is void and the batch is written whole, over the early pages.
+//!
+//! Why this never exposes or loses a byte:
+//! - early pages lie past the log's written end, where no reader looks,
+//!   until the batch is placed there, written and fsynced; nothing is
+//!   acknowledged before that;
+//! - the batch's first page, the one holding its header, is only written by
+//!   the write loop, after placement: a crash before it leaves no header at
+//!   the batch's position, so recovery stops at the log's end and trims the
+//!   early pages as a torn tail (a clean close truncates them);
+//! - early pages start at the page after the one holding the log's end, so
+//!   they never overlap a write queued before the early write began;
+//! - any other placement, a close or a failure ends the early write: it
+//!   issues nothing more, and the write loop waits for its writes still in
+//!   flight before its next write, which may cover the same pages;
+//! - the write of the placed batch waits for its early writes first; if one
+//!   failed, the batch is written whole.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::channel::oneshot;
+
+use crate::partition::Shared;
+use crate::recent::{page_floor, PAGE_BYTES};
+use crate::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
+use crate::Offset;
+
+/// Bytes of a batch that arrive before the early write issues them: fewer
+/// writes for a batch that arrives in many small reads, while a megabyte
+/// batch still goes out in eight pieces (and its last piece, written after
+/// it has all arrived, is at most this long).
+pub const EARLY_WRITE_CHUNK_BYTES: usize = 128 << 10;
+
+/// Names one early write, so a request that carries its batch by value
+/// (`Send`, forwarded or not) can say which early write the batch belongs
+/// to. Unique in the process.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct EarlyTicket(u64);
+
+static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
+
+/// Early page writes in flight for one batch. Detached tasks do the writes
+/// (a dropped write future could still land later, over a newer write); the
+/// write loop waits here for them.
+#[derive(Default)]
+pub(crate) struct Writes {
+    done: RefCell<Vec<oneshot::Receiver<bool>>>,
+}
+
+impl Writes {
+    /// Waits for every write so far; whether all of them succeeded.
+    pub async fn wait(&self) -> bool {
+        let done = std::mem::take(&mut *self.done.borrow_mut());
+        let mut ok = true;
+        for rx in done {
+            ok &= rx.await.unwrap_or(false);
+        }
+        ok
+    }
+
+    /// Whether no write is in flight any more (forgetting finished ones).
+    fn settled(&self) -> bool {
+        let mut done = self.done.borrow_mut();
+        done.retain_mut(|rx| matches!(rx.try_recv(), Ok(None)));
+        done.is_empty()
+    }
+}
+
+/// A placed batch's pages already written early: file positions
+/// `[from, to)`, page aligned, inside the batch, once `writes` are done.
+pub(crate) struct Prewritten {
+    pub from: u64,
+    pub to: u64,
+    pub writes: Rc<Writes>,
+}
+
+/// The early write under way on this partition, if any.
+struct Current {
+    ticket: EarlyTicket,
+    segment: Offset,
+    position: u64,
+    /// Early pages start here: the page after the one holding `position`.
+    from: u64,
+    /// How far early writes have been issued.
+    to: Rc<Cell<u64>>,
+    writes: Rc<Writes>,
+}
+
+/// A partition's early writes: at most one under way, and ended ones whose
+/// writes may still be in flight. Kept in the partition's `Inner`.
+#[derive(Default)]
+pub(crate) struct EarlyState {
+    current: Option<Current>,
+    ended: Vec<Rc<Writes>>,
+}
+
+impl EarlyState {
+    pub fn is_busy(&self) -> bool {
+        self.current.is_some()
+    }
+
+    fn is_current(&self, ticket: EarlyTicket) -> bool {
+        self.current.as_ref().is_some_and(|c| c.ticket == ticket)
+    }
+
+    /// Ends the early write under way, if any: its writes must finish
+    /// before the write loop writes again.
+    pub fn end(&mut self) {
+        if let Some(c) = self.current.take() {
+            metrics::counter!("es_early_writes_total", "outcome" => "void").increment(1);
+            self.ended.retain(|w| !w.settled());
+            self.ended.push(c.writes);
+        }
+    }
+
+    fn end_if(&mut self, ticket: EarlyTicket) {
+        if self.is_current(ticket) {
+            self.end();
+        }
+    }
+
+    /// A batch is being placed at `position` of segment `segment`: its
+    /// early pages, if it is the current early write's batch and lands
+    /// where that assumed. Any early write under way ends either way.
+    pub fn place(
+        &mut self,
+        ticket: Option<EarlyTicket>,
+        segment: Offset,
+        position: u64,
+    ) -> Option<Prewritten> {
+        let hit = match (&self.current, ticket) {
+            (Some(c), Some(t)) => c.ticket == t && c.segment == segment && c.position == position,
+            _ => false,
+        };
+        if !hit {
+            self.end();
+            return None;
+        }
+        let c = self.current.take().expect("checked above");
+        metrics::counter!("es_early_writes_total", "outcome" => "placed").increment(1);
+        let to = c.to.get();
+        (to > c.from).then_some(Prewritten {
+            from: c.from,
+            to,
+            writes: c.writes,
+        })
+    }
+
+    /// Ended early writes, for the write loop to wait on.
+    pub fn take_ended(&mut self) -> Vec<Rc<Writes>> {
+        std::mem::take(&mut self.ended)
+    }
+}
+
+/// The connection's side of an early write: it hands over the batch's bytes
+/// as they arrive ([`arrived`](EarlyWrite::arrived)), then passes the
+/// [`ticket`](EarlyWrite::ticket) with the whole batch to
+/// `PartitionLog::append_batch_placed_early`. Keep it until the batch is
+/// placed: dropping it ends the early write.
+pub struct EarlyWrite {
+    shared: Rc<Shared>,
+    ticket: EarlyTicket,
+    writer: Rc<SegmentWriter>,
+    /// File position of the batch's first byte.
+    position: u64,
+    /// Next page to write early, and the end of the pages that may be
+    /// written early (the batch's last whole page).
+    next: u64,
+    end: u64,
+    to: Rc<Cell<u64>>,
+    writes: Rc<Writes>,
+}
+
+impl std::fmt::Debug for EarlyWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyWrite")
+            .field("ticket", &self.ticket)
+            .field("position", &self.position)
+            .field("next", &self.next)
+            .field("end", &self.end)
+            .finish()
+    }
+}
+
+impl EarlyWrite {
+    /// Starts an early write of a `len`-byte batch at `position` of the
+    /// active segment `segment`, written by `writer`; `None` when the batch
+    /// has no page to write early.
+    pub(crate) fn begin(
+        shared: &Rc<Shared>,
+        state: &mut EarlyState,
+        writer: Rc<SegmentWriter>,
+        segment: Offset,
+        position: u64,
+        len: usize,
+    ) -> Option<EarlyWrite> {
+        assert!(state.current.is_none(), "one early write at a time");
+        let from = page_floor(position) + PAGE_BYTES;
+        let end = page_floor(position + len as u64);
+        if end <= from {
+            return None;
+        }
+        let ticket = EarlyTicket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
+        let (to, writes) = (Rc::new(Cell::new(from)), Rc::new(Writes::default()));
+        state.current = Some(Current {
+            ticket,
+            segment,
+            position,
+            from,
+            to: to.clone(),
+            writes: writes.clone(),
+        });
+        Some(EarlyWrite {
+            shared: shared.clone(),
+            ticket,
+            writer,
+            position,
+            next: from,
+            end,
+            to,
+            writes,
+        })
+    }
+
+    pub fn ticket(&self) -> EarlyTicket {
+        self.ticket
+    }
+
+    /// The batch's first `arrived.len()` bytes have arrived: writes the
+    /// whole pages among them not written yet, once there are
+    /// [`EARLY_WRITE_CHUNK_BYTES`] of them or they complete the early pages.
+    /// Does nothing once the early write has ended.
+    pub fn arrived(&mut self, arrived: &[u8]) {
+        let upto = page_floor(self.position + arrived.len() as u64).min(self.end);
+        if upto <= self.next || (upto < self.end && upto - self.next < EARLY_WRITE_CHUNK_BYTES as u64) {
+            return;
+        }
+        if !self.shared.inner.borrow().early.is_current(self.ticket) {
+            return;
+        }
+        while self.next < upto {
+            let n = (upto - self.next).min(DIRECT_WRITE_BYTES_MAX as u64);
+            let at = (self.next - self.position) as usize;
+            let done = self
+                .writer
+                .write_pages_detached(&arrived[at..at + n as usize], self.next);
+            self.writes.done.borrow_mut().push(done);
+            self.next += n;
+        }
+        self.to.set(self.next);
+    }
+}
+
+impl Drop for EarlyWrite {
+    fn drop(&mut self) {
+        self.shared.inner.borrow_mut().early.end_if(self.ticket);
+    }
+}
