@@ -85,6 +85,13 @@ pub struct Config {
     /// overlap instead of adding up. `false` writes a batch once it is whole.
     #[arg(long, env = "ES_EARLY_WRITES", default_value_t = true, action = clap::ArgAction::Set)]
     pub early_writes: bool,
+    /// Move a binary connection to the shard that owns the partitions its
+    /// requests go to, once its last several produce batches and fetches
+    /// all went to that one other shard (docs/protocol.md, "Connections
+    /// move to their partition's shard"). `false` keeps every connection
+    /// on the shard that accepted it.
+    #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub move_connections: bool,
 }
 
 /// Default of `--spin-before-park-us`: waking a parked thread costs far

@@ -65,20 +65,26 @@ where
             continue;
         }
         let _ = stream.set_nodelay(true);
-        shard.connections.set(shard.connections.get() + 1);
-        metrics::gauge!("es_connections_open", "listener" => name).increment(1.0);
-        let conn = connection(shard.clone(), stream);
-        let shard = shard.clone();
-        glommio::spawn_local(async move {
-            if std::panic::AssertUnwindSafe(conn).catch_unwind().await.is_err() {
-                tracing::error!(
-                    listener = name,
-                    "connection task panicked; connection dropped, shard keeps serving"
-                );
-            }
-            shard.connections.set(shard.connections.get() - 1);
-            metrics::gauge!("es_connections_open", "listener" => name).decrement(1.0);
-        })
-        .detach();
+        spawn_connection(&shard, name, connection(shard.clone(), stream));
     }
+}
+
+/// Runs a connection's task on this shard, counted in its connections
+/// (accepted here, or moved here from another shard), with panics
+/// contained.
+pub fn spawn_connection(shard: &Rc<Shard>, name: &'static str, conn: impl Future<Output = ()> + 'static) {
+    shard.connections.set(shard.connections.get() + 1);
+    metrics::gauge!("es_connections_open", "listener" => name).increment(1.0);
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        if std::panic::AssertUnwindSafe(conn).catch_unwind().await.is_err() {
+            tracing::error!(
+                listener = name,
+                "connection task panicked; connection dropped, shard keeps serving"
+            );
+        }
+        shard.connections.set(shard.connections.get() - 1);
+        metrics::gauge!("es_connections_open", "listener" => name).decrement(1.0);
+    })
+    .detach();
 }

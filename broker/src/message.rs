@@ -71,6 +71,13 @@ pub enum Op {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
     },
+    /// A binary connection moving to this shard (binary/affinity.rs): its
+    /// socket, and the bytes read from it but not yet handled. Replies
+    /// `Done` once it is served here; dropped, the socket closes.
+    AdoptConnection {
+        socket: std::os::fd::OwnedFd,
+        unhandled: Vec<u8>,
+    },
 }
 
 /// What a produce appends: records the broker encodes, or a batch the

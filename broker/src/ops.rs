@@ -51,6 +51,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::Group { .. } => "group",
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
+        Op::AdoptConnection { .. } => "adopt_connection",
     }
 }
 
@@ -94,6 +95,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             partition,
             timestamp_ms,
         } => Reply::Json(Box::pin(offset_for_time(&shard, &topic, partition, timestamp_ms)).await),
+        Op::AdoptConnection { socket, unhandled } => {
+            Reply::Done(crate::binary::adopt(&shard, socket, unhandled))
+        }
         Op::FenceProducer { producer_id, epoch } => {
             let mut epochs = shard.producer_epochs.borrow_mut();
             let e = epochs.entry(producer_id).or_insert(epoch);

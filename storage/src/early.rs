@@ -17,12 +17,15 @@
 //! - early pages lie past the log's written end, where no reader looks,
 //!   until the batch is placed there, written and fsynced; nothing is
 //!   acknowledged before that;
-//! - the batch's first page, the one holding its header, is only written by
-//!   the write loop, after placement: a crash before it leaves no header at
+//! - the pages holding the batch header are only written by the write
+//!   loop, after placement, with the header's offsets and checksum
+//!   rewritten for where it landed: a crash before that leaves no header at
 //!   the batch's position, so recovery stops at the log's end and trims the
-//!   early pages as a torn tail (a clean close truncates them);
-//! - early pages start at the page after the one holding the log's end, so
-//!   they never overlap a write queued before the early write began;
+//!   early pages as a torn tail (a clean close truncates them); a header
+//!   that straddles a page boundary keeps both its pages out of the early
+//!   write;
+//! - early pages start past the page holding the log's end, so they never
+//!   overlap a write queued before the early write began;
 //! - any other placement, a close or a failure ends the early write: it
 //!   issues nothing more, and the write loop waits for its writes still in
 //!   flight before its next write, which may cover the same pages;
@@ -35,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::channel::oneshot;
 
+use crate::batch::HEADER_BYTES;
 use crate::partition::Shared;
 use crate::recent::{page_floor, PAGE_BYTES};
 use crate::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
@@ -94,7 +98,8 @@ struct Current {
     ticket: EarlyTicket,
     segment: Offset,
     position: u64,
-    /// Early pages start here: the page after the one holding `position`.
+    /// Early pages start here: the page after the one holding the batch
+    /// header's last byte.
     from: u64,
     /// How far early writes have been issued.
     to: Rc<Cell<u64>>,
@@ -210,7 +215,7 @@ impl EarlyWrite {
         len: usize,
     ) -> Option<EarlyWrite> {
         assert!(state.current.is_none(), "one early write at a time");
-        let from = page_floor(position) + PAGE_BYTES;
+        let from = page_floor(position + HEADER_BYTES as u64 - 1) + PAGE_BYTES;
         let end = page_floor(position + len as u64);
         if end <= from {
             return None;

@@ -72,79 +72,102 @@ async fn open(dir: &Path) -> PartitionLog {
 /// One small batch first: the active segment's writer is open and the log
 /// ends mid-page, so the early pages start at the page after it.
 async fn with_a_first_batch(log: &PartitionLog, model: &mut Vec<(u64, Option<Vec<u8>>, Vec<u8>)>) {
-    let first = vec![rec(Some("a"), "first", 1)];
+    ending_at(log, model, 1000).await;
+}
+
+/// A first batch that ends the log at byte `end` (at least 78).
+async fn ending_at(log: &PartitionLog, model: &mut Vec<(u64, Option<Vec<u8>>, Vec<u8>)>, end: u64) {
+    let overhead = (batch::HEADER_BYTES + batch::RECORD_OVERHEAD_BYTES + 1) as u64;
+    let first = vec![rec(Some("a"), &"f".repeat((end - overhead) as usize), 1)];
     log.append_durable(&first, ProducerStamp::NONE).await.unwrap();
     expect(model, &first);
 }
 
+/// Where the early written batch starts: mid-page, with its header in one
+/// page, straddling a page boundary by one byte or by most of it, just
+/// fitting, and on a boundary.
+const POSITIONS: [u64; 6] = [1000, 4095, 4076, 4041, 4040, 8192];
+
 #[test]
 fn a_batch_written_early_reads_back_as_if_written_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    run(async {
-        let log = open(dir.path()).await;
-        let mut model = Vec::new();
-        // Nothing written yet: the writer opens on the first write.
-        assert!(log.begin_early(300 << 10).is_none());
-        with_a_first_batch(&log, &mut model).await;
-        for (seed, step) in [(3u8, 4096), (5, 1000), (7, 1 << 20)] {
-            let (records, bytes) = produced(seed, 100);
-            let mut early = log.begin_early(bytes.len()).expect("an early write");
-            // One at a time per partition.
-            assert!(log.begin_early(bytes.len()).is_none());
-            feed(&mut early, &bytes, step);
-            let appended = log
-                .append_batch_durable(bytes, Some(early.ticket()))
-                .await
-                .unwrap();
-            drop(early);
-            assert_eq!(appended.base_offset.0, model.len() as u64);
-            expect(&mut model, &records);
-            assert_eq!(contents(&log).await, model, "from memory, after seed {seed}");
-        }
-        log.close().await.unwrap();
-        let log = open(dir.path()).await;
-        assert_eq!(contents(&log).await, model, "from the file, after a clean close");
-    });
+    for position in POSITIONS {
+        let dir = tempfile::tempdir().unwrap();
+        run(async {
+            let log = open(dir.path()).await;
+            let mut model = Vec::new();
+            // Nothing written yet: the writer opens on the first write.
+            assert!(log.begin_early(300 << 10).is_none());
+            ending_at(&log, &mut model, position).await;
+            for (seed, step) in [(3u8, 4096), (5, 1000), (7, 1 << 20)] {
+                let (records, bytes) = produced(seed, 100);
+                let mut early = log.begin_early(bytes.len()).expect("an early write");
+                // One at a time per partition.
+                assert!(log.begin_early(bytes.len()).is_none());
+                feed(&mut early, &bytes, step);
+                let appended = log
+                    .append_batch_durable(bytes, Some(early.ticket()))
+                    .await
+                    .unwrap();
+                drop(early);
+                assert_eq!(appended.base_offset.0, model.len() as u64);
+                expect(&mut model, &records);
+                assert_eq!(
+                    contents(&log).await,
+                    model,
+                    "from memory, seed {seed}, at {position}"
+                );
+            }
+            log.close().await.unwrap();
+            let log = open(dir.path()).await;
+            assert_eq!(contents(&log).await, model, "from the file, at {position}");
+        });
+    }
 }
 
 #[test]
 fn a_batch_that_lands_where_its_early_write_went_is_not_written_twice() {
     // White box: the early write is fed other bytes than the batch placed
-    // with its ticket, so the file shows which pages the write loop skipped.
-    let dir = tempfile::tempdir().unwrap();
-    let (position, placed) = run(async {
-        let log = open(dir.path()).await;
-        let mut model = Vec::new();
-        with_a_first_batch(&log, &mut model).await;
-        let position = segment_bytes(dir.path()).iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
-        let (_, bytes) = produced(9, 100);
-        let decoy = vec![0xEEu8; bytes.len()];
-        let mut early = log.begin_early(bytes.len()).unwrap();
-        feed(&mut early, &decoy, 64 << 10);
-        let appended = log
-            .append_batch_durable(bytes.clone(), Some(early.ticket()))
-            .await
-            .unwrap();
-        drop(early);
-        log.close().await.unwrap();
-        let mut placed = bytes;
-        batch::rebase(&mut placed, appended.base_offset);
-        (position, placed)
-    });
-    let file = segment_bytes(dir.path());
-    let end = position + placed.len() as u64;
-    assert_eq!(file.len() as u64, end, "sealed to its length");
-    let from = (position / PAGE_BYTES + 1) * PAGE_BYTES;
-    let to = end / PAGE_BYTES * PAGE_BYTES;
-    for (i, (&got, &want)) in file[position as usize..].iter().zip(&placed).enumerate() {
-        let at = position + i as u64;
-        if (from..to).contains(&at) {
-            assert_eq!(got, 0xEE, "byte {at} was written early, not again");
-        } else {
-            assert_eq!(
-                got, want,
-                "byte {at} (first page or tail) written by the write loop"
-            );
+    // with its ticket, so the file shows which pages the write loop skipped:
+    // all but those holding the batch header and the last partial page.
+    for position in POSITIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let placed = run(async {
+            let log = open(dir.path()).await;
+            let mut model = Vec::new();
+            ending_at(&log, &mut model, position).await;
+            let (_, bytes) = produced(9, 100);
+            let decoy = vec![0xEEu8; bytes.len()];
+            let mut early = log.begin_early(bytes.len()).unwrap();
+            feed(&mut early, &decoy, 64 << 10);
+            let appended = log
+                .append_batch_durable(bytes.clone(), Some(early.ticket()))
+                .await
+                .unwrap();
+            drop(early);
+            log.close().await.unwrap();
+            let mut placed = bytes;
+            batch::rebase(&mut placed, appended.base_offset);
+            placed
+        });
+        let file = segment_bytes(dir.path());
+        let end = position + placed.len() as u64;
+        assert_eq!(file.len() as u64, end, "sealed to its length");
+        let header_end = position + batch::HEADER_BYTES as u64;
+        let from = (header_end - 1) / PAGE_BYTES * PAGE_BYTES + PAGE_BYTES;
+        let to = end / PAGE_BYTES * PAGE_BYTES;
+        for (i, (&got, &want)) in file[position as usize..].iter().zip(&placed).enumerate() {
+            let at = position + i as u64;
+            if (from..to).contains(&at) {
+                assert_eq!(
+                    got, 0xEE,
+                    "byte {at} was written early, not again (batch at {position})"
+                );
+            } else {
+                assert_eq!(
+                    got, want,
+                    "byte {at} written by the write loop (batch at {position})"
+                );
+            }
         }
     }
 }

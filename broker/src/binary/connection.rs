@@ -1,8 +1,9 @@
 //! One binary connection: the read loop (frames in, requests dispatched),
-//! the writer task (responses out), the handshake, and closing on a bad
-//! frame with an error frame.
+//! the writer task (responses out), the handshake, closing on a bad frame
+//! with an error frame, and moving to the shard its partitions live on
+//! (affinity.rs).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
 use es_protocol::frame;
@@ -15,8 +16,12 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 
+use super::affinity::Affinity;
 use super::early::EarlyFeed;
 use super::outgoing::Outgoing;
+use crate::error::ApiError;
+use crate::message::{Op, Reply};
+use crate::placement::ShardId;
 use crate::shard::Shard;
 
 /// A connection's read buffer (grown for larger frames while they arrive).
@@ -34,7 +39,24 @@ const WAIT_READ_BYTES: usize = 4 << 10;
 
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
-    crate::listener::accept_loop(shard, listener, "binary", connection).await
+    crate::listener::accept_loop(shard, listener, "binary", |shard, stream| {
+        connection(shard, stream, Vec::new(), false)
+    })
+    .await
+}
+
+/// Serves a connection another shard handed over (affinity.rs): `socket`,
+/// past its handshake, and `unhandled`, the bytes that shard read from it
+/// but did not handle. Dropped (closing the socket) during shutdown.
+pub fn adopt(shard: &Rc<Shard>, socket: OwnedFd, unhandled: Vec<u8>) -> Result<(), ApiError> {
+    if shard.is_shutting_down() {
+        return Err(ApiError::unavailable("broker is shutting down"));
+    }
+    // SAFETY: a connected TCP socket, owned by nothing else in the process.
+    let stream = unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) };
+    let conn = connection(shard.clone(), stream, unhandled, true);
+    crate::listener::spawn_connection(shard, "binary", conn);
+    Ok(())
 }
 
 /// Why the read loop stopped.
@@ -43,9 +65,14 @@ enum End {
     Shutdown,
     /// A protocol error: answered with this error frame, then closed.
     Refused(u64, Response),
+    /// Moving to this shard, with the bytes read but not handled yet.
+    Move(ShardId, Vec<u8>),
 }
 
-async fn connection(shard: Rc<Shard>, stream: TcpStream) {
+/// Serves one connection: `unhandled` bytes already read from it come
+/// first; `handshaken` once its Hello was answered (by the shard that
+/// accepted it, if it moved here).
+async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
     // The socket itself, for reads that bypass the stream (`read_rest`).
@@ -57,9 +84,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
     // Unhandled bytes are buf[start..filled]; the socket reads straight
     // into buf[filled..] and frames are decoded where they lie.
-    let mut buf = vec![0u8; READ_CHUNK_BYTES];
-    let (mut start, mut filled) = (0usize, 0usize);
-    let mut handshaken = false;
+    let mut buf = vec![0u8; READ_CHUNK_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
+    buf[..unhandled.len()].copy_from_slice(&unhandled);
+    let (mut start, mut filled) = (0usize, unhandled.len());
+    let mut handshaken = handshaken;
+    let mut affinity = Affinity::default();
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
@@ -119,6 +148,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
                     Response::error(ErrorCode::HANDSHAKE_REQUIRED, "Hello may only be the first frame"),
                 );
             }
+            if let Some((topic, partition)) = partition_of(&req) {
+                affinity.note(shard.owner(topic, partition), shard.id);
+            }
             let permit = permits
                 .clone()
                 .acquire_static_permit(1)
@@ -132,6 +164,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
             })
             .detach();
         };
+        if let Some(to) = affinity.target() {
+            if shard.config.move_connections && !shard.is_shutting_down() {
+                break 'conn End::Move(to, buf[start..filled].to_vec());
+            }
+        }
         // Room for the next read: keep the unhandled tail at the front,
         // grow for a frame larger than the buffer (up to --frame-bytes-max,
         // checked above), shrink back once a large frame is done.
@@ -164,7 +201,42 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream) {
         let _ = permits.acquire(inflight_max as u64).await;
     }
     drop(tx);
-    writer.await;
+    let Some(mut wr) = writer.await else { return };
+    match end {
+        // The reading half is dropped on return: the socket lives on in
+        // the copy handed over, and is not shut down.
+        End::Move(to, unhandled) => move_to(&shard, to, fd, unhandled).await,
+        _ => {
+            let _ = futures::io::AsyncWriteExt::close(&mut wr).await;
+        }
+    }
+}
+
+/// The partition a request reads or appends to, for a request that names
+/// exactly one.
+fn partition_of(req: &Request) -> Option<(&str, u32)> {
+    match req {
+        Request::ProduceBatch(pb) => Some((&pb.topic, pb.partition)),
+        Request::Fetch(f) => Some((&f.topic, f.partition)),
+        _ => None,
+    }
+}
+
+/// Hands the connection's socket (every request answered, nothing left to
+/// write) and its unhandled bytes to shard `to`.
+async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) {
+    // SAFETY: `fd` is this connection's socket, open until we return.
+    let socket = match unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not move a binary connection: closing it");
+            return;
+        }
+    };
+    match shard.call(to, Op::AdoptConnection { socket, unhandled }).await {
+        Reply::Done(Ok(())) => metrics::counter!("es_binary_connections_moved_total").increment(1),
+        other => tracing::debug!(?other, to, "a binary connection could not move: closed"),
+    }
 }
 
 /// Reads some bytes into `into`: how many, or why the connection ends (the

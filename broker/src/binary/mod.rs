@@ -3,10 +3,11 @@
 //! `--inflight-requests-max` requests at once (pipelining), and writes
 //! responses as they complete, matched by request id.
 
+mod affinity;
 mod connection;
 mod early;
 mod handler;
 mod outgoing;
 mod recv;
 
-pub use connection::serve;
+pub use connection::{adopt, serve};

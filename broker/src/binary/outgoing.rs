@@ -33,8 +33,13 @@ impl Outgoing {
 }
 
 /// Writes what `rx` brings to `wr` until the channel closes (every sender
-/// gone) or a write fails; then shuts the write side down.
-pub async fn write_loop(rx: LocalReceiver<Outgoing>, mut wr: impl futures::io::AsyncWrite + Unpin) {
+/// gone): returns `wr`, everything written and flushed, for the caller to
+/// shut down (or to leave open for a connection that moves to another
+/// shard). `None` once a write fails.
+pub async fn write_loop<W: futures::io::AsyncWrite + Unpin>(
+    rx: LocalReceiver<Outgoing>,
+    mut wr: W,
+) -> Option<W> {
     let mut gathered: Vec<u8> = Vec::new();
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -50,11 +55,11 @@ pub async fn write_loop(rx: LocalReceiver<Outgoing>, mut wr: impl futures::io::A
                         continue;
                     }
                     if !gathered.is_empty() && wr.write_all(&gathered).await.is_err() {
-                        return;
+                        return None;
                     }
                     gathered.clear();
                     if wr.write_all(&part).await.is_err() {
-                        return;
+                        return None;
                     }
                 }
             }
@@ -63,10 +68,10 @@ pub async fn write_loop(rx: LocalReceiver<Outgoing>, mut wr: impl futures::io::A
             }
         }
         if !gathered.is_empty() && wr.write_all(&gathered).await.is_err() {
-            return;
+            return None;
         }
         if wr.flush().await.is_err() {
-            return;
+            return None;
         }
         // Keep a small buffer for the next round, not a large one.
         if gathered.capacity() > WRITE_COALESCE_BYTES {
@@ -75,7 +80,7 @@ pub async fn write_loop(rx: LocalReceiver<Outgoing>, mut wr: impl futures::io::A
             gathered.clear();
         }
     }
-    let _ = wr.close().await;
+    Some(wr)
 }
 
 #[cfg(test)]
