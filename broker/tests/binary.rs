@@ -748,7 +748,8 @@ fn groups_and_idempotent_producers_over_binary() {
 /// The durability contract through the binary protocol, with direct
 /// segment writes: four producers pipeline ProduceBatch requests of odd
 /// sizes (batches end anywhere in a page, so partial pages are rewritten
-/// all the time) on two partitions; the broker is killed with SIGKILL in
+/// all the time; some large enough to be written while they arrive) on
+/// two partitions; the broker is killed with SIGKILL in
 /// the middle of the load; after a restart every acknowledged batch reads
 /// back byte-identical at the offsets its acknowledgement gave.
 #[test]
@@ -794,7 +795,10 @@ fn acknowledged_batches_survive_kill9_mid_load() {
                         return;
                     }
                     let partition = t % 2;
-                    let values: Vec<Vec<u8>> = (0..1 + i % 5)
+                    // Every sixth batch is large (~120 KiB): received apart
+                    // and written while it arrives (early writes).
+                    let count = if i % 6 == 5 { 40 } else { 1 + i % 5 };
+                    let values: Vec<Vec<u8>> = (0..count)
                         .map(|j| {
                             let len = ((i * 37 + j * 101 + t * 13) % 3000 + 1) as usize;
                             (0..len).map(|k| (k as u32 ^ i ^ (t << 5)) as u8).collect()

@@ -187,3 +187,57 @@ fn with_moves_and_early_writes_off_connections_stay_and_batches_are_written_whol
     assert_eq!(client.metric_sum("es_early_writes_total").unwrap_or(0.0), 0.0);
     check(&b, &acked, 2);
 }
+
+#[test]
+fn bytes_read_before_a_move_are_handled_after_it() {
+    // Eight requests for a partition of the other shard and the first half
+    // of a ninth go out in one write: the shard that accepted the
+    // connection reads them together, answers eight and hands the socket
+    // over with the half frame it read; the rest follows to the new shard.
+    use std::io::Write;
+    let b = Broker::start(2);
+    connect(&b)
+        .admin(Kind::CreateTopic, json!({"name": "mv", "partitions": 2}))
+        .unwrap();
+    let metrics = b.client();
+    let frame = |partition: u32, id: u64| {
+        let mut bb = BatchBuilder::default();
+        bb.push(None, format!("value {id}").as_bytes(), 1_700_000_000_000);
+        Request::ProduceBatch(ProduceBatch {
+            topic: "mv".into(),
+            partition,
+            batch: bb.finish(0, None).unwrap(),
+        })
+        .to_frame(id, false)
+    };
+    for attempt in 0..40u32 {
+        let partition = attempt % 2;
+        let (mut s, _) = es_protocol::client::connect(&b.binary_addr(), &Options::default()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let before = metrics.metric("es_binary_connections_moved_total").unwrap_or(0.0);
+        let frames: Vec<Vec<u8>> = (1..=10).map(|id| frame(partition, id)).collect();
+        let half = frames[8].len() / 2;
+        let mut first = frames[..8].concat();
+        first.extend_from_slice(&frames[8][..half]);
+        s.write_all(&first).unwrap();
+        let answer = |s: &mut std::net::TcpStream, want: u64| match es_protocol::client::read_response(s) {
+            Ok(Some((id, Response::ProduceBatchOk(ok)))) => {
+                assert_eq!((id, ok.partition), (want, partition));
+                ok.base_offset
+            }
+            other => panic!("request {want}: {other:?}"),
+        };
+        let bases: Vec<u64> = (1..=8).map(|id| answer(&mut s, id)).collect();
+        s.write_all(&frames[8][half..]).unwrap();
+        s.write_all(&frames[9]).unwrap();
+        let (ninth, tenth) = (answer(&mut s, 9), answer(&mut s, 10));
+        assert_eq!(ninth, bases[7] + 1);
+        assert_eq!(tenth, ninth + 1);
+        if metrics.metric("es_binary_connections_moved_total").unwrap_or(0.0) > before {
+            return;
+        }
+        // Accepted by the partition's own shard: nothing to move; again.
+    }
+    panic!("no connection moved in 40 tries");
+}

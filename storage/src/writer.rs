@@ -160,7 +160,7 @@ impl SegmentWriter {
                 let ranges = match skip {
                     Some((from, to)) => {
                         assert!(
-                            pos < from && from < to && to <= end && to % PAGE_BYTES == 0,
+                            pos < from && from < to && to <= end && to.is_multiple_of(PAGE_BYTES),
                             "early pages lie inside the write, after its first page"
                         );
                         [(pos, from), (to, end)]
@@ -213,7 +213,7 @@ impl SegmentWriter {
     /// logged, the write loop then writes those bytes itself.
     pub(crate) fn write_pages_detached(self: &Rc<Self>, pages: &[u8], pos: u64) -> oneshot::Receiver<bool> {
         assert!(
-            pos % PAGE_BYTES == 0 && pages.len() as u64 % PAGE_BYTES == 0,
+            pos.is_multiple_of(PAGE_BYTES) && (pages.len() as u64).is_multiple_of(PAGE_BYTES),
             "early writes are whole pages"
         );
         let (tx, rx) = oneshot::channel();

@@ -43,7 +43,10 @@ fn feed(early: &mut EarlyWrite, bytes: &[u8], step: usize) {
 }
 
 /// Every (offset, key, value) in the log.
-async fn contents(log: &PartitionLog) -> Vec<(u64, Option<Vec<u8>>, Vec<u8>)> {
+/// (offset, key, value) of every record, in order.
+type Model = Vec<(u64, Option<Vec<u8>>, Vec<u8>)>;
+
+async fn contents(log: &PartitionLog) -> Model {
     common::read_all(log)
         .await
         .into_iter()
@@ -51,7 +54,7 @@ async fn contents(log: &PartitionLog) -> Vec<(u64, Option<Vec<u8>>, Vec<u8>)> {
         .collect()
 }
 
-fn expect(model: &mut Vec<(u64, Option<Vec<u8>>, Vec<u8>)>, records: &[Record]) {
+fn expect(model: &mut Model, records: &[Record]) {
     for r in records {
         let offset = model.len() as u64;
         model.push((offset, r.key.clone(), r.value.clone()));
@@ -71,12 +74,12 @@ async fn open(dir: &Path) -> PartitionLog {
 
 /// One small batch first: the active segment's writer is open and the log
 /// ends mid-page, so the early pages start at the page after it.
-async fn with_a_first_batch(log: &PartitionLog, model: &mut Vec<(u64, Option<Vec<u8>>, Vec<u8>)>) {
+async fn with_a_first_batch(log: &PartitionLog, model: &mut Model) {
     ending_at(log, model, 1000).await;
 }
 
 /// A first batch that ends the log at byte `end` (at least 78).
-async fn ending_at(log: &PartitionLog, model: &mut Vec<(u64, Option<Vec<u8>>, Vec<u8>)>, end: u64) {
+async fn ending_at(log: &PartitionLog, model: &mut Model, end: u64) {
     let overhead = (batch::HEADER_BYTES + batch::RECORD_OVERHEAD_BYTES + 1) as u64;
     let first = vec![rec(Some("a"), &"f".repeat((end - overhead) as usize), 1)];
     log.append_durable(&first, ProducerStamp::NONE).await.unwrap();
