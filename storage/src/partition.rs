@@ -793,11 +793,10 @@ async fn write_loop(shared: Rc<Shared>) {
         };
         let len = job.len;
         let started = std::time::Instant::now();
-        let skip = match job.prewritten {
-            Some(p) if p.writes.wait().await => Some((p.from, p.to)),
-            _ => None,
-        };
-        if let Err(e) = writer.write(&recent, job.parts, job.position, skip).await {
+        if let Err(e) = writer
+            .write(&recent, job.parts, job.position, job.prewritten)
+            .await
+        {
             shared.poison(&e);
             return;
         }

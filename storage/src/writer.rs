@@ -31,6 +31,7 @@ use std::rc::Rc;
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
+use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
 use crate::{Result, StorageError};
@@ -130,23 +131,24 @@ impl SegmentWriter {
     }
 
     /// Writes `parts` (contiguous) at `pos`, the end of what was written
-    /// before, then hands them to `recent`. `skip`: file positions (page
-    /// aligned, inside the parts) already written early (`early.rs`), not
-    /// written again. An error leaves the file with any prefix of the
-    /// bytes: the caller poisons the partition.
-    pub async fn write(
+    /// before, then hands them to `recent`. `early`: pages of the first
+    /// part already written while it arrived (`early.rs`), not written
+    /// again (unless an early write failed); the rest of the bytes go out
+    /// while those writes finish. An error leaves the file with any prefix
+    /// of the bytes: the caller poisons the partition.
+    pub(crate) async fn write(
         &self,
         recent: &RefCell<RecentWrites>,
         parts: Vec<Vec<u8>>,
         pos: u64,
-        skip: Option<(u64, u64)>,
+        early: Option<Prewritten>,
     ) -> Result<()> {
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
         let len: usize = parts.iter().map(Vec::len).sum();
         let end = pos + len as u64;
         match self {
             SegmentWriter::Buffered { file, path } => {
-                assert!(skip.is_none(), "only direct writers write early");
+                assert!(early.is_none(), "only direct writers write early");
                 // The page cache holds what this writes: nothing to keep.
                 let bytes = if parts.len() == 1 {
                     parts.into_iter().next().expect("one part")
@@ -157,42 +159,22 @@ impl SegmentWriter {
                 recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path } => {
-                let ranges = match skip {
-                    Some((from, to)) => {
+                let range = |from, to| write_range(file, path, recent, &parts, pos, from, to);
+                match early {
+                    None => range(pos, end).await?,
+                    Some(p) => {
                         assert!(
-                            pos < from && from < to && to <= end && to.is_multiple_of(PAGE_BYTES),
-                            "early pages lie inside the write, after its first page"
+                            pos < p.from && p.from < p.to && p.to <= end && p.to.is_multiple_of(PAGE_BYTES),
+                            "early pages lie inside the write, after its header"
                         );
-                        [(pos, from), (to, end)]
-                    }
-                    None => [(pos, end), (end, end)],
-                };
-                for (from, to) in ranges {
-                    let mut at = from;
-                    while at < to {
-                        let floor = page_floor(at);
-                        let head = (at - floor) as usize;
-                        let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
-                        let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
-                        let mut buf = file.alloc_dma_buffer(total);
-                        let page = buf.as_bytes_mut();
-                        // The partial page: bytes of earlier writes (held in
-                        // `recent`), then this write's bytes up to `at`.
-                        let from_parts = floor.max(pos);
-                        if floor < from_parts {
-                            let mut held = Vec::with_capacity((from_parts - floor) as usize);
-                            recent.borrow().copy_range(floor, from_parts, &mut held);
-                            page[..held.len()].copy_from_slice(&held);
+                        // Other pages than the early ones: all at once.
+                        let (head, tail, early_ok) =
+                            futures::join!(range(pos, p.from), range(p.to, end), p.writes.wait());
+                        head?;
+                        tail?;
+                        if !early_ok {
+                            range(p.from, p.to).await?;
                         }
-                        let skip = (from_parts - floor) as usize;
-                        copy_out(&parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
-                        page[head + n..].fill(0);
-                        let wrote = file
-                            .write_at(buf, floor)
-                            .await
-                            .map_err(|e| StorageError::io(path, e))?;
-                        segment::check_written(path, wrote, total, floor)?;
-                        at += n as u64;
                     }
                 }
                 let mut recent = recent.borrow_mut();
@@ -255,6 +237,48 @@ impl SegmentWriter {
             }
         }
     }
+}
+
+/// Writes the file positions `[from, to)` of a direct write of `parts` at
+/// `pos` (`pos <= from <= to <= pos + len`), whole pages: a partial first
+/// page starts with the bytes `recent` holds before `pos`, a partial last
+/// page ends in zeros.
+async fn write_range(
+    file: &DmaFile,
+    path: &Path,
+    recent: &RefCell<RecentWrites>,
+    parts: &[Vec<u8>],
+    pos: u64,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    let mut at = from;
+    while at < to {
+        let floor = page_floor(at);
+        let head = (at - floor) as usize;
+        let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
+        let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
+        let mut buf = file.alloc_dma_buffer(total);
+        let page = buf.as_bytes_mut();
+        // The partial page: bytes of earlier writes (held in `recent`),
+        // then this write's bytes up to `at`.
+        let from_parts = floor.max(pos);
+        if floor < from_parts {
+            let mut held = Vec::with_capacity((from_parts - floor) as usize);
+            recent.borrow().copy_range(floor, from_parts, &mut held);
+            page[..held.len()].copy_from_slice(&held);
+        }
+        let skip = (from_parts - floor) as usize;
+        copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
+        page[head + n..].fill(0);
+        let wrote = file
+            .write_at(buf, floor)
+            .await
+            .map_err(|e| StorageError::io(path, e))?;
+        segment::check_written(path, wrote, total, floor)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Copies `out.len()` bytes of the concatenation of `parts`, from byte

@@ -115,7 +115,6 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     let mut batch = Vec::with_capacity(big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    early.arrived(&batch);
                     if let Err(end) =
                         read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len, &mut early).await
                     {
@@ -261,8 +260,9 @@ async fn read_or_stop(
 /// Reads until `batch` holds `len` bytes: what the socket holds goes
 /// straight into `batch`'s spare capacity (never zero-filled); when it holds
 /// nothing, waits through the stream for the next bytes, reading at most
-/// `WAIT_READ_BYTES` of them there (the only part zeroed first). `early`
-/// hears of every byte that arrives.
+/// `WAIT_READ_BYTES` of them there (the only part zeroed first). Before
+/// each wait, `early` writes what has arrived (early.rs): a batch that is
+/// already in the socket is read whole and written once.
 async fn read_rest(
     shard: &Shard,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
@@ -274,13 +274,13 @@ async fn read_rest(
     while batch.len() < len {
         match super::recv::recv_spare(fd, batch, len) {
             Ok(0) => return Err(End::Eof),
-            Ok(_) => early.arrived(batch),
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                early.arrived(batch);
                 let at = batch.len();
                 batch.resize(at + (len - at).min(WAIT_READ_BYTES), 0);
                 let n = read_or_stop(shard, rd, &mut batch[at..]).await?;
                 batch.truncate(at + n);
-                early.arrived(batch);
             }
             Err(_) => return Err(End::Eof),
         }

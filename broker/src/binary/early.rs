@@ -1,7 +1,10 @@
 //! Early writes on a binary connection: a large ProduceBatch for a
 //! partition this shard owns has its pages written while the rest of it
 //! arrives (es-storage's `early.rs` says how and why that is safe), so that
-//! receiving a megabyte and writing it overlap instead of adding up.
+//! receiving a megabyte and writing it overlap instead of adding up. Only
+//! while the connection waits for more of the batch: one that is already
+//! in the socket (a fast network, a pipelining producer) is read whole and
+//! written in one go, which costs less than writing it in pieces.
 //! Batches with a producer id go the usual way: the idempotence check must
 //! see the whole batch before anything is placed.
 
@@ -40,7 +43,8 @@ impl EarlyFeed {
         }
     }
 
-    /// The batch's first `batch.len()` bytes have arrived.
+    /// The batch's first `batch.len()` bytes have arrived and the rest is
+    /// not there yet: the connection is about to wait for it.
     pub fn arrived(&mut self, batch: &[u8]) {
         if self.log.is_some() && batch.len() >= es_protocol::batch::HEADER_BYTES {
             let log = self.log.take().expect("checked above");
