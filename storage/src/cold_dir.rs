@@ -16,7 +16,9 @@
 //! once no read of this store is in flight (reclaim.rs: unlinking a large
 //! file at once holds up every fsync on a disk the hot tier may share). A
 //! crash part-way leaves the `.deleting` file, which the next `list` (at
-//! the partition's open) removes.
+//! the partition's open) removes. `delete_partition` (its topic deleted)
+//! frees every file of the partition's directory the same way, then
+//! removes it.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -213,17 +215,11 @@ impl LocalDirColdStore {
 
     async fn delete_all(&self, partition: &str) -> Result<()> {
         let dir = self.partition_dir(partition)?;
-        let d = dir.clone();
-        glommio::executor()
-            .spawn_blocking(move || {
-                let removed = std::fs::remove_dir_all(&d); // blocking-ok: on the blocking pool
-                match removed {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    other => other,
-                }
-            })
-            .await
-            .map_err(|e| StorageError::io(&dir, e))?;
+        // A step at a time, like a hot partition's: a deleted topic's cold
+        // segments may be gigabytes on the disk the logs are on. Its reads
+        // (if any are still in flight) finish first, or fail short.
+        self.reads_done().await;
+        reclaim::free_dir(&dir).await?;
         match dir.parent() {
             Some(parent) => match dirs::sync_dir(parent).await {
                 Err(StorageError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
