@@ -74,6 +74,9 @@ pub enum Op {
     /// A binary connection moving to this shard (binary/affinity.rs): its
     /// socket, and the bytes read from it but not yet handled. Replies
     /// `Done` once it is served here; dropped, the socket closes.
+    /// Everything the connection knows of its client travels here too
+    /// (today only that its Hello was answered: an authenticated identity
+    /// would have to move with it).
     AdoptConnection {
         socket: std::os::fd::OwnedFd,
         unhandled: Vec<u8>,
