@@ -75,8 +75,11 @@ async fn open(dir: &Path) -> PartitionLog {
 /// One small batch first: the active segment's writer is open and the log
 /// ends mid-page, so the early pages start at the page after it.
 async fn with_a_first_batch(log: &PartitionLog, model: &mut Model) {
-    ending_at(log, model, 1000).await;
+    ending_at(log, model, FIRST_END).await;
 }
+
+/// Where `with_a_first_batch` ends the log.
+const FIRST_END: u64 = 1000;
 
 /// A first batch that ends the log at byte `end` (at least 78).
 async fn ending_at(log: &PartitionLog, model: &mut Model, end: u64) {
@@ -267,8 +270,16 @@ fn a_crash_after_the_early_pages_but_before_the_first_page_loses_only_that_batch
         let (_, bytes) = produced(17, 100);
         let mut early = log.begin_early(bytes.len()).unwrap();
         feed(&mut early, &bytes, 128 << 10);
-        // Let the detached writes land.
-        glommio::timer::sleep(std::time::Duration::from_millis(200)).await;
+        // Let the detached writes land: the file grows to the batch's
+        // last whole page (waiting as long as a slow disk needs).
+        let last_page = (FIRST_END + bytes.len() as u64) / PAGE_BYTES * PAGE_BYTES;
+        for _ in 0..6000 {
+            // blocking-ok: a test's look at the file between steps
+            if segment_bytes(dir.path()).len() as u64 >= last_page {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
         std::mem::forget(early);
         model
     });
