@@ -183,18 +183,18 @@ impl EarlyState {
 /// The connection's side of an early write: it hands over the batch's bytes
 /// as they arrive ([`arrived`](EarlyWrite::arrived)), then passes the
 /// [`ticket`](EarlyWrite::ticket) with the whole batch to
-/// `PartitionLog::append_batch_placed_early`. Keep it until the batch is
-/// placed: dropping it ends the early write.
+/// `PartitionLog::append_batch_placed` (or `append_batch_durable`). Keep it
+/// until the batch is placed: dropping it ends the early write.
 pub struct EarlyWrite {
     shared: Rc<Shared>,
     ticket: EarlyTicket,
     writer: Rc<SegmentWriter>,
     /// File position of the batch's first byte.
     position: u64,
-    /// Next page to write early, and the end of the pages that may be
-    /// written early (the batch's last whole page).
-    next: u64,
+    /// End of the pages that may be written early (the batch's last whole
+    /// page).
     end: u64,
+    /// Next page to write early (shared with the partition's `Current`).
     to: Rc<Cell<u64>>,
     writes: Rc<Writes>,
 }
@@ -204,7 +204,7 @@ impl std::fmt::Debug for EarlyWrite {
         f.debug_struct("EarlyWrite")
             .field("ticket", &self.ticket)
             .field("position", &self.position)
-            .field("next", &self.next)
+            .field("next", &self.to.get())
             .field("end", &self.end)
             .finish()
     }
@@ -243,7 +243,6 @@ impl EarlyWrite {
             ticket,
             writer,
             position,
-            next: from,
             end,
             to,
             writes,
@@ -260,22 +259,23 @@ impl EarlyWrite {
     /// Does nothing once the early write has ended.
     pub fn arrived(&mut self, arrived: &[u8]) {
         let upto = page_floor(self.position + arrived.len() as u64).min(self.end);
-        if upto <= self.next || (upto < self.end && upto - self.next < EARLY_WRITE_CHUNK_BYTES as u64) {
+        let mut next = self.to.get();
+        if upto <= next || (upto < self.end && upto - next < EARLY_WRITE_CHUNK_BYTES as u64) {
             return;
         }
         if !self.shared.inner.borrow().early.is_current(self.ticket) {
             return;
         }
-        while self.next < upto {
-            let n = (upto - self.next).min(DIRECT_WRITE_BYTES_MAX as u64);
-            let at = (self.next - self.position) as usize;
+        while next < upto {
+            let n = (upto - next).min(DIRECT_WRITE_BYTES_MAX as u64);
+            let at = (next - self.position) as usize;
             let done = self
                 .writer
-                .write_pages_detached(&arrived[at..at + n as usize], self.next);
+                .write_pages_detached(&arrived[at..at + n as usize], next);
             self.writes.done.borrow_mut().push(done);
-            self.next += n;
+            next += n;
         }
-        self.to.set(self.next);
+        self.to.set(next);
     }
 }
 
