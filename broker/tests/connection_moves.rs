@@ -49,6 +49,19 @@ fn values(c: u32, i: u32) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A ProduceBatch of `vals` (keyless) for `partition` of topic `mv`.
+fn produce_batch(partition: u32, vals: &[Vec<u8>]) -> Request {
+    let mut bb = BatchBuilder::default();
+    for v in vals {
+        bb.push(None, v, 1_700_000_000_000);
+    }
+    Request::ProduceBatch(ProduceBatch {
+        topic: "mv".into(),
+        partition,
+        batch: bb.finish(0, None).unwrap(),
+    })
+}
+
 /// `batches` batches from connection `c` to `partition`, `inflight` at a
 /// time, each connection on its own thread; every acknowledgement.
 fn produce(b: &Broker, conns: u32, partitions: u32, batches: u32, inflight: usize) -> Vec<Acked> {
@@ -61,15 +74,7 @@ fn produce(b: &Broker, conns: u32, partitions: u32, batches: u32, inflight: usiz
                 let mut pending: VecDeque<(Vec<Vec<u8>>, PendingResponse)> = VecDeque::new();
                 for i in 0..batches {
                     let vals = values(c, i);
-                    let mut bb = BatchBuilder::default();
-                    for v in &vals {
-                        bb.push(None, v, 1_700_000_000_000);
-                    }
-                    let req = Request::ProduceBatch(ProduceBatch {
-                        topic: "mv".into(),
-                        partition,
-                        batch: bb.finish(0, None).unwrap(),
-                    });
+                    let req = produce_batch(partition, &vals);
                     pending.push_back((vals, client.send(&req).expect("send")));
                     while pending.len() >= inflight || (i + 1 == batches && !pending.is_empty()) {
                         let (vals, p) = pending.pop_front().unwrap();
@@ -205,14 +210,7 @@ fn bytes_read_before_a_move_are_handled_after_it() {
         .unwrap();
     let metrics = b.client();
     let frame = |partition: u32, id: u64| {
-        let mut bb = BatchBuilder::default();
-        bb.push(None, format!("value {id}").as_bytes(), 1_700_000_000_000);
-        Request::ProduceBatch(ProduceBatch {
-            topic: "mv".into(),
-            partition,
-            batch: bb.finish(0, None).unwrap(),
-        })
-        .to_frame(id, false)
+        produce_batch(partition, &[format!("value {id}").into_bytes()]).to_frame(id, false)
     };
     for attempt in 0..40u32 {
         let partition = attempt % 2;
@@ -267,16 +265,7 @@ fn a_batch_that_trickles_in_is_written_while_it_arrives() {
             .collect()
     };
     for (id, vals) in [(1u64, values(0, 0)), (2, large(1)), (3, large(2))] {
-        let mut bb = BatchBuilder::default();
-        for v in &vals {
-            bb.push(None, v, 1_700_000_000_000);
-        }
-        let frame = Request::ProduceBatch(ProduceBatch {
-            topic: "mv".into(),
-            partition: 0,
-            batch: bb.finish(0, None).unwrap(),
-        })
-        .to_frame(id, false);
+        let frame = produce_batch(0, &vals).to_frame(id, false);
         for piece in frame.chunks(128 << 10) {
             s.write_all(piece).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(20));
