@@ -131,6 +131,12 @@ async fn shard_main(
         None => (0, None, None),
     };
     es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
+    if let Err(e) = es_storage::start_disk_threads(config.disk_threads as usize, &format!("es-disk-{id}")) {
+        tracing::error!(shard = id, error = %e, "starting the shard's disk threads failed");
+        state.shard_failed.store(true, Ordering::Release);
+        state.closed_shards.store(usize::MAX, Ordering::Release);
+        return;
+    }
     let shard = Rc::new(Shard::new(id, config, catalog, state.clone(), metrics, senders));
     if let Some(receivers) = receivers {
         crate::shard::serve_mesh(shard.clone(), receivers);

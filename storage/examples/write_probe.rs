@@ -42,8 +42,8 @@ fn main() {
         .unwrap_or(1)
         .clamp(1, WRITERS);
     let step: u64 = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(16 << 20);
-    if !["extend", "falloc", "step", "dsync"].contains(&mode.as_str()) {
-        eprintln!("MODE must be extend, falloc, step or dsync");
+    if !["extend", "falloc", "step", "dsync", "relay"].contains(&mode.as_str()) {
+        eprintln!("MODE must be extend, falloc, step, dsync or relay");
         std::process::exit(2);
     }
     std::fs::create_dir_all(&dir).expect("create DIR");
@@ -84,6 +84,9 @@ fn main() {
 }
 
 async fn writer(path: PathBuf, mode: String, step: u64) {
+    if mode == "relay" {
+        return relay_writer(path).await;
+    }
     let flags = if mode == "dsync" { libc::O_DSYNC } else { 0 };
     let file = OpenOptions::new()
         .create(true)
@@ -140,6 +143,67 @@ async fn writer(path: PathBuf, mode: String, step: u64) {
         pct(&mut totals, 1.0),
     );
     let _ = file.close_rc().await;
+}
+
+/// `relay`: the executor task paces the appends; a thread of its own does
+/// each one's blocking `pwrite` + `fdatasync` back to back and wakes the
+/// task (a foreign wake) when both are done.
+async fn relay_writer(path: PathBuf) {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new() // blocking-ok: opened before the first append
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .expect("open");
+    type Job = (u64, futures::channel::oneshot::Sender<(Duration, Duration)>);
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let thread = std::thread::spawn(move || {
+        let mut staging = vec![7u8; APPEND_BYTES + 4096];
+        let align = staging.as_ptr().align_offset(4096);
+        let buf = &mut staging[align..align + APPEND_BYTES];
+        while let Ok((pos, done)) = rx.recv() {
+            let t0 = Instant::now();
+            file.write_all_at(buf, pos).expect("write"); // blocking-ok: the relay thread
+            let t1 = Instant::now();
+            file.sync_data().expect("fdatasync"); // blocking-ok: the relay thread
+            let _ = done.send((t1 - t0, t1.elapsed()));
+        }
+    });
+    let interval = Duration::from_secs(1) / APPENDS_PER_S as u32;
+    let start = Instant::now();
+    let (mut writes, mut syncs, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pos = 0u64;
+    let mut k = 0u32;
+    while start.elapsed() < Duration::from_secs(SECONDS) {
+        let due = start + interval * k;
+        k += 1;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            glommio::timer::sleep(wait).await;
+        }
+        let (done, answer) = futures::channel::oneshot::channel();
+        tx.send((pos, done)).expect("relay thread");
+        let (w, s) = answer.await.expect("relay thread answers");
+        pos += APPEND_BYTES as u64;
+        writes.push(ms(w));
+        syncs.push(ms(s));
+        totals.push(ms(due.elapsed()));
+    }
+    drop(tx);
+    thread.join().expect("relay thread");
+    println!(
+        "{} relay: {} appends; write p50 {:.2} p99 {:.2} | fdatasync p50 {:.2} p99 {:.2} | from due p50 {:.2} p99 {:.2} max {:.2} ms",
+        name(&path),
+        totals.len(),
+        pct(&mut writes, 0.5),
+        pct(&mut writes, 0.99),
+        pct(&mut syncs, 0.5),
+        pct(&mut syncs, 0.99),
+        pct(&mut totals, 0.5),
+        pct(&mut totals, 0.99),
+        pct(&mut totals, 1.0),
+    );
 }
 
 /// Allocates the file up to `target` in the background, one at a time.

@@ -15,6 +15,7 @@ mod cold_dir;
 mod compaction;
 mod config;
 mod dirs;
+mod disk_threads;
 mod early;
 mod error;
 mod faults;
@@ -45,6 +46,7 @@ pub use config::{
     SEGMENT_BYTES_MAX,
 };
 pub use dirs::{create_dir_all, index_path, log_path, rename_if_exists, sync_dir};
+pub use disk_threads::{start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX};
 pub use early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
 pub use error::{Result, StorageError};
 pub use faults::FaultPoint;

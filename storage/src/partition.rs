@@ -736,7 +736,7 @@ impl Shared {
 impl SyncTarget for Shared {
     fn sync(self: Rc<Self>) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
-            let (file, path, upto) = {
+            let (file, writer, path, upto) = {
                 let inner = self.inner.borrow();
                 if inner.failure.is_some() {
                     return;
@@ -747,13 +747,24 @@ impl SyncTarget for Shared {
                     .rev()
                     .find(|s| s.created)
                     .expect("a partition has a created segment");
-                (seg.file.clone(), seg.log_path.clone(), self.written.get())
+                (
+                    seg.file.clone(),
+                    seg.writer.clone(),
+                    seg.log_path.clone(),
+                    self.written.get(),
+                )
             };
             if upto <= self.durable.get() {
                 return;
             }
             let file = file.expect("a created active segment is open");
-            match file.fdatasync().await {
+            // Where the writes went through the shard's disk threads, so
+            // does their sync (`disk_threads.rs`).
+            let synced = match writer.as_ref().and_then(|w| w.disk_threads()) {
+                Some((threads, dup)) => threads.fdatasync(dup).await,
+                None => file.fdatasync().await.map_err(std::io::Error::from),
+            };
+            match synced {
                 Ok(()) => {
                     if upto > self.durable.get() {
                         assert!(upto <= self.written.get(), "durable <= written");

@@ -21,16 +21,25 @@
 //! filesystems that refuse `O_DIRECT` (the writer falls back on its own) or
 //! when `LogConfig::direct_writes` is off.
 //!
+//! Direct writes go through io_uring (`DmaFile`), or, when the shard
+//! started disk threads, through those (`disk_threads.rs`): the same pages
+//! at the same positions, only made by a blocking `pwrite` on another
+//! thread.
+//!
 //! Readers keep using a buffered handle; Linux drops cached pages of a range
 //! a direct write covers, before and after the write.
 
 use std::cell::RefCell;
+use std::fs::File;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
+use crate::disk_threads::{self, DiskThreads, PageBuf};
 use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
@@ -44,8 +53,17 @@ pub const DIRECT_WRITE_BYTES_MAX: usize = 2 << 20;
 
 /// The write side of an active segment (see the module doc).
 pub(crate) enum SegmentWriter {
-    Direct { file: DmaFile, path: PathBuf },
-    Buffered { file: Rc<BufferedFile>, path: PathBuf },
+    Direct {
+        file: DmaFile,
+        path: PathBuf,
+        /// The shard's disk threads and a duplicate of `file`'s descriptor
+        /// for them, when the shard started any.
+        threads: Option<(DiskThreads, Arc<File>)>,
+    },
+    Buffered {
+        file: Rc<BufferedFile>,
+        path: PathBuf,
+    },
 }
 
 impl std::fmt::Debug for SegmentWriter {
@@ -105,6 +123,15 @@ impl SegmentWriter {
             let _ = file.close().await;
             return Ok(buffered_writer(buffered));
         }
+        let threads = match disk_threads::local() {
+            None => None,
+            Some(threads) => {
+                // SAFETY: `file` is open for the whole of this call.
+                let fd = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
+                let dup = fd.try_clone_to_owned().map_err(|e| StorageError::io(path, e))?;
+                Some((threads, Arc::new(File::from(dup))))
+            }
+        };
         let floor = page_floor(written);
         let mut recent = RecentWrites::new(floor, recent_bytes);
         if floor < written {
@@ -125,6 +152,7 @@ impl SegmentWriter {
             SegmentWriter::Direct {
                 file,
                 path: path.to_path_buf(),
+                threads,
             },
             recent,
         ))
@@ -158,8 +186,8 @@ impl SegmentWriter {
                 segment::write_all(file, path, bytes, pos).await?;
                 recent.borrow_mut().forget_upto(end);
             }
-            SegmentWriter::Direct { file, path } => {
-                let range = |from, to| write_range(file, path, recent, &parts, pos, from, to);
+            SegmentWriter::Direct { file, path, threads } => {
+                let range = |from, to| write_range(file, threads, path, recent, &parts, pos, from, to);
                 match early {
                     None => range(pos, end).await?,
                     Some(p) => {
@@ -199,18 +227,17 @@ impl SegmentWriter {
             "early writes are whole pages"
         );
         let (tx, rx) = oneshot::channel();
-        let SegmentWriter::Direct { file, .. } = &**self else {
+        let SegmentWriter::Direct { file, threads, .. } = &**self else {
             unreachable!("only direct writers write early");
         };
-        let mut buf = file.alloc_dma_buffer(pages.len());
-        buf.as_bytes_mut().copy_from_slice(pages);
+        let buf = DirectBuf::filled(file, threads, pages.len(), |out| out.copy_from_slice(pages));
         let writer = self.clone();
         glommio::spawn_local(async move {
-            let SegmentWriter::Direct { file, path } = &*writer else {
+            let SegmentWriter::Direct { file, path, threads } = &*writer else {
                 unreachable!("only direct writers write early");
             };
             let total = buf.len();
-            let ok = match file.write_at(buf, pos).await {
+            let ok = match buf.write(file, threads, path, pos).await {
                 Ok(wrote) => segment::check_written(path, wrote, total, pos).is_ok(),
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "an early write failed: the batch is written again whole");
@@ -232,9 +259,77 @@ impl SegmentWriter {
     pub async fn finish(&self, len: u64) -> Result<()> {
         match self {
             SegmentWriter::Buffered { .. } => Ok(()),
-            SegmentWriter::Direct { file, path } => {
+            SegmentWriter::Direct { file, path, .. } => {
                 file.truncate(len).await.map_err(|e| StorageError::io(path, e))
             }
+        }
+    }
+
+    /// The shard's disk threads and this writer's descriptor for them, when
+    /// its direct writes go through them (then so do the partition's
+    /// fdatasyncs).
+    pub(crate) fn disk_threads(&self) -> Option<&(DiskThreads, Arc<File>)> {
+        match self {
+            SegmentWriter::Direct { threads, .. } => threads.as_ref(),
+            SegmentWriter::Buffered { .. } => None,
+        }
+    }
+}
+
+/// The aligned memory of one direct write: glommio's, for io_uring, or a
+/// [`PageBuf`] that may cross to a disk thread.
+enum DirectBuf {
+    Uring(glommio::io::DmaBuffer),
+    Thread(PageBuf),
+}
+
+impl DirectBuf {
+    /// `len` bytes (whole pages) that `fill` writes, for `file`'s writes.
+    fn filled(
+        file: &DmaFile,
+        threads: &Option<(DiskThreads, Arc<File>)>,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> DirectBuf {
+        match threads {
+            None => {
+                let mut buf = file.alloc_dma_buffer(len);
+                fill(buf.as_bytes_mut());
+                DirectBuf::Uring(buf)
+            }
+            Some(_) => {
+                let mut buf = PageBuf::zeroed(len);
+                fill(&mut buf);
+                DirectBuf::Thread(buf)
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            DirectBuf::Uring(b) => b.len(),
+            DirectBuf::Thread(b) => b.len(),
+        }
+    }
+
+    /// Writes the buffer at `pos`; returns the bytes written.
+    async fn write(
+        self,
+        file: &DmaFile,
+        threads: &Option<(DiskThreads, Arc<File>)>,
+        path: &Path,
+        pos: u64,
+    ) -> Result<usize> {
+        match (self, threads) {
+            (DirectBuf::Uring(buf), _) => file
+                .write_at(buf, pos)
+                .await
+                .map_err(|e| StorageError::io(path, e)),
+            (DirectBuf::Thread(buf), Some((threads, dup))) => threads
+                .write_at(dup, buf, pos)
+                .await
+                .map_err(|e| StorageError::io(path, e)),
+            (DirectBuf::Thread(_), None) => unreachable!("a thread's buffer goes with disk threads"),
         }
     }
 }
@@ -243,8 +338,10 @@ impl SegmentWriter {
 /// `pos` (`pos <= from <= to <= pos + len`), whole pages: a partial first
 /// page starts with the bytes `recent` holds before `pos`, a partial last
 /// page ends in zeros.
+#[allow(clippy::too_many_arguments)]
 async fn write_range(
     file: &DmaFile,
+    threads: &Option<(DiskThreads, Arc<File>)>,
     path: &Path,
     recent: &RefCell<RecentWrites>,
     parts: &[Vec<u8>],
@@ -258,23 +355,20 @@ async fn write_range(
         let head = (at - floor) as usize;
         let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
         let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
-        let mut buf = file.alloc_dma_buffer(total);
-        let page = buf.as_bytes_mut();
-        // The partial page: bytes of earlier writes (held in `recent`),
-        // then this write's bytes up to `at`.
-        let from_parts = floor.max(pos);
-        if floor < from_parts {
-            let mut held = Vec::with_capacity((from_parts - floor) as usize);
-            recent.borrow().copy_range(floor, from_parts, &mut held);
-            page[..held.len()].copy_from_slice(&held);
-        }
-        let skip = (from_parts - floor) as usize;
-        copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
-        page[head + n..].fill(0);
-        let wrote = file
-            .write_at(buf, floor)
-            .await
-            .map_err(|e| StorageError::io(path, e))?;
+        let buf = DirectBuf::filled(file, threads, total, |page| {
+            // The partial page: bytes of earlier writes (held in `recent`),
+            // then this write's bytes up to `at`.
+            let from_parts = floor.max(pos);
+            if floor < from_parts {
+                let mut held = Vec::with_capacity((from_parts - floor) as usize);
+                recent.borrow().copy_range(floor, from_parts, &mut held);
+                page[..held.len()].copy_from_slice(&held);
+            }
+            let skip = (from_parts - floor) as usize;
+            copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
+            page[head + n..].fill(0);
+        });
+        let wrote = buf.write(file, threads, path, floor).await?;
         segment::check_written(path, wrote, total, floor)?;
         at += n as u64;
     }

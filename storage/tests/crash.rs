@@ -7,7 +7,8 @@
 //! The parent test runs this same test binary as a child (the ignored test
 //! `crash_child`), which appends from many concurrent tasks with small
 //! segments (so rolls happen) and prints one `ACK` line per durable append.
-//! The parent kills it mid-flight, reopens the log and checks every ACK.
+//! The parent kills it mid-flight, reopens the log and checks every ACK;
+//! every other round the child writes through disk threads.
 
 mod common;
 
@@ -16,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use common::run;
+use common::{run, run_with_disk_threads};
 use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
 
 const CHILD_DIR_ENV: &str = "ES_CRASH_CHILD_DIR";
@@ -51,7 +52,8 @@ fn records_for(task: u64, seq: u64) -> Vec<Record> {
 fn crash_child() {
     let dir = std::env::var(CHILD_DIR_ENV).expect("set by the parent test");
     let start_seq: u64 = std::env::var("ES_CRASH_START_SEQ").unwrap().parse().unwrap();
-    run(async move {
+    let threads: usize = std::env::var("ES_CRASH_DISK_THREADS").unwrap().parse().unwrap();
+    run_with_disk_threads(threads, async move {
         let (log, _) = PartitionLog::open(Path::new(&dir), config(), FsyncBatcher::new())
             .await
             .unwrap();
@@ -80,7 +82,9 @@ fn crash_child() {
 fn kill9_loses_no_durable_append() {
     let dir = tempfile::tempdir().unwrap();
     let mut acked: Vec<(u64, u64, u64)> = Vec::new();
-    for round in 0..3u64 {
+    // Rounds alternate the writer's direct writes and fsyncs between
+    // io_uring and the shard's disk threads.
+    for round in 0..4u64 {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -91,6 +95,7 @@ fn kill9_loses_no_durable_append() {
             ])
             .env(CHILD_DIR_ENV, dir.path())
             .env("ES_CRASH_START_SEQ", (round * 1_000_000).to_string())
+            .env("ES_CRASH_DISK_THREADS", (round % 2 * 2).to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{rec, run};
+use common::{rec, run, run_with_disk_threads, DISK_THREAD_MODES};
 use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record, PAGE_BYTES};
 
 fn log_len(dir: &Path, base: u64) -> u64 {
@@ -53,94 +53,100 @@ fn direct(recent_writes_bytes: usize) -> LogConfig {
 
 #[test]
 fn active_segment_is_padded_to_pages_and_sealed_to_its_length() {
-    let dir = tempfile::tempdir().unwrap();
-    run(async {
-        let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
-            .await
-            .unwrap();
-        let model = append_and_check(&log, 60).await;
-        let active = log_len(dir.path(), 0);
-        assert_eq!(active % PAGE_BYTES, 0, "direct writes end on a page");
-        assert!(active >= log.hot_bytes());
-        assert!(active - log.hot_bytes() < PAGE_BYTES);
-        log.close().await.unwrap();
-        assert_eq!(
-            log_len(dir.path(), 0),
-            log.hot_bytes(),
-            "sealing drops the padding"
-        );
+    for threads in DISK_THREAD_MODES {
+        let dir = tempfile::tempdir().unwrap();
+        run_with_disk_threads(threads, async {
+            let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+                .await
+                .unwrap();
+            let model = append_and_check(&log, 60).await;
+            let active = log_len(dir.path(), 0);
+            assert_eq!(active % PAGE_BYTES, 0, "direct writes end on a page");
+            assert!(active >= log.hot_bytes());
+            assert!(active - log.hot_bytes() < PAGE_BYTES);
+            log.close().await.unwrap();
+            assert_eq!(
+                log_len(dir.path(), 0),
+                log.hot_bytes(),
+                "sealing drops the padding"
+            );
 
-        let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
-            .await
-            .unwrap();
-        assert!(
-            report.scanned.is_empty(),
-            "a clean close needs no scan: {report:?}"
-        );
-        assert_eq!(values(&log).await, model);
-        // Appending after a reopen rewrites the partial page read back.
-        log.append_durable(&records(7), ProducerStamp::NONE)
-            .await
-            .unwrap();
-        let all = common::read_all(&log).await;
-        assert_eq!(all.len(), model.len() + records(7).len());
-        log.close().await.unwrap();
-    });
+            let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+                .await
+                .unwrap();
+            assert!(
+                report.scanned.is_empty(),
+                "a clean close needs no scan: {report:?}"
+            );
+            assert_eq!(values(&log).await, model);
+            // Appending after a reopen rewrites the partial page read back.
+            log.append_durable(&records(7), ProducerStamp::NONE)
+                .await
+                .unwrap();
+            let all = common::read_all(&log).await;
+            assert_eq!(all.len(), model.len() + records(7).len());
+            log.close().await.unwrap();
+        });
+    }
 }
 
 #[test]
 fn padding_left_by_a_crash_is_dropped_without_a_trim() {
-    let dir = tempfile::tempdir().unwrap();
-    run(async {
-        let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
-            .await
-            .unwrap();
-        let model = append_and_check(&log, 25).await;
-        let hot = log.hot_bytes();
-        assert_ne!(hot % PAGE_BYTES, 0, "the test needs a partial last page");
-        // No close: the file keeps its padding, as after kill -9.
-        drop(log);
-        assert_eq!(log_len(dir.path(), 0) % PAGE_BYTES, 0);
+    for threads in DISK_THREAD_MODES {
+        let dir = tempfile::tempdir().unwrap();
+        run_with_disk_threads(threads, async {
+            let (log, _) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+                .await
+                .unwrap();
+            let model = append_and_check(&log, 25).await;
+            let hot = log.hot_bytes();
+            assert_ne!(hot % PAGE_BYTES, 0, "the test needs a partial last page");
+            // No close: the file keeps its padding, as after kill -9.
+            drop(log);
+            assert_eq!(log_len(dir.path(), 0) % PAGE_BYTES, 0);
 
-        let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
-            .await
-            .unwrap();
-        assert_eq!(report.scanned.len(), 1, "the unclosed segment is scanned");
-        assert_eq!(
-            report.scanned[0].1, None,
-            "padding is not a torn tail: {report:?}"
-        );
-        assert_eq!(log_len(dir.path(), 0), hot, "padding dropped");
-        assert_eq!(values(&log).await, model);
-        log.close().await.unwrap();
-    });
+            let (log, report) = PartitionLog::open(dir.path(), direct(1 << 20), FsyncBatcher::new())
+                .await
+                .unwrap();
+            assert_eq!(report.scanned.len(), 1, "the unclosed segment is scanned");
+            assert_eq!(
+                report.scanned[0].1, None,
+                "padding is not a torn tail: {report:?}"
+            );
+            assert_eq!(log_len(dir.path(), 0), hot, "padding dropped");
+            assert_eq!(values(&log).await, model);
+            log.close().await.unwrap();
+        });
+    }
 }
 
 #[test]
 fn reads_cross_from_the_file_into_recent_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    run(async {
-        // A tiny memory (one page) and small segments: most reads start in
-        // the file and end in memory, and segments roll under the writer.
-        let config = LogConfig {
-            segment_bytes: 20 << 10,
-            ..direct(4096)
-        };
-        let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
-            .await
-            .unwrap();
-        let model = append_and_check(&log, 120).await;
-        assert!(log.segment_count() > 2, "segments rolled");
-        // Sealed segments have their exact length (their index footer
-        // matches, so a reopen trusts them without a scan).
-        log.close().await.unwrap();
-        let (log, report) = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
-            .await
-            .unwrap();
-        assert!(report.scanned.is_empty(), "{report:?}");
-        assert_eq!(values(&log).await, model);
-        log.close().await.unwrap();
-    });
+    for threads in DISK_THREAD_MODES {
+        let dir = tempfile::tempdir().unwrap();
+        run_with_disk_threads(threads, async {
+            // A tiny memory (one page) and small segments: most reads start in
+            // the file and end in memory, and segments roll under the writer.
+            let config = LogConfig {
+                segment_bytes: 20 << 10,
+                ..direct(4096)
+            };
+            let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+                .await
+                .unwrap();
+            let model = append_and_check(&log, 120).await;
+            assert!(log.segment_count() > 2, "segments rolled");
+            // Sealed segments have their exact length (their index footer
+            // matches, so a reopen trusts them without a scan).
+            log.close().await.unwrap();
+            let (log, report) = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+                .await
+                .unwrap();
+            assert!(report.scanned.is_empty(), "{report:?}");
+            assert_eq!(values(&log).await, model);
+            log.close().await.unwrap();
+        });
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{rec, run};
+use common::{rec, run, run_with_disk_threads, DISK_THREAD_MODES};
 use es_storage::batch;
 use es_storage::{
     EarlyWrite, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record, PAGE_BYTES,
@@ -96,9 +96,12 @@ const POSITIONS: [u64; 6] = [1000, 4095, 4076, 4041, 4040, 8192];
 
 #[test]
 fn a_batch_written_early_reads_back_as_if_written_whole() {
-    for position in POSITIONS {
+    for (position, threads) in POSITIONS
+        .into_iter()
+        .flat_map(|p| DISK_THREAD_MODES.map(|t| (p, t)))
+    {
         let dir = tempfile::tempdir().unwrap();
-        run(async {
+        run_with_disk_threads(threads, async {
             let log = open(dir.path()).await;
             let mut model = Vec::new();
             // Nothing written yet: the writer opens on the first write.
@@ -120,12 +123,16 @@ fn a_batch_written_early_reads_back_as_if_written_whole() {
                 assert_eq!(
                     contents(&log).await,
                     model,
-                    "from memory, seed {seed}, at {position}"
+                    "from memory, seed {seed}, at {position}, {threads} disk threads"
                 );
             }
             log.close().await.unwrap();
             let log = open(dir.path()).await;
-            assert_eq!(contents(&log).await, model, "from the file, at {position}");
+            assert_eq!(
+                contents(&log).await,
+                model,
+                "from the file, at {position}, {threads} disk threads"
+            );
         });
     }
 }
@@ -135,9 +142,12 @@ fn a_batch_that_lands_where_its_early_write_went_is_not_written_twice() {
     // White box: the early write is fed other bytes than the batch placed
     // with its ticket, so the file shows which pages the write loop skipped:
     // all but those holding the batch header and the last partial page.
-    for position in POSITIONS {
+    for (position, threads) in POSITIONS
+        .into_iter()
+        .flat_map(|p| DISK_THREAD_MODES.map(|t| (p, t)))
+    {
         let dir = tempfile::tempdir().unwrap();
-        let placed = run(async {
+        let placed = run_with_disk_threads(threads, async {
             let log = open(dir.path()).await;
             let mut model = Vec::new();
             ending_at(&log, &mut model, position).await;
@@ -166,12 +176,12 @@ fn a_batch_that_lands_where_its_early_write_went_is_not_written_twice() {
             if (from..to).contains(&at) {
                 assert_eq!(
                     got, 0xEE,
-                    "byte {at} was written early, not again (batch at {position})"
+                    "byte {at} was written early, not again (batch at {position}, {threads} disk threads)"
                 );
             } else {
                 assert_eq!(
                     got, want,
-                    "byte {at} written by the write loop (batch at {position})"
+                    "byte {at} written by the write loop (batch at {position}, {threads} disk threads)"
                 );
             }
         }

@@ -4,14 +4,15 @@
 //!
 //! The failure is real: a child process (this test binary, running the
 //! ignored `poison_child`) lowers RLIMIT_FSIZE so the kernel refuses writes
-//! past a size (EFBIG), as a full disk would.
+//! past a size (EFBIG), as a full disk would; once with the writes on
+//! io_uring, once on disk threads.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{rec, run};
+use common::{rec, run, run_with_disk_threads, DISK_THREAD_MODES};
 use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, StorageError};
 
 const CHILD_DIR_ENV: &str = "ES_POISON_CHILD_DIR";
@@ -29,7 +30,8 @@ fn poison_child() {
         };
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
     }
-    run(async move {
+    let threads: usize = std::env::var("ES_POISON_DISK_THREADS").unwrap().parse().unwrap();
+    run_with_disk_threads(threads, async move {
         let (log, _) = PartitionLog::open(Path::new(&dir), LogConfig::default(), FsyncBatcher::new())
             .await
             .unwrap();
@@ -65,6 +67,13 @@ fn poison_child() {
 
 #[test]
 fn a_failed_write_poisons_the_partition() {
+    for threads in DISK_THREAD_MODES {
+        poisons_and_recovers(threads);
+    }
+}
+
+/// The child's writes go through io_uring (0) or `threads` disk threads.
+fn poisons_and_recovers(threads: usize) {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -75,12 +84,13 @@ fn a_failed_write_poisons_the_partition() {
             "--test-threads=1",
         ])
         .env(CHILD_DIR_ENV, dir.path())
+        .env("ES_POISON_DISK_THREADS", threads.to_string())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "child failed: {stdout}\n{}",
+        "child failed ({threads} disk threads): {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let durable: u64 = stdout

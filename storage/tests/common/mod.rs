@@ -14,6 +14,16 @@ pub fn run<T>(fut: impl Future<Output = T>) -> T {
         .run(fut)
 }
 
+/// Like [`run`], with the segment writer's direct writes and fsyncs on
+/// `threads` disk threads (0: through io_uring, as `run`).
+pub fn run_with_disk_threads<T>(threads: usize, fut: impl Future<Output = T>) -> T {
+    es_storage::start_disk_threads(threads, "es-test-disk").expect("disk threads");
+    run(fut)
+}
+
+/// Disk thread counts a test runs with: io_uring, then two threads.
+pub const DISK_THREAD_MODES: [usize; 2] = [0, 2];
+
 pub fn rec(key: Option<&str>, value: &str, ts: i64) -> Record {
     Record {
         key: key.map(|k| k.as_bytes().to_vec()),
