@@ -73,9 +73,9 @@ pub struct Config {
     pub spin_before_park_us: u64,
     /// Threads per shard that make the segment writer's direct writes and
     /// fdatasyncs as blocking calls (docs/storage.md, "Disk threads"):
-    /// here they finish sooner and steadier than through io_uring, whose
-    /// kernel workers run them on the shard's own core. `0` keeps them on
-    /// io_uring.
+    /// they finish sooner and steadier there than through io_uring's
+    /// kernel workers. At most this many writes and fsyncs of a shard run
+    /// at once. `0` keeps them on io_uring.
     #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
           value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64))]
     pub disk_threads: u64,

@@ -12,7 +12,10 @@
 //! Two writers, 214 appends/s each, 8 s. MODE: `extend` (each write grows
 //! the file, as the segment writer's do), `falloc` (the whole file is
 //! allocated first), `step` (allocated STEP_BYTES ahead while writing,
-//! default 16 MiB), `dsync` (`O_DSYNC` writes, no fdatasync). EXECUTORS:
+//! default 16 MiB), `dsync` (`O_DSYNC` writes, no fdatasync), `relay`
+//! (the executor hands each append to a thread of its own, which makes the
+//! blocking `pwrite` + `fdatasync`: the shape of the broker's disk threads,
+//! docs/storage.md "Disk threads"). EXECUTORS:
 //! 1 (both writers on one glommio executor, default) or 2 (one each, as
 //! two shards). Env `SPIN_US`: the executors' spin before parking
 //! (default 0). The files go in DIR and are removed at the end.
@@ -191,7 +194,7 @@ async fn relay_writer(path: PathBuf) {
         totals.push(ms(due.elapsed()));
     }
     drop(tx);
-    thread.join().expect("relay thread");
+    thread.join().expect("relay thread"); // blocking-ok: the probe's last step
     println!(
         "{} relay: {} appends; write p50 {:.2} p99 {:.2} | fdatasync p50 {:.2} p99 {:.2} | from due p50 {:.2} p99 {:.2} max {:.2} ms",
         name(&path),

@@ -7,7 +7,7 @@
 //! 1 MiB append + fdatasync two to three times slower at the median, and
 //! many times slower at p99, than the same calls made blocking from a
 //! thread of their own (`storage/examples/write_probe.rs`,
-//! docs/benchmarks.md "Disk threads"). So a shard may start a few threads
+//! docs/storage.md "Disk threads"). So a shard may start a few threads
 //! that make exactly those calls: the shard queues a job (a page-aligned
 //! buffer and a position, or a sync) without blocking, a thread makes the
 //! blocking call, and the job's answer wakes the shard's waiting task.
@@ -33,9 +33,12 @@ use futures::channel::oneshot;
 
 use crate::recent::PAGE_BYTES;
 
-/// Default disk threads per shard: one partition's write and the previous
-/// write's fdatasync overlap, and a second partition gets the same.
-pub const DISK_THREADS_DEFAULT: usize = 4;
+/// Default disk threads per shard: at most this many writes and fsyncs of
+/// a shard run at once (more wait their turn, in order). A busy partition
+/// has one write and one fsync in flight, so 16 serve 8 busy partitions
+/// per shard without waiting; with 16 busy partitions per shard, 16
+/// threads took 8-15% more than 4 here (docs/benchmarks.md).
+pub const DISK_THREADS_DEFAULT: usize = 16;
 
 /// Most disk threads a shard may start: beyond this the disk, not the
 /// threads, is the limit (and each thread holds a stack).
