@@ -44,8 +44,20 @@ pub const DISK_THREADS_DEFAULT: usize = 16;
 /// threads, is the limit (and each thread holds a stack).
 pub const DISK_THREADS_MAX: usize = 64;
 
+/// Capacity of the page buffers a shard keeps for reuse: the largest
+/// direct write (`DIRECT_WRITE_BYTES_MAX`). A write of up to this many
+/// bytes takes a kept buffer when there is one; a fresh allocation of a
+/// megabyte costs more than its copy (page faults and zeroing, and the
+/// allocator hands large blocks back to the kernel when freed).
+const POOLED_BUF_BYTES: usize = crate::writer::DIRECT_WRITE_BYTES_MAX;
+
+/// Most page buffers a shard keeps for reuse (32 MiB at most).
+const POOLED_BUFS_MAX: usize = 16;
+
 thread_local! {
     static LOCAL: RefCell<Option<DiskThreads>> = const { RefCell::new(None) };
+    /// This shard's page buffers kept for reuse, each `POOLED_BUF_BYTES`.
+    static POOL: RefCell<Vec<PageBuf>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Starts `count` disk threads for this shard (the calling thread), named
@@ -83,7 +95,8 @@ enum Job {
         file: Arc<File>,
         buf: PageBuf,
         pos: u64,
-        done: oneshot::Sender<io::Result<usize>>,
+        /// The result, and the buffer back for reuse.
+        done: oneshot::Sender<(io::Result<usize>, PageBuf)>,
     },
     Sync {
         file: Arc<File>,
@@ -114,7 +127,13 @@ impl DiskThreads {
             pos,
             done,
         })?;
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        match answer.await {
+            Ok((wrote, buf)) => {
+                buf.recycle();
+                wrote
+            }
+            Err(_) => Err(gone()),
+        }
     }
 
     /// fdatasyncs `file`.
@@ -146,7 +165,8 @@ fn run(queue: &Mutex<mpsc::Receiver<Job>>) {
         };
         match job {
             Ok(Job::Write { file, buf, pos, done }) => {
-                let _ = done.send(write_all_at(&file, &buf, pos));
+                let wrote = write_all_at(&file, &buf, pos);
+                let _ = done.send((wrote, buf));
             }
             Ok(Job::Sync { file, done }) => {
                 let _ = done.send(file.sync_data());
@@ -172,11 +192,13 @@ fn write_all_at(file: &File, buf: &[u8], pos: u64) -> io::Result<usize> {
     Ok(at)
 }
 
-/// A zeroed, page-aligned buffer of whole pages that may cross to a disk
-/// thread (a direct write needs aligned memory).
+/// A page-aligned buffer of whole pages that may cross to a disk thread
+/// (a direct write needs aligned memory). Its bytes are `len` of an
+/// allocation of `layout.size()`.
 pub(crate) struct PageBuf {
     ptr: NonNull<u8>,
     layout: Layout,
+    len: usize,
 }
 
 // SAFETY: `PageBuf` owns its allocation outright (like a `Vec<u8>`); the
@@ -186,31 +208,62 @@ unsafe impl Send for PageBuf {}
 impl PageBuf {
     /// `len` bytes (a positive multiple of a page), all zero.
     pub fn zeroed(len: usize) -> PageBuf {
+        PageBuf::with_capacity(len, len)
+    }
+
+    /// `len` bytes (a positive multiple of a page) for a write that sets
+    /// every one of them: a buffer this shard kept for reuse (holding the
+    /// bytes of an earlier write) when `len` fits one, else a zeroed one.
+    pub fn for_write(len: usize) -> PageBuf {
+        if len <= POOLED_BUF_BYTES {
+            if let Some(mut buf) = POOL.with(|p| p.borrow_mut().pop()) {
+                buf.len = len;
+                return buf;
+            }
+            return PageBuf::with_capacity(len, POOLED_BUF_BYTES);
+        }
+        PageBuf::zeroed(len)
+    }
+
+    fn with_capacity(len: usize, capacity: usize) -> PageBuf {
         assert!(
-            len > 0 && (len as u64).is_multiple_of(PAGE_BYTES),
+            len > 0 && (len as u64).is_multiple_of(PAGE_BYTES) && len <= capacity,
             "a page buffer is whole pages"
         );
-        let layout = Layout::from_size_align(len, PAGE_BYTES as usize).expect("a valid page layout");
+        let layout = Layout::from_size_align(capacity, PAGE_BYTES as usize).expect("a valid page layout");
         // SAFETY: `layout` has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        PageBuf { ptr, layout }
+        PageBuf { ptr, layout, len }
+    }
+
+    /// Keeps the buffer for this shard's next write, if it is of the
+    /// pooled size and the pool has room; else frees it.
+    fn recycle(self) {
+        if self.layout.size() == POOLED_BUF_BYTES {
+            POOL.with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < POOLED_BUFS_MAX {
+                    pool.push(self);
+                }
+            });
+        }
     }
 }
 
 impl std::ops::Deref for PageBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: the allocation holds `layout.size()` initialized bytes
-        // (zeroed at birth) and lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+        // SAFETY: the allocation holds `layout.size() >= len` initialized
+        // bytes (zeroed at birth) and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl std::ops::DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -236,6 +289,31 @@ mod tests {
             buf[last] = 2;
             assert_eq!((buf[0], buf[last]), (1, 2));
         }
+    }
+
+    #[test]
+    fn write_buffers_are_reused_up_to_the_pool_size() {
+        let page = PAGE_BYTES as usize;
+        let mut first = PageBuf::for_write(3 * page);
+        assert_eq!(first.len(), 3 * page);
+        first[0] = 9;
+        let at = first.as_ptr() as usize;
+        first.recycle();
+        // The same allocation, now of another length, with the old bytes.
+        let second = PageBuf::for_write(page);
+        assert_eq!((second.as_ptr() as usize, second.len(), second[0]), (at, page, 9));
+        // Larger than a pooled buffer: a zeroed one of its own, not kept.
+        let big = PageBuf::for_write(POOLED_BUF_BYTES + page);
+        assert_eq!(big.len(), POOLED_BUF_BYTES + page);
+        big.recycle();
+        assert_eq!(POOL.with(|p| p.borrow().len()), 0);
+        // The pool keeps at most `POOLED_BUFS_MAX`.
+        second.recycle();
+        let bufs: Vec<_> = (0..POOLED_BUFS_MAX + 3)
+            .map(|_| PageBuf::for_write(page))
+            .collect();
+        bufs.into_iter().for_each(PageBuf::recycle);
+        assert_eq!(POOL.with(|p| p.borrow().len()), POOLED_BUFS_MAX);
     }
 
     #[test]

@@ -298,7 +298,9 @@ impl DirectBuf {
                 DirectBuf::Uring(buf)
             }
             Some(_) => {
-                let mut buf = PageBuf::zeroed(len);
+                // Possibly holding an earlier write's bytes: `fill` sets
+                // every byte (asserted by its callers' arithmetic).
+                let mut buf = PageBuf::for_write(len);
                 fill(&mut buf);
                 DirectBuf::Thread(buf)
             }
@@ -359,12 +361,13 @@ async fn write_range(
             // The partial page: bytes of earlier writes (held in `recent`),
             // then this write's bytes up to `at`.
             let from_parts = floor.max(pos);
-            if floor < from_parts {
-                let mut held = Vec::with_capacity((from_parts - floor) as usize);
-                recent.borrow().copy_range(floor, from_parts, &mut held);
-                page[..held.len()].copy_from_slice(&held);
-            }
             let skip = (from_parts - floor) as usize;
+            if floor < from_parts {
+                let mut held = Vec::with_capacity(skip);
+                recent.borrow().copy_range(floor, from_parts, &mut held);
+                assert_eq!(held.len(), skip, "the partial page is held whole");
+                page[..skip].copy_from_slice(&held);
+            }
             copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
             page[head + n..].fill(0);
         });
