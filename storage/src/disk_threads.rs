@@ -11,9 +11,12 @@
 //! that make exactly those calls: the shard queues a job (a page-aligned
 //! buffer and a position, or a sync) without blocking, a thread makes the
 //! blocking call, and the job's answer wakes the shard's waiting task.
-//! Nothing else changes: the write loop still writes one run at a time,
-//! the fsync batcher still has one sync in flight per partition, and an
-//! error still poisons the partition.
+//! A write may ask for a sync right after it ([`DiskThreads::write_then_sync`]):
+//! the thread that wrote syncs at once, with no round trip through the
+//! shard, and the shard hands that sync to the fsync batcher as the
+//! partition's sync in flight. Nothing else changes: the write loop still
+//! writes one run at a time, the fsync batcher still has one sync in
+//! flight per partition, and an error still poisons the partition.
 //!
 //! Per shard, so the handle lives in a thread local set when the shard
 //! starts ([`start_disk_threads`]); without it (0 threads, tools, most
@@ -102,7 +105,20 @@ enum Job {
         file: Arc<File>,
         done: oneshot::Sender<io::Result<()>>,
     },
+    /// A write, then at once (no hop through the shard) an fdatasync of
+    /// the file: two answers.
+    WriteSync {
+        file: Arc<File>,
+        buf: PageBuf,
+        pos: u64,
+        done: oneshot::Sender<(io::Result<usize>, PageBuf)>,
+        synced: oneshot::Sender<io::Result<()>>,
+    },
 }
+
+/// The fdatasync a [`DiskThreads::write_then_sync`] started after its
+/// write: resolves when it ends. Dropping it does not stop the sync.
+pub(crate) type SyncAfter = oneshot::Receiver<io::Result<()>>;
 
 impl DiskThreads {
     fn start(count: usize, name: &str) -> io::Result<DiskThreads> {
@@ -134,6 +150,38 @@ impl DiskThreads {
             }
             Err(_) => Err(gone()),
         }
+    }
+
+    /// Like [`write_at`](DiskThreads::write_at), then fdatasyncs `file` on
+    /// the same thread right after the write: the sync starts without
+    /// waiting for the shard to hear of the write. The returned future is
+    /// the sync's end; after a failed write no sync runs and it resolves
+    /// to an error.
+    pub async fn write_then_sync(
+        &self,
+        file: &Arc<File>,
+        buf: PageBuf,
+        pos: u64,
+    ) -> (io::Result<usize>, SyncAfter) {
+        let (done, answer) = oneshot::channel();
+        let (synced, sync_answer) = oneshot::channel();
+        if let Err(e) = self.submit(Job::WriteSync {
+            file: file.clone(),
+            buf,
+            pos,
+            done,
+            synced,
+        }) {
+            return (Err(e), sync_answer);
+        }
+        let wrote = match answer.await {
+            Ok((wrote, buf)) => {
+                buf.recycle();
+                wrote
+            }
+            Err(_) => Err(gone()),
+        };
+        (wrote, sync_answer)
     }
 
     /// fdatasyncs `file`.
@@ -170,6 +218,22 @@ fn run(queue: &Mutex<mpsc::Receiver<Job>>) {
             }
             Ok(Job::Sync { file, done }) => {
                 let _ = done.send(file.sync_data());
+            }
+            Ok(Job::WriteSync {
+                file,
+                buf,
+                pos,
+                done,
+                synced,
+            }) => {
+                let wrote = write_all_at(&file, &buf, pos);
+                let ok = wrote.is_ok();
+                let _ = done.send((wrote, buf));
+                let _ = synced.send(if ok {
+                    file.sync_data()
+                } else {
+                    Err(io::Error::other("the write before this sync failed"))
+                });
             }
             Err(_) => return,
         }
@@ -289,6 +353,36 @@ mod tests {
             buf[last] = 2;
             assert_eq!((buf[0], buf[last]), (1, 2));
         }
+    }
+
+    #[test]
+    fn a_write_then_sync_answers_twice() {
+        let dir = std::env::temp_dir().join(format!("es-disk-threads-ws-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap(); // blocking-ok: test setup
+        let path = dir.join("f");
+        let file = Arc::new(File::create(&path).unwrap()); // blocking-ok: test setup
+        let read_only = Arc::new(File::open(&path).unwrap()); // blocking-ok: test setup
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                start_disk_threads(1, "es-disk-test").unwrap();
+                let threads = local().expect("started");
+                let mut buf = PageBuf::zeroed(PAGE_BYTES as usize);
+                buf[..3].copy_from_slice(b"abc");
+                let (wrote, synced) = threads.write_then_sync(&file, buf, 0).await;
+                assert_eq!(wrote.unwrap(), PAGE_BYTES as usize);
+                synced.await.expect("answered").expect("synced");
+                // A failed write: no sync, and the sync's answer says so.
+                let buf = PageBuf::zeroed(PAGE_BYTES as usize);
+                let (wrote, synced) = threads.write_then_sync(&read_only, buf, 0).await;
+                assert!(wrote.is_err());
+                assert!(synced.await.expect("answered").is_err());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap(); // blocking-ok: test check
+        assert_eq!(&bytes[..3], b"abc");
+        let _ = std::fs::remove_dir_all(&dir); // blocking-ok: test cleanup
     }
 
     #[test]

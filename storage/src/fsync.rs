@@ -96,14 +96,41 @@ impl FsyncBatcher {
                     appends,
                 });
                 drop(active);
-                glommio::spawn_local(sync_loop(self.inner.clone(), target)).detach();
+                glommio::spawn_local(sync_loop(self.inner.clone(), target, None)).detach();
             }
         }
     }
+
+    /// Whether `target` has a sync in flight (then marking it dirty makes
+    /// it sync once more after that one).
+    pub fn is_syncing(&self, target: &Rc<dyn SyncTarget>) -> bool {
+        self.inner.active.borrow().contains_key(&key(target))
+    }
+
+    /// Takes `started`, a sync of `target` that its owner already started
+    /// (a write that its disk thread syncs right after: `disk_threads.rs`)
+    /// and that completes `appends` appends, as `target`'s sync in flight:
+    /// counted like any other, and marking `target` dirty meanwhile syncs
+    /// it once more after it. `target` must have no sync in flight.
+    pub fn adopt(&self, target: Rc<dyn SyncTarget>, appends: u64, started: SyncFuture) {
+        let previous = self.inner.active.borrow_mut().insert(
+            key(&target),
+            Slot {
+                again: false,
+                appends,
+            },
+        );
+        assert!(previous.is_none(), "a target has one sync in flight");
+        glommio::spawn_local(sync_loop(self.inner.clone(), target, Some(started))).detach();
+    }
 }
 
-/// Syncs `target` until no append is left waiting for it.
-async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>) {
+/// A sync under way: resolves when it ends (its owner handles its result).
+pub type SyncFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Syncs `target` until no append is left waiting for it, starting with
+/// the sync already under way, if any.
+async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>, mut started: Option<SyncFuture>) {
     let k = key(&target);
     loop {
         let appends = {
@@ -112,9 +139,12 @@ async fn sync_loop(inner: Rc<Inner>, target: Rc<dyn SyncTarget>) {
             slot.again = false;
             std::mem::take(&mut slot.appends)
         };
-        let started = Instant::now();
-        target.clone().sync().await;
-        inner.duration.record(started.elapsed().as_secs_f64());
+        let started_at = Instant::now();
+        match started.take() {
+            Some(sync) => sync.await,
+            None => target.clone().sync().await,
+        }
+        inner.duration.record(started_at.elapsed().as_secs_f64());
         inner.per_round.record(appends as f64);
         inner.rounds.increment(1);
         let mut s = inner.stats.get();

@@ -50,7 +50,7 @@ pub use disk_threads::{start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MA
 pub use early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
 pub use error::{Result, StorageError};
 pub use faults::FaultPoint;
-pub use fsync::{FsyncBatcher, FsyncStats, SyncTarget};
+pub use fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};

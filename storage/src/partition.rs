@@ -764,16 +764,24 @@ impl SyncTarget for Shared {
                 Some((threads, dup)) => threads.fdatasync(dup).await,
                 None => file.fdatasync().await.map_err(std::io::Error::from),
             };
-            match synced {
-                Ok(()) => {
-                    if upto > self.durable.get() {
-                        assert!(upto <= self.written.get(), "durable <= written");
-                        self.durable.advance(upto);
-                    }
-                }
-                Err(e) => self.poison(&StorageError::io(&path, e)),
-            }
+            self.synced(&path, upto, synced);
         })
+    }
+}
+
+impl Shared {
+    /// The end of a sync that started once everything up to offset `upto`
+    /// was written: `durable` reaches `upto`, or the partition is poisoned.
+    fn synced(&self, path: &Path, upto: u64, result: std::io::Result<()>) {
+        match result {
+            Ok(()) => {
+                if upto > self.durable.get() && self.inner.borrow().failure.is_none() {
+                    assert!(upto <= self.written.get(), "durable <= written");
+                    self.durable.advance(upto);
+                }
+            }
+            Err(e) => self.poison(&StorageError::io(path, e)),
+        }
     }
 }
 
@@ -803,14 +811,22 @@ async fn write_loop(shared: Rc<Shared>) {
             }
         };
         let len = job.len;
+        // Through disk threads, the thread that writes can fdatasync right
+        // after (no hop through this shard in between) when this partition
+        // has no sync in flight: the sync the batcher would start next.
+        let target: Rc<dyn SyncTarget> = shared.clone();
+        let sync_after = writer.disk_threads().is_some() && !shared.batcher.is_syncing(&target);
         let started = std::time::Instant::now();
-        if let Err(e) = writer
-            .write(&recent, job.parts, job.position, job.prewritten)
+        let sync_started = match writer
+            .write(&recent, job.parts, job.position, job.prewritten, sync_after)
             .await
         {
-            shared.poison(&e);
-            return;
-        }
+            Ok(s) => s,
+            Err(e) => {
+                shared.poison(&e);
+                return;
+            }
+        };
         shared.write_duration.record(started.elapsed().as_secs_f64());
         crate::recent_budget::after_write(&recent);
         {
@@ -829,7 +845,21 @@ async fn write_loop(shared: Rc<Shared>) {
             assert!(job.end <= next, "written <= next offset");
         }
         shared.written.advance(job.end.0);
-        shared.batcher.mark_dirty(shared.clone(), job.appends);
+        match sync_started {
+            // Only this loop starts this partition's syncs: none started
+            // while the write ran.
+            Some(synced) => {
+                let (owner, path, upto) = (shared.clone(), writer.path().to_path_buf(), job.end.0);
+                let sync = async move {
+                    let result = synced.await.unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the shard's disk threads have stopped"))
+                    });
+                    owner.synced(&path, upto, result);
+                };
+                shared.batcher.adopt(target, job.appends, Box::pin(sync));
+            }
+            None => shared.batcher.mark_dirty(target, job.appends),
+        }
     }
 }
 

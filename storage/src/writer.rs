@@ -39,7 +39,7 @@ use std::sync::Arc;
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
-use crate::disk_threads::{self, DiskThreads, PageBuf};
+use crate::disk_threads::{self, DiskThreads, PageBuf, SyncAfter};
 use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
@@ -164,13 +164,20 @@ impl SegmentWriter {
     /// again (unless an early write failed); the rest of the bytes go out
     /// while those writes finish. An error leaves the file with any prefix
     /// of the bytes: the caller poisons the partition.
+    ///
+    /// `sync_after`: when the writes go through disk threads (and none was
+    /// written early), the thread that makes the last write fdatasyncs the
+    /// file right after it; the returned [`SyncAfter`] is that sync's end.
+    /// `None`: no sync was started (the caller syncs as usual).
     pub(crate) async fn write(
         &self,
         recent: &RefCell<RecentWrites>,
         parts: Vec<Vec<u8>>,
         pos: u64,
         early: Option<Prewritten>,
-    ) -> Result<()> {
+        sync_after: bool,
+    ) -> Result<Option<SyncAfter>> {
+        let mut started_sync = None;
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
         let len: usize = parts.iter().map(Vec::len).sum();
         let end = pos + len as u64;
@@ -187,21 +194,25 @@ impl SegmentWriter {
                 recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path, threads } => {
-                let range = |from, to| write_range(file, threads, path, recent, &parts, pos, from, to);
+                let range =
+                    |from, to, sync| write_range(file, threads, path, recent, &parts, pos, from, to, sync);
                 match early {
-                    None => range(pos, end).await?,
+                    None => started_sync = range(pos, end, sync_after).await?,
                     Some(p) => {
                         assert!(
                             pos < p.from && p.from < p.to && p.to <= end && p.to.is_multiple_of(PAGE_BYTES),
                             "early pages lie inside the write, after its header"
                         );
                         // Other pages than the early ones: all at once.
-                        let (head, tail, early_ok) =
-                            futures::join!(range(pos, p.from), range(p.to, end), p.writes.wait());
+                        let (head, tail, early_ok) = futures::join!(
+                            range(pos, p.from, false),
+                            range(p.to, end, false),
+                            p.writes.wait()
+                        );
                         head?;
                         tail?;
                         if !early_ok {
-                            range(p.from, p.to).await?;
+                            range(p.from, p.to, false).await?;
                         }
                     }
                 }
@@ -214,7 +225,7 @@ impl SegmentWriter {
                 }
             }
         }
-        Ok(())
+        Ok(started_sync)
     }
 
     /// Writes `pages` (whole pages) at `pos` (page aligned) in a detached
@@ -248,6 +259,13 @@ impl SegmentWriter {
         })
         .detach();
         rx
+    }
+
+    /// The segment file's path.
+    pub fn path(&self) -> &Path {
+        match self {
+            SegmentWriter::Direct { path, .. } | SegmentWriter::Buffered { path, .. } => path,
+        }
     }
 
     pub fn is_direct(&self) -> bool {
@@ -314,6 +332,22 @@ impl DirectBuf {
         }
     }
 
+    /// Writes the buffer at `pos` through the disk threads, which then
+    /// fdatasync the file at once ([`DiskThreads::write_then_sync`]).
+    async fn write_then_sync(
+        self,
+        threads: &(DiskThreads, Arc<File>),
+        path: &Path,
+        pos: u64,
+    ) -> Result<(usize, SyncAfter)> {
+        let DirectBuf::Thread(buf) = self else {
+            unreachable!("a disk thread's write has a thread's buffer");
+        };
+        let (wrote, synced) = threads.0.write_then_sync(&threads.1, buf, pos).await;
+        let wrote = wrote.map_err(|e| StorageError::io(path, e))?;
+        Ok((wrote, synced))
+    }
+
     /// Writes the buffer at `pos`; returns the bytes written.
     async fn write(
         self,
@@ -350,7 +384,9 @@ async fn write_range(
     pos: u64,
     from: u64,
     to: u64,
-) -> Result<()> {
+    sync_after: bool,
+) -> Result<Option<SyncAfter>> {
+    let mut started_sync = None;
     let mut at = from;
     while at < to {
         let floor = page_floor(at);
@@ -371,11 +407,19 @@ async fn write_range(
             copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
             page[head + n..].fill(0);
         });
-        let wrote = buf.write(file, threads, path, floor).await?;
+        let last = at + n as u64 >= to;
+        let wrote = match threads {
+            Some(threads) if last && sync_after => {
+                let (wrote, synced) = buf.write_then_sync(threads, path, floor).await?;
+                started_sync = Some(synced);
+                wrote
+            }
+            _ => buf.write(file, threads, path, floor).await?,
+        };
         segment::check_written(path, wrote, total, floor)?;
         at += n as u64;
     }
-    Ok(())
+    Ok(started_sync)
 }
 
 /// Copies `out.len()` bytes of the concatenation of `parts`, from byte
