@@ -14,6 +14,7 @@ mod cold;
 mod cold_dir;
 mod compaction;
 mod config;
+mod direct_buf;
 mod dirs;
 mod disk_threads;
 mod early;

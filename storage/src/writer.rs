@@ -39,7 +39,8 @@ use std::sync::Arc;
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
-use crate::disk_threads::{self, DiskThreads, PageBuf, SyncAfter};
+use crate::direct_buf::DirectBuf;
+use crate::disk_threads::{self, DiskThreads, SyncAfter};
 use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
@@ -290,82 +291,6 @@ impl SegmentWriter {
         match self {
             SegmentWriter::Direct { threads, .. } => threads.as_ref(),
             SegmentWriter::Buffered { .. } => None,
-        }
-    }
-}
-
-/// The aligned memory of one direct write: glommio's, for io_uring, or a
-/// [`PageBuf`] that may cross to a disk thread.
-enum DirectBuf {
-    Uring(glommio::io::DmaBuffer),
-    Thread(PageBuf),
-}
-
-impl DirectBuf {
-    /// `len` bytes (whole pages) that `fill` writes, for `file`'s writes.
-    fn filled(
-        file: &DmaFile,
-        threads: &Option<(DiskThreads, Arc<File>)>,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> DirectBuf {
-        match threads {
-            None => {
-                let mut buf = file.alloc_dma_buffer(len);
-                fill(buf.as_bytes_mut());
-                DirectBuf::Uring(buf)
-            }
-            Some(_) => {
-                // Possibly holding an earlier write's bytes: `fill` sets
-                // every byte (asserted by its callers' arithmetic).
-                let mut buf = PageBuf::for_write(len);
-                fill(&mut buf);
-                DirectBuf::Thread(buf)
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            DirectBuf::Uring(b) => b.len(),
-            DirectBuf::Thread(b) => b.len(),
-        }
-    }
-
-    /// Writes the buffer at `pos` through the disk threads, which then
-    /// fdatasync the file at once ([`DiskThreads::write_then_sync`]).
-    async fn write_then_sync(
-        self,
-        threads: &(DiskThreads, Arc<File>),
-        path: &Path,
-        pos: u64,
-    ) -> Result<(usize, SyncAfter)> {
-        let DirectBuf::Thread(buf) = self else {
-            unreachable!("a disk thread's write has a thread's buffer");
-        };
-        let (wrote, synced) = threads.0.write_then_sync(&threads.1, buf, pos).await;
-        let wrote = wrote.map_err(|e| StorageError::io(path, e))?;
-        Ok((wrote, synced))
-    }
-
-    /// Writes the buffer at `pos`; returns the bytes written.
-    async fn write(
-        self,
-        file: &DmaFile,
-        threads: &Option<(DiskThreads, Arc<File>)>,
-        path: &Path,
-        pos: u64,
-    ) -> Result<usize> {
-        match (self, threads) {
-            (DirectBuf::Uring(buf), _) => file
-                .write_at(buf, pos)
-                .await
-                .map_err(|e| StorageError::io(path, e)),
-            (DirectBuf::Thread(buf), Some((threads, dup))) => threads
-                .write_at(dup, buf, pos)
-                .await
-                .map_err(|e| StorageError::io(path, e)),
-            (DirectBuf::Thread(_), None) => unreachable!("a thread's buffer goes with disk threads"),
         }
     }
 }
