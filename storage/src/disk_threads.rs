@@ -31,6 +31,7 @@ use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::channel::oneshot;
 
@@ -90,7 +91,7 @@ pub(crate) fn local() -> Option<DiskThreads> {
 /// A handle to a shard's disk threads; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct DiskThreads {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<(Job, Instant)>,
 }
 
 enum Job {
@@ -122,13 +123,16 @@ pub(crate) type SyncAfter = oneshot::Receiver<io::Result<()>>;
 
 impl DiskThreads {
     fn start(count: usize, name: &str) -> io::Result<DiskThreads> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+        let (jobs, queue) = mpsc::channel::<(Job, Instant)>();
         let queue = Arc::new(Mutex::new(queue));
+        // One series for all shards: which shard waits matters less than
+        // whether any does.
+        let waited = metrics::histogram!("es_disk_thread_wait_seconds");
         for i in 0..count {
-            let queue = queue.clone();
+            let (queue, waited) = (queue.clone(), waited.clone());
             std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || run(&queue))?;
+                .spawn(move || run(&queue, &waited))?;
         }
         Ok(DiskThreads { jobs })
     }
@@ -195,7 +199,7 @@ impl DiskThreads {
     }
 
     fn submit(&self, job: Job) -> io::Result<()> {
-        self.jobs.send(job).map_err(|_| gone())
+        self.jobs.send((job, Instant::now())).map_err(|_| gone())
     }
 }
 
@@ -203,14 +207,21 @@ fn gone() -> io::Error {
     io::Error::other("the shard's disk threads have stopped")
 }
 
-/// A disk thread: takes jobs until the shard drops the queue.
-fn run(queue: &Mutex<mpsc::Receiver<Job>>) {
+/// A disk thread: takes jobs until the shard drops the queue, recording
+/// in `waited` how long each waited for a thread
+/// (`es_disk_thread_wait_seconds`: long waits say `--disk-threads` is too
+/// few for the shard's busy partitions).
+fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, waited: &metrics::Histogram) {
     loop {
         // Blocking here is the point: this is not a shard's thread.
         let job = match queue.lock() {
             Ok(q) => q.recv(),
             Err(_) => return,
         };
+        let job = job.map(|(job, queued)| {
+            waited.record(queued.elapsed().as_secs_f64());
+            job
+        });
         match job {
             Ok(Job::Write { file, buf, pos, done }) => {
                 let wrote = write_all_at(&file, &buf, pos);
