@@ -3,11 +3,11 @@
 //!
 //! Through io_uring, a direct write that grows the file and every
 //! fdatasync are handed to the kernel's io-wq workers, which run them on
-//! the shard's core and wake the shard at the end; here that made a paced
-//! 1 MiB append + fdatasync two to three times slower at the median, and
-//! many times slower at p99, than the same calls made blocking from a
-//! thread of their own (`storage/examples/write_probe.rs`,
-//! docs/storage.md "Disk threads"). So a shard may start a few threads
+//! the shard's core and wake the shard at the end; here that made paced
+//! 1 MiB appends + fdatasync slower and far less steady (p99 9-375 ms)
+//! than the same calls made blocking from a thread of their own (p99
+//! 2.2-7.4 ms: `storage/examples/write_probe.rs`, docs/storage.md "Disk
+//! threads"). So a shard may start a few threads
 //! that make exactly those calls: the shard queues a job (a page-aligned
 //! buffer and a position, or a sync) without blocking, a thread makes the
 //! blocking call, and the job's answer wakes the shard's waiting task.
@@ -49,14 +49,20 @@ pub const DISK_THREADS_DEFAULT: usize = 16;
 pub const DISK_THREADS_MAX: usize = 64;
 
 /// Capacity of the page buffers a shard keeps for reuse: the largest
-/// direct write (`DIRECT_WRITE_BYTES_MAX`). A write of up to this many
-/// bytes takes a kept buffer when there is one; a fresh allocation of a
-/// megabyte costs more than its copy (page faults and zeroing, and the
-/// allocator hands large blocks back to the kernel when freed).
+/// direct write (`DIRECT_WRITE_BYTES_MAX`). A write of
+/// `POOLED_MIN_BYTES` up to this many bytes takes a kept buffer when there
+/// is one: a fresh allocation of a megabyte costs more than its copy (page
+/// faults and zeroing, and the allocator hands large blocks back to the
+/// kernel when freed). Smaller writes get a buffer of their own size.
 const POOLED_BUF_BYTES: usize = crate::writer::DIRECT_WRITE_BYTES_MAX;
 
-/// Most page buffers a shard keeps for reuse (32 MiB at most).
-const POOLED_BUFS_MAX: usize = 16;
+/// Smallest write that takes a kept buffer (below it an allocation is
+/// cheap, and a 2 MiB buffer would be mostly idle memory).
+const POOLED_MIN_BYTES: usize = 64 << 10;
+
+/// Most page buffers a shard keeps for reuse (16 MiB): eight large writes
+/// in flight at once never allocate.
+const POOLED_BUFS_MAX: usize = 8;
 
 thread_local! {
     static LOCAL: RefCell<Option<DiskThreads>> = const { RefCell::new(None) };
@@ -288,9 +294,10 @@ impl PageBuf {
 
     /// `len` bytes (a positive multiple of a page) for a write that sets
     /// every one of them: a buffer this shard kept for reuse (holding the
-    /// bytes of an earlier write) when `len` fits one, else a zeroed one.
+    /// bytes of an earlier write) when `len` is one it pools, else a
+    /// zeroed one.
     pub fn for_write(len: usize) -> PageBuf {
-        if len <= POOLED_BUF_BYTES {
+        if (POOLED_MIN_BYTES..=POOLED_BUF_BYTES).contains(&len) {
             if let Some(mut buf) = POOL.with(|p| p.borrow_mut().pop()) {
                 buf.len = len;
                 return buf;
@@ -399,23 +406,30 @@ mod tests {
     #[test]
     fn write_buffers_are_reused_up_to_the_pool_size() {
         let page = PAGE_BYTES as usize;
-        let mut first = PageBuf::for_write(3 * page);
-        assert_eq!(first.len(), 3 * page);
+        let mut first = PageBuf::for_write(POOLED_BUF_BYTES);
+        assert_eq!(first.len(), POOLED_BUF_BYTES);
         first[0] = 9;
         let at = first.as_ptr() as usize;
         first.recycle();
         // The same allocation, now of another length, with the old bytes.
-        let second = PageBuf::for_write(page);
-        assert_eq!((second.as_ptr() as usize, second.len(), second[0]), (at, page, 9));
-        // Larger than a pooled buffer: a zeroed one of its own, not kept.
-        let big = PageBuf::for_write(POOLED_BUF_BYTES + page);
-        assert_eq!(big.len(), POOLED_BUF_BYTES + page);
-        big.recycle();
-        assert_eq!(POOL.with(|p| p.borrow().len()), 0);
+        let second = PageBuf::for_write(POOLED_MIN_BYTES);
+        assert_eq!(
+            (second.as_ptr() as usize, second.len(), second[0]),
+            (at, POOLED_MIN_BYTES, 9)
+        );
+        // Larger than a pooled buffer, or smaller than the pooled minimum:
+        // a zeroed one of its own size, not kept.
+        for len in [POOLED_BUF_BYTES + page, POOLED_MIN_BYTES - page] {
+            let own = PageBuf::for_write(len);
+            assert_eq!(own.len(), len);
+            assert!(own.iter().all(|&b| b == 0));
+            own.recycle();
+            assert_eq!(POOL.with(|p| p.borrow().len()), 0);
+        }
         // The pool keeps at most `POOLED_BUFS_MAX`.
         second.recycle();
         let bufs: Vec<_> = (0..POOLED_BUFS_MAX + 3)
-            .map(|_| PageBuf::for_write(page))
+            .map(|_| PageBuf::for_write(POOLED_MIN_BYTES))
             .collect();
         bufs.into_iter().for_each(PageBuf::recycle);
         assert_eq!(POOL.with(|p| p.borrow().len()), POOLED_BUFS_MAX);
