@@ -133,18 +133,7 @@ async fn writer(path: PathBuf, mode: String, step: u64) {
         syncs.push(ms(t2 - t1));
         totals.push(ms(t2 - due));
     }
-    println!(
-        "{} {mode}: {} appends; write p50 {:.2} p99 {:.2} | fdatasync p50 {:.2} p99 {:.2} | from due p50 {:.2} p99 {:.2} max {:.2} ms",
-        name(&path),
-        totals.len(),
-        pct(&mut writes, 0.5),
-        pct(&mut writes, 0.99),
-        pct(&mut syncs, 0.5),
-        pct(&mut syncs, 0.99),
-        pct(&mut totals, 0.5),
-        pct(&mut totals, 0.99),
-        pct(&mut totals, 1.0),
-    );
+    report(&path, &mode, &mut writes, &mut syncs, &mut totals);
     let _ = file.close_rc().await;
 }
 
@@ -195,17 +184,22 @@ async fn relay_writer(path: PathBuf) {
     }
     drop(tx);
     thread.join().expect("relay thread"); // blocking-ok: the probe's last step
+    report(&path, "relay", &mut writes, &mut syncs, &mut totals);
+}
+
+/// One writer's line: write, fdatasync and from-due percentiles (ms).
+fn report(path: &Path, mode: &str, writes: &mut [f64], syncs: &mut [f64], totals: &mut [f64]) {
     println!(
-        "{} relay: {} appends; write p50 {:.2} p99 {:.2} | fdatasync p50 {:.2} p99 {:.2} | from due p50 {:.2} p99 {:.2} max {:.2} ms",
-        name(&path),
+        "{} {mode}: {} appends; write p50 {:.2} p99 {:.2} | fdatasync p50 {:.2} p99 {:.2} | from due p50 {:.2} p99 {:.2} max {:.2} ms",
+        name(path),
         totals.len(),
-        pct(&mut writes, 0.5),
-        pct(&mut writes, 0.99),
-        pct(&mut syncs, 0.5),
-        pct(&mut syncs, 0.99),
-        pct(&mut totals, 0.5),
-        pct(&mut totals, 0.99),
-        pct(&mut totals, 1.0),
+        pct(writes, 0.5),
+        pct(writes, 0.99),
+        pct(syncs, 0.5),
+        pct(syncs, 0.99),
+        pct(totals, 0.5),
+        pct(totals, 0.99),
+        pct(totals, 1.0),
     );
 }
 
