@@ -7,7 +7,9 @@
 //! - raw io_uring: the same loop through glommio's io_uring files, the floor
 //!   for an engine whose I/O goes through io_uring;
 //! - engine: `append_durable` of one 1 KiB record with 1, 16 and 256
-//!   concurrent appenders on one shard, through the group-commit batcher.
+//!   concurrent appenders on one shard, through the group-commit batcher,
+//!   with the segment writes and fsyncs through io_uring, then on the
+//!   shard's disk threads (`DISK_THREADS_DEFAULT` of them, as the broker).
 //!
 //! MB/s counts bytes written to the log file (10^6 bytes). Latencies are per
 //! append, from call to fsynced. Run: `make bench-storage`
@@ -130,8 +132,9 @@ fn raw_uring(dir: &std::path::Path, secs: Duration) -> Figures {
     fig
 }
 
-fn engine(dir: &std::path::Path, appenders: usize, secs: Duration) -> Figures {
+fn engine(dir: &std::path::Path, appenders: usize, threads: usize, secs: Duration) -> Figures {
     let part = dir.join(format!("engine-{appenders}"));
+    es_storage::start_disk_threads(threads, "bench-disk").unwrap();
     let fig = executor().run(async move {
         let batcher = FsyncBatcher::new();
         let (log, _) = PartitionLog::open(&part, LogConfig::default(), batcher.clone())
@@ -164,7 +167,11 @@ fn engine(dir: &std::path::Path, appenders: usize, secs: Duration) -> Figures {
         log.close().await.unwrap();
         let hist = hist.borrow().clone();
         Figures {
-            name: format!("engine, {appenders} appenders"),
+            name: if threads == 0 {
+                format!("engine, {appenders} appenders")
+            } else {
+                format!("threads, {appenders} appenders")
+            },
             appends,
             bytes: appends * batch::encoded_len(&[record()]) as u64,
             elapsed,
@@ -200,7 +207,9 @@ fn main() {
     let raw_mb_s = r.mb_s();
     r.row(raw_mb_s);
     raw_uring(dir.path(), secs).row(raw_mb_s);
-    for appenders in [1, 16, 256] {
-        engine(dir.path(), appenders, secs).row(raw_mb_s);
+    for threads in [0, es_storage::DISK_THREADS_DEFAULT] {
+        for appenders in [1, 16, 256] {
+            engine(dir.path(), appenders, threads, secs).row(raw_mb_s);
+        }
     }
 }
