@@ -71,11 +71,12 @@ pub struct Config {
     #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = SPIN_BEFORE_PARK_US_DEFAULT,
           value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX))]
     pub spin_before_park_us: u64,
-    /// Threads per shard that make the segment writer's direct writes and
-    /// fdatasyncs as blocking calls (docs/storage.md, "Disk threads"):
+    /// Most threads per shard that make the segment writer's direct writes
+    /// and fdatasyncs as blocking calls (docs/storage.md, "Disk threads"):
     /// they finish sooner and steadier there than through io_uring's
-    /// kernel workers. At most this many writes and fsyncs of a shard run
-    /// at once. `0` keeps them on io_uring.
+    /// kernel workers. One starts with the shard, more as jobs find them
+    /// all busy; at most this many writes and fsyncs of a shard run at
+    /// once. `0` keeps them on io_uring.
     #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
           value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64))]
     pub disk_threads: u64,

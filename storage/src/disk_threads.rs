@@ -20,15 +20,20 @@
 //!
 //! Per shard, so the handle lives in a thread local set when the shard
 //! starts ([`start_disk_threads`]); without it (0 threads, tools, most
-//! tests) the writer uses glommio's `DmaFile` through io_uring. The threads
-//! end when the shard's thread does (the queue's last sender drops).
+//! tests) the writer uses glommio's `DmaFile` through io_uring. A shard
+//! starts one thread at once and another whenever a job finds none idle,
+//! up to its count: an idle shard holds one thread, a busy one as many as
+//! its partitions keep busy. The threads end when the shard's thread does
+//! (the queue's last sender drops).
 
 use std::alloc::Layout;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,11 +42,12 @@ use futures::channel::oneshot;
 
 use crate::recent::PAGE_BYTES;
 
-/// Default disk threads per shard: at most this many writes and fsyncs of
-/// a shard run at once (more wait their turn, in order). A busy partition
-/// has one write and one fsync in flight, so 16 serve 8 busy partitions
-/// per shard without waiting; with 16 busy partitions per shard, 16
-/// threads took 8-15% more than 4 here (docs/benchmarks.md).
+/// Default most disk threads per shard: at most this many writes and
+/// fsyncs of a shard run at once (more wait their turn, in order). A busy
+/// partition has one write and one fsync in flight, so 16 serve 8 busy
+/// partitions per shard without waiting; with 16 busy partitions per
+/// shard, 16 threads took 8-15% more than 4 here (docs/benchmarks.md).
+/// Threads start as jobs need them.
 pub const DISK_THREADS_DEFAULT: usize = 16;
 
 /// Most disk threads a shard may start: beyond this the disk, not the
@@ -70,9 +76,10 @@ thread_local! {
     static POOL: RefCell<Vec<PageBuf>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts `count` disk threads for this shard (the calling thread), named
-/// `{name}-{i}`; 0 leaves the writes on io_uring. Call once, on the shard,
-/// before opening partitions.
+/// Gives this shard (the calling thread) up to `count` disk threads, named
+/// `{name}-{i}`, the first started at once, the others as jobs need them;
+/// 0 leaves the writes on io_uring. Call once, on the shard, before
+/// opening partitions.
 pub fn start_disk_threads(count: usize, name: &str) -> io::Result<()> {
     if count > DISK_THREADS_MAX {
         return Err(io::Error::new(
@@ -94,10 +101,24 @@ pub(crate) fn local() -> Option<DiskThreads> {
     LOCAL.with(|l| l.borrow().clone())
 }
 
-/// A handle to a shard's disk threads; cheap to clone.
+/// A handle to a shard's disk threads; cheap to clone. Lives on the
+/// shard.
 #[derive(Clone)]
 pub(crate) struct DiskThreads {
+    pool: Rc<Pool>,
+}
+
+struct Pool {
     jobs: mpsc::Sender<(Job, Instant)>,
+    queue: Arc<Mutex<mpsc::Receiver<(Job, Instant)>>>,
+    /// Jobs queued or running: the shard adds one as it queues a job, the
+    /// thread takes it off when done, just before the job's last answer
+    /// (so a shard that waits for each answer never sees its own last job).
+    in_flight: Arc<AtomicUsize>,
+    started: Cell<usize>,
+    max: usize,
+    name: String,
+    waited: metrics::Histogram,
 }
 
 enum Job {
@@ -128,19 +149,40 @@ enum Job {
 pub(crate) type SyncAfter = oneshot::Receiver<io::Result<()>>;
 
 impl DiskThreads {
-    fn start(count: usize, name: &str) -> io::Result<DiskThreads> {
+    fn start(max: usize, name: &str) -> io::Result<DiskThreads> {
         let (jobs, queue) = mpsc::channel::<(Job, Instant)>();
-        let queue = Arc::new(Mutex::new(queue));
-        // One series for all shards: which shard waits matters less than
-        // whether any does.
-        let waited = metrics::histogram!("es_disk_thread_wait_seconds");
-        for i in 0..count {
-            let (queue, waited) = (queue.clone(), waited.clone());
-            std::thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || run(&queue, &waited))?;
-        }
-        Ok(DiskThreads { jobs })
+        let threads = DiskThreads {
+            pool: Rc::new(Pool {
+                jobs,
+                queue: Arc::new(Mutex::new(queue)),
+                in_flight: Arc::new(AtomicUsize::new(0)),
+                started: Cell::new(0),
+                max,
+                name: name.to_string(),
+                // One series for all shards: which shard waits matters
+                // less than whether any does.
+                waited: metrics::histogram!("es_disk_thread_wait_seconds"),
+            }),
+        };
+        threads.start_one()?;
+        Ok(threads)
+    }
+
+    /// Starts one more thread.
+    fn start_one(&self) -> io::Result<()> {
+        let pool = &self.pool;
+        let (queue, in_flight, waited) = (pool.queue.clone(), pool.in_flight.clone(), pool.waited.clone());
+        std::thread::Builder::new()
+            .name(format!("{}-{}", pool.name, pool.started.get()))
+            .spawn(move || run(&queue, &in_flight, &waited))?;
+        pool.started.set(pool.started.get() + 1);
+        Ok(())
+    }
+
+    /// Threads started so far.
+    #[cfg(test)]
+    fn started(&self) -> usize {
+        self.pool.started.get()
     }
 
     /// Writes all of `buf` at `pos` of `file` (opened with `O_DIRECT`: the
@@ -204,8 +246,24 @@ impl DiskThreads {
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
+    /// Queues `job`, starting another thread if there are more jobs than
+    /// threads and the shard may have more (if starting one fails, the job
+    /// waits for a busy one).
     fn submit(&self, job: Job) -> io::Result<()> {
-        self.jobs.send((job, Instant::now())).map_err(|_| gone())
+        let pool = &self.pool;
+        // Counted before it is queued: a thread may take it and finish it
+        // (taking it off the count) before `send` returns.
+        let jobs = pool.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        if pool.jobs.send((job, Instant::now())).is_err() {
+            pool.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(gone());
+        }
+        if jobs > pool.started.get() && pool.started.get() < pool.max {
+            if let Err(e) = self.start_one() {
+                tracing::warn!(error = %e, "starting another disk thread failed; jobs wait for the running ones");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -217,7 +275,9 @@ fn gone() -> io::Error {
 /// in `waited` how long each waited for a thread
 /// (`es_disk_thread_wait_seconds`: long waits say `--disk-threads` is too
 /// few for the shard's busy partitions).
-fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, waited: &metrics::Histogram) {
+fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, in_flight: &AtomicUsize, waited: &metrics::Histogram) {
+    // Off the count before the job's last answer (see `Pool::in_flight`).
+    let finished = || in_flight.fetch_sub(1, Ordering::AcqRel);
     loop {
         // Blocking here is the point: this is not a shard's thread.
         let job = match queue.lock() {
@@ -231,10 +291,13 @@ fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, waited: &metrics::Histogra
         match job {
             Ok(Job::Write { file, buf, pos, done }) => {
                 let wrote = write_all_at(&file, &buf, pos);
+                finished();
                 let _ = done.send((wrote, buf));
             }
             Ok(Job::Sync { file, done }) => {
-                let _ = done.send(file.sync_data());
+                let synced = file.sync_data();
+                finished();
+                let _ = done.send(synced);
             }
             Ok(Job::WriteSync {
                 file,
@@ -246,11 +309,13 @@ fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, waited: &metrics::Histogra
                 let wrote = write_all_at(&file, &buf, pos);
                 let ok = wrote.is_ok();
                 let _ = done.send((wrote, buf));
-                let _ = synced.send(if ok {
+                let result = if ok {
                     file.sync_data()
                 } else {
                     Err(io::Error::other("the write before this sync failed"))
-                });
+                };
+                finished();
+                let _ = synced.send(result);
             }
             Err(_) => return,
         }
@@ -371,6 +436,39 @@ mod tests {
             buf[last] = 2;
             assert_eq!((buf[0], buf[last]), (1, 2));
         }
+    }
+
+    #[test]
+    fn threads_start_as_jobs_need_them_up_to_the_count() {
+        let dir = std::env::temp_dir().join(format!("es-disk-threads-lazy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap(); // blocking-ok: test setup
+        let file = Arc::new(File::create(dir.join("f")).unwrap()); // blocking-ok: test setup
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                start_disk_threads(3, "es-disk-test").unwrap();
+                let threads = local().expect("started");
+                assert_eq!(threads.started(), 1, "one thread at once");
+                // One job at a time: the one thread is idle each time.
+                for _ in 0..20 {
+                    threads.fdatasync(&file).await.unwrap();
+                }
+                assert_eq!(threads.started(), 1, "no job found the thread busy");
+                // Many at once (queued together, each a write and an
+                // fdatasync of real bytes, far slower than queueing them):
+                // more threads, never more than the count.
+                let jobs: Vec<_> = (0..8u64)
+                    .map(|i| threads.write_then_sync(&file, PageBuf::zeroed(256 << 10), i << 18))
+                    .collect();
+                for (wrote, synced) in futures::future::join_all(jobs).await {
+                    wrote.unwrap();
+                    synced.await.unwrap().unwrap();
+                }
+                assert_eq!(threads.started(), 3);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir); // blocking-ok: test cleanup
     }
 
     #[test]
