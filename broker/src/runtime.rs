@@ -14,6 +14,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::controller::by_owner;
 use crate::message::Envelope;
+use crate::placement::ShardId;
 use crate::shard::Shard;
 use crate::state::BrokerState;
 
@@ -84,7 +85,11 @@ pub fn run(
     while state.closed_shards.load(Ordering::Acquire) < shards {
         std::thread::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)); // blocking-ok: the main thread, not a shard
     }
-    if state.shard_failed.load(Ordering::Acquire) {
+    if let Some(id) = state.shard_thread_ended.load(Ordering::Acquire).checked_sub(1) {
+        Err(format!(
+            "shard thread ended: shard {id} panicked or failed to start (see the log above); stopping the broker"
+        ))
+    } else if state.shard_failed.load(Ordering::Acquire) {
         Err("a shard failed; see the log above".into())
     } else {
         Ok(())
@@ -111,6 +116,36 @@ fn mesh_builders(shards: usize) -> Vec<Option<MeshBuilder<Envelope, glommio::cha
     builders
 }
 
+/// Stops the broker when a shard's thread ends. A shard never ends on its
+/// own (it waits for the process to exit, see `shard_main`), so its thread
+/// ending means a task on it panicked outside a connection or an
+/// operation (those are contained: listener.rs, ops.rs), and glommio let
+/// the panic take the thread. Without this the other shards would keep
+/// serving, the dead shard's partitions would hang, and the broker would
+/// never exit (the joiner in `run` waits for every shard). Held in a
+/// thread local: its destructor runs when the thread ends, after the
+/// panic has unwound (so it only sets atomics: logging uses thread locals
+/// that may be gone by then; `run` says which shard ended).
+struct ShardThreadGuard {
+    id: ShardId,
+    state: Arc<BrokerState>,
+}
+
+thread_local! {
+    static SHARD_THREAD_GUARD: std::cell::RefCell<Option<ShardThreadGuard>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl Drop for ShardThreadGuard {
+    fn drop(&mut self) {
+        self.state
+            .shard_thread_ended
+            .store(self.id + 1, Ordering::Release);
+        self.state.shard_failed.store(true, Ordering::Release);
+        self.state.closed_shards.store(usize::MAX, Ordering::Release);
+    }
+}
+
 async fn shard_main(
     config: Arc<Config>,
     catalog: Arc<Catalog>,
@@ -130,6 +165,14 @@ async fn shard_main(
         }
         None => (0, None, None),
     };
+    SHARD_THREAD_GUARD.with(|g| {
+        *g.borrow_mut() = Some(ShardThreadGuard {
+            id,
+            state: state.clone(),
+        })
+    });
+    #[cfg(debug_assertions)]
+    test_panic_hook(id);
     es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
     if let Err(e) = es_storage::start_disk_threads(config.disk_threads as usize, &format!("es-disk-{id}")) {
         tracing::error!(shard = id, error = %e, "starting the shard's disk threads failed");
@@ -166,6 +209,26 @@ async fn shard_main(
     // Wait for the process to exit (see `run`).
     loop {
         glommio::timer::sleep(Duration::from_secs(3600)).await;
+    }
+}
+
+/// Debug builds only, for broker/tests/shard_panic.rs: with
+/// `ES_TEST_PANIC_AFTER_MS` set, shard 0 panics in a detached task that
+/// long after it starts, as a bug in a storage task would.
+#[cfg(debug_assertions)]
+fn test_panic_hook(id: ShardId) {
+    let Some(ms) = std::env::var("ES_TEST_PANIC_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    if id == 0 {
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(ms)).await;
+            panic!("ES_TEST_PANIC_AFTER_MS: a test's panic in a detached task");
+        })
+        .detach();
     }
 }
 

@@ -15,6 +15,9 @@ pub struct BrokerState {
     pub closed_shards: AtomicUsize,
     /// A shard failed (its error is in the log).
     pub shard_failed: AtomicBool,
+    /// One more than the id of a shard whose thread ended (a panic); 0
+    /// while none has.
+    pub shard_thread_ended: AtomicUsize,
 }
 
 impl BrokerState {
