@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${BENCH_SECS:-10}
 WARMUP=${BENCH_WARMUP:-15}
+ROUNDS=${BENCH_ROUNDS:-5}
 cargo build --release -q -p es-broker -p es-bench
 BENCH=(./target/release/es-bench)
 COMMON=(--start-broker --duration "$SECS" --warmup "$WARMUP" ${BENCH_DIR:+--data-dir "$BENCH_DIR"} ${ES_BENCH_ARGS:-})
@@ -42,13 +43,13 @@ run() {
 }
 
 run 1 "2 producers, batches of 1000 x 1 KiB, one partition each, vs the disk" \
-    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 1 --compare-disk
+    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 1 --compare-disk --rounds "$ROUNDS"
 run 1b "the same producers pipelined (4 requests in flight each, es-bench's default), vs the same disk" \
-    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 4 --compare-disk
+    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 4 --compare-disk --rounds "$ROUNDS"
 run 2 "50 connections x 16 single-record requests in flight (group commit)" \
-    produce --producers 50 --partitions 2 --batch 1 --record-size 1024 --inflight 16 --compare-disk
+    produce --producers 50 --partitions 2 --batch 1 --record-size 1024 --inflight 16 --compare-disk --rounds "$ROUNDS"
 run 3 "produce p99 at half the maximum rate vs the disk's write+fdatasync p99" \
-    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 1 --rate half --compare-disk
+    produce --producers 2 --partitions 2 --batch 1000 --record-size 1024 --inflight 1 --rate half --compare-disk --rounds "$ROUNDS"
 run 4 "consume from the page cache, one connection" \
     consume --partitions 1 --batch 1000 --record-size 1024 --prefill-mb 1024
 run 5 "page-cache workload, 8 partitions: 2 shards vs 1" \

@@ -128,6 +128,14 @@ pub struct Options {
     /// directory, and report the broker as a share of it.
     #[arg(long)]
     pub compare_disk: bool,
+    /// With --compare-disk (produce): measure the disk and the broker in
+    /// this many alternating slices of --duration/N each (disk, broker,
+    /// disk, ...; every slice after the first of each side has up to 1 s
+    /// of unmeasured lead-in) and add each side's slices up, so both see
+    /// the same disk even where its speed wanders from second to second.
+    /// 1: the disk's phase, then the broker's.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// How `disk` writes: `direct` (O_DIRECT, page-aligned writes that
     /// rewrite the partial last page, as the broker writes its segments) or
     /// `buffered` (through the page cache).
@@ -215,6 +223,14 @@ impl Options {
         }
         if self.rate == Some(Rate::HalfOfMax) && mode != Mode::Produce {
             return Err("--rate half is for `produce`; give e2e a number of records/s".into());
+        }
+        if self.rounds == 0 {
+            return Err("--rounds must be at least 1".into());
+        }
+        if self.rounds > 1 && !(mode == Mode::Produce && self.compare_disk) {
+            return Err(
+                "--rounds alternates the disk with the broker: it is for `produce --compare-disk`".into(),
+            );
         }
         if self.fetch_bytes == 0 {
             return Err("--fetch-bytes must be positive".into());

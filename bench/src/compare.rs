@@ -5,28 +5,35 @@ use crate::phase::Phase;
 
 /// Fills every phase's `compare` from the others.
 pub fn fill(phases: &mut [Phase]) {
-    let disk_of = |name: &str| {
-        phases
+    // The disk phase a broker phase at `at` compares with: of those named
+    // `name`, the last before it (the disk runs first, or in rounds just
+    // before each broker's phases), else the first after it (the paced
+    // disk runs after the paced broker).
+    let disk_of = |name: &str, at: usize| {
+        let named = |p: &&Phase| p.name == name;
+        phases[..at]
             .iter()
-            .find(|p| p.name == name)
+            .rev()
+            .find(named)
+            .or_else(|| phases[at..].iter().find(named))
             .map(|d| (d.mb_per_s(), d.latency.map(|l| l.p99_us)))
     };
-    let disk = disk_of("disk");
-    // A paced broker phase compares with the disk paced the same way.
-    let disk_half = disk_of("disk half-rate").or(disk);
+    let against: Vec<Option<(f64, Option<u64>)>> = (0..phases.len())
+        .map(|i| match phases[i].name.as_str() {
+            // A paced broker phase compares with the disk paced the same way.
+            "produce half-rate" => disk_of("disk half-rate", i).or_else(|| disk_of("disk", i)),
+            n if n.starts_with("produce") => disk_of("disk", i),
+            _ => None,
+        })
+        .collect();
     let shard_counts: Vec<usize> = phases.iter().filter_map(|p| p.shards).collect();
     let several_shard_counts = shard_counts.windows(2).any(|w| w[0] != w[1]);
     let snapshot: Vec<(String, Option<usize>, f64)> = phases
         .iter()
         .map(|p| (p.name.clone(), p.shards, p.records_per_s()))
         .collect();
-    for p in phases.iter_mut() {
+    for (p, against) in phases.iter_mut().zip(against) {
         if p.name.starts_with("produce") {
-            let against = if p.name == "produce half-rate" {
-                disk_half
-            } else {
-                disk
-            };
             if let Some((disk_mb, disk_p99)) = against {
                 if disk_mb > 0.0 {
                     p.compare.pct_of_disk = Some(p.mb_per_s() / disk_mb * 100.0);
@@ -80,5 +87,23 @@ mod tests {
         assert!((c.vs_first_shards.expect("first") - 1.0).abs() < 1e-9);
         assert!((phases[2].compare.vs_first_shards.expect("second") - 2.0).abs() < 1e-9);
         assert!(phases[0].compare.pct_of_disk.is_none());
+    }
+
+    #[test]
+    fn each_broker_phase_compares_with_its_own_disk() {
+        // Rounds with two shard counts: a disk phase before each broker's;
+        // a paced broker phase with the paced disk after it.
+        let mut phases = vec![
+            phase("disk", None, 400_000_000, 2000),
+            phase("produce", Some(1), 200_000_000, 3000),
+            phase("produce half-rate", Some(1), 100_000_000, 4000),
+            phase("disk half-rate", None, 100_000_000, 1000),
+            phase("disk", None, 800_000_000, 2000),
+            phase("produce", Some(2), 200_000_000, 3000),
+        ];
+        fill(&mut phases);
+        assert!((phases[1].compare.pct_of_disk.expect("first") - 50.0).abs() < 0.01);
+        assert!((phases[2].compare.p99_vs_disk.expect("paced") - 4.0).abs() < 0.01);
+        assert!((phases[5].compare.pct_of_disk.expect("second") - 25.0).abs() < 0.01);
     }
 }

@@ -19,6 +19,7 @@ use crate::latency::Latency;
 use crate::payload;
 use crate::phase::Phase;
 use crate::progress::Progress;
+use crate::rounds::Measured;
 use crate::window::Window;
 
 pub struct Pattern {
@@ -43,11 +44,24 @@ pub fn run(
     duration: Duration,
     quiet: bool,
 ) -> Result<Phase, String> {
+    Ok(measure(pattern, name, dir, warmup, duration, quiet)?.phase(name, None))
+}
+
+/// [`run`]'s figures, to add up with other slices (rounds.rs); `label`
+/// names the progress line.
+pub fn measure(
+    pattern: &Pattern,
+    label: &str,
+    dir: &Path,
+    warmup: Duration,
+    duration: Duration,
+    quiet: bool,
+) -> Result<Measured, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
     let window = Window::starting_now(warmup, duration);
-    let progress = Progress::start(name.into(), counters.clone(), window.from, quiet);
+    let progress = Progress::start(label.into(), counters.clone(), window.from, quiet);
     let results: Vec<Result<Latency, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..pattern.writers)
             .map(|i| {
@@ -79,9 +93,12 @@ pub fn run(
     for r in results {
         latency.merge(&r?);
     }
-    let mut phase = Phase::new(name, None, counters.totals(), seconds, &latency);
-    phase.target_rate = pattern.rate;
-    Ok(phase)
+    Ok(Measured {
+        totals: counters.totals(),
+        seconds,
+        latency,
+        target_rate: pattern.rate,
+    })
 }
 
 fn writer(

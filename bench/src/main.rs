@@ -25,6 +25,7 @@ mod produce;
 mod producer;
 mod progress;
 mod report;
+mod rounds;
 mod scratch;
 mod topic;
 mod window;

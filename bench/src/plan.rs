@@ -11,6 +11,7 @@ use crate::args::{DiskIo, Mode, Options, Rate};
 use crate::broker::{self, Broker};
 use crate::phase::Phase;
 use crate::producer::Spec;
+use crate::rounds::Rounds;
 use crate::scratch::Scratch;
 use crate::{compare, consume, disk, e2e, interrupt, produce, topic};
 
@@ -20,21 +21,16 @@ pub fn execute(mode: Mode, opts: &Options) -> Result<Vec<Phase>, String> {
     let warmup = Duration::from_secs_f64(opts.warmup);
     let scratch = Scratch::create(opts.data_dir.as_deref())?;
     let mut phases = Vec::new();
-    if mode == Mode::Disk || opts.compare_disk {
-        let pattern = disk::Pattern {
-            writers: opts.producers,
-            batch: opts.batch,
-            record_size: opts.record_size,
-            direct: opts.disk_io == DiskIo::Direct,
-            // `es-bench disk --rate N` paces the disk alone; as the
-            // baseline of a broker run it goes flat out.
-            rate: match (mode, opts.rate) {
-                (Mode::Disk, Some(Rate::PerSecond(r))) => Some(r),
-                _ => None,
-            },
+    // In rounds the disk runs between the broker's slices (load below).
+    if mode == Mode::Disk || (opts.compare_disk && !interleaved(mode, opts)) {
+        // `es-bench disk --rate N` paces the disk alone; as the baseline
+        // of a broker run it goes flat out.
+        let rate = match (mode, opts.rate) {
+            (Mode::Disk, Some(Rate::PerSecond(r))) => Some(r),
+            _ => None,
         };
         phases.push(disk::run(
-            &pattern,
+            &disk_pattern(opts, rate),
             "disk",
             &scratch.path().join("disk"),
             warmup,
@@ -110,62 +106,7 @@ fn load(
     let warmup = Duration::from_secs_f64(opts.warmup);
     let mut spec = spec(opts, addr);
     match mode {
-        Mode::Produce => match opts.rate {
-            None => phases.push(produce::run(
-                &spec, warmup, duration, "produce", shards, opts.quiet,
-            )?),
-            Some(Rate::PerSecond(r)) => {
-                spec.rate = Some(r);
-                phases.push(produce::run(
-                    &spec, warmup, duration, "produce", shards, opts.quiet,
-                )?);
-            }
-            Some(Rate::HalfOfMax) => {
-                let max = produce::run(&spec, warmup, duration, "produce", shards, opts.quiet)?;
-                let half = max.records_per_s() / 2.0;
-                phases.push(max);
-                if half <= 0.0 {
-                    return Err("the maximum-rate phase acknowledged nothing: no half rate to run".into());
-                }
-                if shards.is_some() {
-                    // Our own broker: the half-rate phases start from an
-                    // empty topic, as the first did, and the disk does not
-                    // fill up with what the maximum rate wrote.
-                    let client = Client::connect(addr, ClientOptions::default())
-                        .map_err(|e| format!("connect to {addr}: {e}"))?;
-                    topic::recreate(&client, &opts.topic, opts.partitions, &dir.join("data"))?;
-                }
-                spec.rate = Some(half);
-                phases.push(produce::run(
-                    &spec,
-                    warmup,
-                    duration,
-                    "produce half-rate",
-                    shards,
-                    opts.quiet,
-                )?);
-                if opts.compare_disk {
-                    // The disk at the same paced load, right after: its p99
-                    // is the one the half-rate p99 compares with (the disk
-                    // of a long run is not the fresh disk of the first phase).
-                    let pattern = disk::Pattern {
-                        writers: opts.producers,
-                        batch: opts.batch,
-                        record_size: opts.record_size,
-                        direct: opts.disk_io == DiskIo::Direct,
-                        rate: Some(half),
-                    };
-                    phases.push(disk::run(
-                        &pattern,
-                        "disk half-rate",
-                        &dir.join("disk"),
-                        warmup,
-                        duration,
-                        opts.quiet,
-                    )?);
-                }
-            }
-        },
+        Mode::Produce => produce_phases(opts, &mut spec, shards, dir, phases)?,
         Mode::Consume => {
             consume::prefill(opts, addr)?;
             phases.push(consume::run(opts, addr, duration, shards)?);
@@ -186,6 +127,154 @@ fn load(
             )?);
         }
         Mode::Disk => {}
+    }
+    Ok(())
+}
+
+/// Whether the disk baseline runs in rounds with the broker (rounds.rs).
+fn interleaved(mode: Mode, opts: &Options) -> bool {
+    mode == Mode::Produce && opts.compare_disk && opts.rounds > 1
+}
+
+/// The disk's write pattern for this run's producers, paced at `rate`.
+fn disk_pattern(opts: &Options, rate: Option<f64>) -> disk::Pattern {
+    disk::Pattern {
+        writers: opts.producers,
+        batch: opts.batch,
+        record_size: opts.record_size,
+        direct: opts.disk_io == DiskIo::Direct,
+        rate,
+    }
+}
+
+/// `label` of slice `round` when there are several.
+fn slice_label(label: &str, round: usize, opts: &Options) -> String {
+    if opts.rounds > 1 {
+        format!("{label} {}/{}", round + 1, opts.rounds)
+    } else {
+        label.to_string()
+    }
+}
+
+/// The produce phases: at the maximum rate (or `--rate`), then with
+/// `--rate half` paced at half of it, each with its disk baseline when it
+/// runs in rounds (otherwise the disk ran before the broker started).
+fn produce_phases(
+    opts: &Options,
+    spec: &mut Spec,
+    shards: Option<usize>,
+    dir: &Path,
+    phases: &mut Vec<Phase>,
+) -> Result<(), String> {
+    let rounds = Rounds {
+        count: opts.rounds,
+        warmup: Duration::from_secs_f64(opts.warmup),
+        duration: Duration::from_secs_f64(opts.duration),
+    };
+    let disk_dir = dir.join("disk");
+    spec.rate = match opts.rate {
+        Some(Rate::PerSecond(r)) => Some(r),
+        _ => None,
+    };
+    let max = if interleaved(Mode::Produce, opts) {
+        let flat_out = disk_pattern(opts, None);
+        let (disk, broker) = rounds.alternate(
+            |round, lead, slice| {
+                disk::measure(
+                    &flat_out,
+                    &slice_label("disk", round, opts),
+                    &disk_dir,
+                    lead,
+                    slice,
+                    opts.quiet,
+                )
+            },
+            |round, lead, slice| {
+                produce::measure(
+                    spec,
+                    lead,
+                    slice,
+                    &slice_label("produce", round, opts),
+                    opts.quiet,
+                )
+            },
+        )?;
+        phases.push(disk.phase("disk", None));
+        broker.phase("produce", shards)
+    } else {
+        produce::run(
+            spec,
+            rounds.warmup,
+            rounds.duration,
+            "produce",
+            shards,
+            opts.quiet,
+        )?
+    };
+    let half = max.records_per_s() / 2.0;
+    phases.push(max);
+    if opts.rate != Some(Rate::HalfOfMax) {
+        return Ok(());
+    }
+    if half <= 0.0 {
+        return Err("the maximum-rate phase acknowledged nothing: no half rate to run".into());
+    }
+    if shards.is_some() {
+        // Our own broker: the half-rate phases start from an empty topic,
+        // as the first did, and the disk does not fill up with what the
+        // maximum rate wrote.
+        let client = Client::connect(&spec.addr, ClientOptions::default())
+            .map_err(|e| format!("connect to {}: {e}", spec.addr))?;
+        topic::recreate(&client, &opts.topic, opts.partitions, &dir.join("data"))?;
+    }
+    spec.rate = Some(half);
+    // The disk at the same paced load: its p99 is the one the half-rate
+    // p99 compares with (the disk of a long run is not the fresh disk of
+    // the first phase), right after the broker's or in rounds with it.
+    let paced = disk_pattern(opts, Some(half));
+    if interleaved(Mode::Produce, opts) {
+        let (broker, disk) = rounds.alternate(
+            |round, lead, slice| {
+                produce::measure(
+                    spec,
+                    lead,
+                    slice,
+                    &slice_label("produce half-rate", round, opts),
+                    opts.quiet,
+                )
+            },
+            |round, lead, slice| {
+                disk::measure(
+                    &paced,
+                    &slice_label("disk half-rate", round, opts),
+                    &disk_dir,
+                    lead,
+                    slice,
+                    opts.quiet,
+                )
+            },
+        )?;
+        phases.push(broker.phase("produce half-rate", shards));
+        phases.push(disk.phase("disk half-rate", None));
+        return Ok(());
+    }
+    phases.push(produce::run(
+        spec,
+        rounds.warmup,
+        rounds.duration,
+        "produce half-rate",
+        shards,
+        opts.quiet,
+    )?);
+    if opts.compare_disk {
+        phases.push(disk::run(
+            &paced,
+            "disk half-rate",
+            &disk_dir,
+            rounds.warmup,
+            rounds.duration,
+            opts.quiet,
+        )?);
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use crate::latency::Latency;
 use crate::phase::Phase;
 use crate::producer::{self, Shared, Spec};
 use crate::progress::Progress;
+use crate::rounds::Measured;
 use crate::window::Window;
 
 /// Runs the producers of `spec` and reports them as `name`.
@@ -22,6 +23,18 @@ pub fn run(
     shards: Option<usize>,
     quiet: bool,
 ) -> Result<Phase, String> {
+    Ok(measure(spec, warmup, duration, name, quiet)?.phase(name, shards))
+}
+
+/// [`run`]'s figures, to add up with other slices (rounds.rs); `label`
+/// names the progress line.
+pub fn measure(
+    spec: &Spec,
+    warmup: Duration,
+    duration: Duration,
+    label: &str,
+    quiet: bool,
+) -> Result<Measured, String> {
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
     let acked: Vec<AtomicU64> = (0..spec.partitions).map(|_| AtomicU64::new(0)).collect();
@@ -31,7 +44,7 @@ pub fn run(
         acked: &acked,
     };
     let window = Window::starting_now(warmup, duration);
-    let progress = Progress::start(name.to_string(), counters.clone(), window.from, quiet);
+    let progress = Progress::start(label.to_string(), counters.clone(), window.from, quiet);
     let results = producer::run_all(spec, window, &shared);
     let seconds = window.measured_secs();
     progress.finish();
@@ -39,7 +52,10 @@ pub fn run(
     for r in results {
         latency.merge(&r?);
     }
-    let mut phase = Phase::new(name, shards, counters.totals(), seconds, &latency);
-    phase.target_rate = spec.rate;
-    Ok(phase)
+    Ok(Measured {
+        totals: counters.totals(),
+        seconds,
+        latency,
+        target_rate: spec.rate,
+    })
 }

@@ -21,7 +21,7 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
     };
     format!(
         "es-bench {}: {broker}, topic {} with {} partitions, {} producers x {} in flight, \
-         batches of {} x {} B{}{}, {} s per phase{}",
+         batches of {} x {} B{}{}, {} s per phase{}{}",
         mode.name(),
         opts.topic,
         opts.partitions,
@@ -35,6 +35,11 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
         // consume sweeps the page cache from the first fetch: no warm-up.
         if opts.warmup > 0.0 && mode != Mode::Consume {
             format!(" after {} s of warm-up", opts.warmup)
+        } else {
+            String::new()
+        },
+        if opts.rounds > 1 {
+            format!(", the disk and the broker in {} alternating rounds", opts.rounds)
         } else {
             String::new()
         }
@@ -141,6 +146,7 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
             },
             "gzip": opts.gzip,
             "compare_disk": opts.compare_disk,
+            "rounds": opts.rounds,
             "prefill_mb": opts.prefill_mb,
             "fetch_bytes": opts.fetch_bytes,
         },

@@ -116,6 +116,38 @@ fn produce_with_disk_comparison() {
 }
 
 #[test]
+fn disk_and_broker_in_alternating_rounds() {
+    // Two rounds of 1 s per side: each side's measured time is its two
+    // slices added up (one slice alone would be about 1 s), and the paced
+    // half-rate phases alternate the same way.
+    let doc = bench(&[
+        "produce",
+        "--duration",
+        "2",
+        "--warmup",
+        "0.2",
+        "--rounds",
+        "2",
+        "--rate",
+        "half",
+        "--batch",
+        "10",
+        "--compare-disk",
+    ]);
+    assert_eq!(doc["config"]["rounds"], 2);
+    let phases = doc["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, ["disk", "produce", "produce half-rate", "disk half-rate"]);
+    for p in phases {
+        check_counts(p);
+        assert!(p["seconds"].as_f64().expect("seconds") > 1.5, "{p}");
+    }
+    assert!(phases[1]["pct_of_disk"].as_f64().expect("pct_of_disk") > 0.0);
+    assert!(phases[2]["p99_vs_disk"].as_f64().expect("p99_vs_disk") > 0.0);
+    assert!(phases[3]["target_rate"].as_f64().expect("paced disk") > 0.0);
+}
+
+#[test]
 fn many_producers_share_a_few_threads() {
     // Five connections on two threads: small requests gathered into bursts,
     // and large ones (80 KiB, written as they are, in pieces when the socket
@@ -229,6 +261,8 @@ fn bad_flags_are_refused_before_anything_runs() {
         &["produce", "--shards", "1,2"],
         &["e2e", "--record-size", "4"],
         &["disk", "--warmup", "-1"],
+        &["produce", "--rounds", "2"],
+        &["produce", "--compare-disk", "--rounds", "0"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
             .args(args)
