@@ -89,7 +89,7 @@ pub fn measure(
     for i in 0..pattern.writers {
         let _ = std::fs::remove_file(dir.join(format!("disk-{i}.dat")));
     }
-    settle(dir);
+    crate::scratch::settle_filesystem(dir);
     let mut latency = Latency::new();
     for r in results {
         latency.merge(&r?);
@@ -100,17 +100,6 @@ pub fn measure(
         latency,
         target_rate: pattern.rate,
     })
-}
-
-/// Waits for the filesystem to finish with the files just removed: their
-/// blocks are freed (and, on a filesystem mounted with `discard`, discarded)
-/// when the journal commits, which would otherwise land on whatever phase
-/// or round runs next (`syncfs(2)` commits it now). Best effort.
-fn settle(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        // SAFETY: `d` is an open descriptor for the call's duration.
-        unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&d)) };
-    }
 }
 
 fn writer(

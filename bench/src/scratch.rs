@@ -25,8 +25,23 @@ impl Scratch {
     }
 }
 
+/// Waits for the filesystem under `dir` to finish with files just removed:
+/// their blocks are freed (and, mounted with `discard`, discarded) when
+/// the journal next commits, which would otherwise land on whatever phase
+/// or round runs next; `syncfs(2)` commits it now. Best effort.
+pub fn settle_filesystem(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        // SAFETY: `d` is an open descriptor for the call's duration.
+        unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&d)) };
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        if let Some(parent) = self.path.parent() {
+            // The next run on this disk starts on a settled filesystem.
+            settle_filesystem(parent);
+        }
     }
 }

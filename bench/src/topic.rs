@@ -72,6 +72,7 @@ pub fn recreate(client: &Client, name: &str, partitions: u32, data_dir: &Path) -
             Err(e) => return Err(format!("cannot list {}: {e}", trash.display())),
         };
         if empty {
+            crate::scratch::settle_filesystem(data_dir);
             return Ok(());
         }
         if Instant::now() >= until {
