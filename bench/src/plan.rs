@@ -11,7 +11,7 @@ use crate::args::{DiskIo, Mode, Options, Rate};
 use crate::broker::{self, Broker};
 use crate::phase::Phase;
 use crate::producer::Spec;
-use crate::rounds::Rounds;
+use crate::rounds::{Measured, Rounds};
 use crate::scratch::Scratch;
 use crate::{compare, consume, disk, e2e, interrupt, produce, topic};
 
@@ -156,6 +156,37 @@ fn slice_label(label: &str, round: usize, opts: &Options) -> String {
     }
 }
 
+/// Slice `round` of the disk test for [`Rounds::alternate`], named
+/// `label 2/5` while it runs.
+fn disk_slices<'a>(
+    pattern: &'a disk::Pattern,
+    label: &'a str,
+    dir: &'a Path,
+    opts: &'a Options,
+) -> impl FnMut(usize, Duration, Duration) -> Result<Measured, String> + 'a {
+    move |round, lead, slice| {
+        disk::measure(
+            pattern,
+            &slice_label(label, round, opts),
+            dir,
+            lead,
+            slice,
+            opts.quiet,
+        )
+    }
+}
+
+/// Slice `round` of the producers of `spec`, as [`disk_slices`].
+fn produce_slices<'a>(
+    spec: &'a Spec,
+    label: &'a str,
+    opts: &'a Options,
+) -> impl FnMut(usize, Duration, Duration) -> Result<Measured, String> + 'a {
+    move |round, lead, slice| {
+        produce::measure(spec, lead, slice, &slice_label(label, round, opts), opts.quiet)
+    }
+}
+
 /// The produce phases: at the maximum rate (or `--rate`), then with
 /// `--rate half` paced at half of it, each with its disk baseline when it
 /// runs in rounds (otherwise the disk ran before the broker started).
@@ -179,25 +210,8 @@ fn produce_phases(
     let max = if interleaved(Mode::Produce, opts) {
         let flat_out = disk_pattern(opts, None);
         let (disk, broker) = rounds.alternate(
-            |round, lead, slice| {
-                disk::measure(
-                    &flat_out,
-                    &slice_label("disk", round, opts),
-                    &disk_dir,
-                    lead,
-                    slice,
-                    opts.quiet,
-                )
-            },
-            |round, lead, slice| {
-                produce::measure(
-                    spec,
-                    lead,
-                    slice,
-                    &slice_label("produce", round, opts),
-                    opts.quiet,
-                )
-            },
+            disk_slices(&flat_out, "disk", &disk_dir, opts),
+            produce_slices(spec, "produce", opts),
         )?;
         phases.push(disk.phase("disk", None));
         broker.phase("produce", shards)
@@ -234,25 +248,8 @@ fn produce_phases(
     let paced = disk_pattern(opts, Some(half));
     if interleaved(Mode::Produce, opts) {
         let (broker, disk) = rounds.alternate(
-            |round, lead, slice| {
-                produce::measure(
-                    spec,
-                    lead,
-                    slice,
-                    &slice_label("produce half-rate", round, opts),
-                    opts.quiet,
-                )
-            },
-            |round, lead, slice| {
-                disk::measure(
-                    &paced,
-                    &slice_label("disk half-rate", round, opts),
-                    &disk_dir,
-                    lead,
-                    slice,
-                    opts.quiet,
-                )
-            },
+            produce_slices(spec, "produce half-rate", opts),
+            disk_slices(&paced, "disk half-rate", &disk_dir, opts),
         )?;
         phases.push(broker.phase("produce half-rate", shards));
         phases.push(disk.phase("disk half-rate", None));

@@ -7,16 +7,12 @@
 //! exiting. The panic is a debug-build test hook (`ES_TEST_PANIC_AFTER_MS`
 //! in broker/src/runtime.rs): shard 0 panics that long after it starts.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::free_port;
 
 #[test]
 fn a_shard_thread_that_dies_stops_the_broker() {
