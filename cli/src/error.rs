@@ -98,7 +98,6 @@ pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
             " Use --from-beginning, or an --offset between the log start offset and the high watermark \
              (es topic describe {topic})."
         ),
-        "invalid_topic_name" => " Use 1-249 characters of [A-Za-z0-9._-], not \".\" or \"..\".".to_string(),
         "unavailable" => {
             " The broker is shutting down, or the partition refuses writes after a disk error until the broker \
              restarts; try again later."

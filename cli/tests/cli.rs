@@ -122,6 +122,8 @@ fn topics_create_list_describe_config_delete() {
     );
     let err = fails(&b.es(&["topic", "create", "a/b", "--partitions", "1"]), 1);
     assert!(err.contains("(invalid_topic_name)"), "{err}");
+    // The broker's message states the rule; said once, not twice.
+    assert_eq!(err.matches("1-249 characters").count(), 1, "{err}");
 
     // delete
     let out = stdout(&ok(b.es(&["topic", "delete", "orders"])));
