@@ -100,7 +100,7 @@ pub struct ProduceArgs {
     /// Key for every record (records with the same key go to the same partition).
     #[arg(long, conflicts_with = "key_separator")]
     pub key: Option<String>,
-    /// Split each line at the first SEP into key and value; a line without SEP is an error.
+    /// Split each line at the first SEP into key and value; a line without SEP is an error. '\t' is a tab.
     #[arg(long, value_name = "SEP")]
     pub key_separator: Option<String>,
     /// Partition for every record (default: the key's hash, or spread when there is no key).

@@ -36,10 +36,11 @@ const FLUSH_EVERY_RECORDS: u64 = 1 << 20;
 /// What an idempotent request adds to a plain one: producer id, epoch, sequence.
 const PRODUCER_FIELDS_BYTES: usize = 8 + 2 + 4;
 
-pub fn run(global: &Global, args: ProduceArgs) -> Result<()> {
+pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
     if args.key_separator.as_deref() == Some("") {
         return Err(CliError::new("--key-separator must not be empty"));
     }
+    args.key_separator = args.key_separator.as_deref().map(unescape_separator);
     let session = Session::open(global, args.gzip)?;
     let (_, info) = session.describe(&args.topic)?;
     if let Some(p) = args.partition {
@@ -227,6 +228,33 @@ fn record_bytes(r: &ProduceRecord) -> usize {
     r.value.len() + r.key.as_ref().map_or(0, Vec::len)
 }
 
+/// `--key-separator` as typed, with `\t` read as a tab and `\\` as one
+/// backslash (a shell passes `'\t'` on as two characters, and a tab is
+/// the usual separator of tab-separated lines); any other backslash
+/// stays as it is.
+fn unescape_separator(sep: &str) -> String {
+    let mut out = String::with_capacity(sep.len());
+    let mut chars = sep.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.clone().next() {
+            Some('t') => {
+                chars.next();
+                out.push('\t');
+            }
+            Some('\\') => {
+                chars.next();
+                out.push('\\');
+            }
+            _ => out.push('\\'),
+        }
+    }
+    out
+}
+
 /// A line (newline stripped) as a record; `None` when `--key-separator`
 /// is set and the line does not contain it.
 fn to_record(line: Vec<u8>, args: &ProduceArgs) -> Option<ProduceRecord> {
@@ -303,6 +331,16 @@ mod tests {
         let r = to_record(b":v".to_vec(), &args(None, Some(":"))).unwrap();
         assert_eq!(r.key.as_deref(), Some(&b""[..]));
         assert!(to_record(b"no separator".to_vec(), &args(None, Some(":"))).is_none());
+    }
+
+    #[test]
+    fn a_typed_tab_separator_is_a_tab() {
+        assert_eq!(unescape_separator("\\t"), "\t");
+        assert_eq!(unescape_separator("a\\tb"), "a\tb");
+        assert_eq!(unescape_separator("\\\\t"), "\\t");
+        assert_eq!(unescape_separator("\\n"), "\\n");
+        assert_eq!(unescape_separator("\\"), "\\");
+        assert_eq!(unescape_separator(":"), ":");
     }
 
     #[test]

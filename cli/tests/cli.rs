@@ -316,6 +316,22 @@ fn key_and_partition_flags_and_bad_lines() {
         "--print-key",
     ])));
     assert_eq!(got, "null\tx\nnull\ty\n");
+
+    // `\t` typed (as a shell passes '\t') separates at a tab
+    ok(b.es_stdin(
+        &["produce", "t", "--key-separator", "\\t", "--partition", "0"],
+        b"k1\tv1\n",
+    ));
+    let got = stdout(&ok(b.es(&[
+        "consume",
+        "t",
+        "--offset",
+        "3",
+        "--partition",
+        "0",
+        "--print-key",
+    ])));
+    assert_eq!(got, "k1\tv1\n");
 }
 
 #[test]
