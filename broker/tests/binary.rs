@@ -564,6 +564,67 @@ fn hostile_frames_get_an_error_frame_and_a_closed_connection() {
     );
 }
 
+/// What a frame header announces costs a client 16 bytes: the broker's
+/// memory must follow what a client sends, not what it announces. Before
+/// the handshake no frame may be larger than a Hello can be; after it, a
+/// header announcing 16 MiB grows no buffer until the bytes come.
+#[test]
+fn announced_frame_sizes_cost_the_broker_nothing_until_sent() {
+    let b = Broker::start_with(&["--shards", "2"]);
+    let addr = b.binary_addr();
+
+    // Before the handshake: a Hello header announcing 1 MiB, and 100 bytes
+    // of it, is refused at once (not waited for).
+    let mut bytes = frame::encode(Kind::Hello, 7, &vec![0u8; 1 << 20], false);
+    bytes.truncate(frame::HEADER_BYTES + 100);
+    assert_eq!(last_error_code(&raw_exchange(&addr, &bytes)), "frame_too_large");
+
+    // After it: 64 connections each announce a 15 MiB frame and send
+    // 100 bytes of it. The HelloOk comes after the broker read both (one
+    // write, one shard task), so the buffers are sized by then.
+    let rss = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", b.pid())).unwrap(); // blocking-ok: a test
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .expect("VmRSS");
+        kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() << 10
+    };
+    let before = rss();
+    let mut held = Vec::new();
+    for i in 0..64u64 {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut bytes = hello_frame();
+        let mut big = frame::encode(Kind::Fetch, i, &vec![0u8; 15 << 20], false);
+        big.truncate(frame::HEADER_BYTES + 100);
+        bytes.extend_from_slice(&big);
+        s.write_all(&bytes).unwrap();
+        let mut head = [0u8; frame::HEADER_BYTES];
+        s.read_exact(&mut head).unwrap();
+        assert_eq!(head[4], 0x81, "HelloOk first");
+        held.push(s);
+    }
+    for _ in 0..2 {
+        let grown = rss().saturating_sub(before);
+        assert!(
+            grown < 256 << 20,
+            "64 announced 15 MiB frames grew the broker by {} MiB",
+            grown >> 20
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Everyone else is served meanwhile.
+    let (status, _) = b.post("/v1/topics", json!({"name": "t", "partitions": 1}));
+    assert_eq!(status, 201);
+    let c = connect(&b, false);
+    assert_eq!(
+        c.produce("t", vec![record(None, b"x", None)]).unwrap(),
+        vec![(0, 0)]
+    );
+    drop(held);
+}
+
 /// ProduceBatch: a batch the producer built is appended as it came (same
 /// records, timestamps and keys back from a fetch), at the next offsets;
 /// a bad one changes nothing; an idempotent one is written once; a

@@ -28,6 +28,12 @@ use crate::shard::Shard;
 const READ_CHUNK_BYTES: usize = 256 << 10;
 /// Free bytes a read is given at least.
 const READ_ROOM_MIN_BYTES: usize = 64 << 10;
+/// Largest frame before the handshake: the largest valid Hello (header,
+/// two versions, a client id and an API key of up to 65,535 bytes each).
+/// A frame's header costs a client 16 bytes; buffering what it announces
+/// costs the broker up to `--frame-bytes-max`, so an unauthenticated
+/// client may not announce more than a Hello can be.
+const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16::MAX as usize);
 /// A ProduceBatch frame at least this large has its batch read straight
 /// into a buffer of its own, which storage then queues as it is: no copy
 /// out of the read buffer. Below it, copying is cheaper than a buffer.
@@ -93,6 +99,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
+            let frame_max = if handshaken {
+                frame_max
+            } else {
+                frame_max.min(HELLO_FRAME_BYTES_MAX)
+            };
             let (id, gzip, req, early) = match frame::check(&buf[start..filled], frame_max) {
                 Ok((h, used)) => {
                     let raw = &buf[start + frame::HEADER_BYTES..start + used];
@@ -180,9 +191,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             buf.copy_within(start..filled, 0);
             (start, filled) = (0, filled - start);
         }
-        let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
-        if need > buf.len() {
-            buf.resize(need.max(READ_CHUNK_BYTES), 0);
+        let len = grown_len(buf.len(), start, filled, wanted);
+        if len > buf.len() {
+            buf.resize(len, 0);
         }
         match read_or_stop(&shard, &mut rd, &mut buf[filled..]).await {
             Ok(n) => filled += n,
@@ -209,6 +220,24 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             let _ = futures::io::AsyncWriteExt::close(&mut wr).await;
         }
     }
+}
+
+/// The read buffer's length for the next read, given `len` now, the
+/// unhandled bytes at `start..filled` and `wanted` bytes from `start` for
+/// the next frame: room for that frame, but grown with what has arrived
+/// (at most twice the bytes held, or `READ_CHUNK_BYTES`), never with
+/// what a frame header announces: memory follows the bytes a client
+/// actually sent, and a header alone announcing `--frame-bytes-max` costs
+/// nothing. Every read gets `READ_ROOM_MIN_BYTES` of room at least.
+fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
+    let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
+    if need <= len {
+        return len;
+    }
+    let arrived = (2 * filled)
+        .max(READ_CHUNK_BYTES)
+        .max(filled + READ_ROOM_MIN_BYTES);
+    need.min(arrived).max(len)
 }
 
 /// The partition a request reads or appends to, for a request that names
@@ -380,4 +409,64 @@ fn hello(shard: &Shard, req: &Request) -> Result<Response, Response> {
         inflight_requests_max: shard.config.inflight_requests_max as u32,
         broker_version: env!("CARGO_PKG_VERSION").to_string(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn a_header_alone_does_not_grow_the_buffer() {
+        // 116 bytes of a 16 MiB frame in the first read buffer.
+        assert_eq!(grown_len(READ_CHUNK_BYTES, 0, 116, 16 * MIB), READ_CHUNK_BYTES);
+    }
+
+    #[test]
+    fn the_buffer_grows_with_what_arrives_until_the_frame_fits() {
+        let (frame, mut len) = (16 * MIB, READ_CHUNK_BYTES);
+        let mut grows = 0;
+        while len < frame {
+            // The client sends everything it may: the buffer fills up.
+            let filled = len;
+            let next = grown_len(len, 0, filled, frame);
+            assert!(next > len, "grows once full");
+            assert!(next <= 2 * filled.max(READ_CHUNK_BYTES), "at most doubles");
+            assert!(next - filled >= READ_ROOM_MIN_BYTES, "room to read");
+            len = next;
+            grows += 1;
+        }
+        assert_eq!(len, frame, "never past the frame");
+        assert_eq!(grows, 6, "256 KiB doubled six times is 16 MiB");
+    }
+
+    #[test]
+    fn reads_always_get_room() {
+        for (len, start, filled, wanted) in [
+            (READ_CHUNK_BYTES, 0, READ_CHUNK_BYTES, 20),
+            (READ_CHUNK_BYTES, 100, READ_CHUNK_BYTES - 10, 16),
+            (4 * MIB, 0, 4 * MIB - 1, 4 * MIB),
+        ] {
+            let next = grown_len(len, start, filled, wanted);
+            assert!(next >= len);
+            assert!(
+                next - filled >= READ_ROOM_MIN_BYTES,
+                "{len} {start} {filled} {wanted}: {next}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hello_fits_before_the_handshake() {
+        let longest = Request::Hello(es_protocol::requests::hello::Hello {
+            min_version: 1,
+            max_version: 1,
+            client_id: "c".repeat(u16::MAX as usize),
+            api_key: "k".repeat(u16::MAX as usize),
+        })
+        .to_frame(0, false);
+        assert_eq!(longest.len(), HELLO_FRAME_BYTES_MAX);
+        assert!(frame::check(&longest, HELLO_FRAME_BYTES_MAX).is_ok());
+    }
 }
