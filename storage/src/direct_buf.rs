@@ -3,13 +3,11 @@
 //! through io_uring, or a [`PageBuf`] through the shard's disk threads
 //! (`disk_threads.rs`). Lives on the shard that owns the partition.
 
-use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
 
 use glommio::io::DmaFile;
 
-use crate::disk_threads::{DiskThreads, PageBuf, SyncAfter};
+use crate::disk_threads::{PageBuf, SyncAfter, ThreadedFile};
 use crate::{Result, StorageError};
 
 /// The aligned memory of one direct write: glommio's, for io_uring, or a
@@ -23,7 +21,7 @@ impl DirectBuf {
     /// `len` bytes (whole pages) that `fill` writes, for `file`'s writes.
     pub fn filled(
         file: &DmaFile,
-        threads: &Option<(DiskThreads, Arc<File>)>,
+        threads: &Option<ThreadedFile>,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> DirectBuf {
@@ -51,17 +49,17 @@ impl DirectBuf {
     }
 
     /// Writes the buffer at `pos` through the disk threads, which then
-    /// fdatasync the file at once ([`DiskThreads::write_then_sync`]).
+    /// fdatasync the file at once ([`ThreadedFile::write_then_sync`]).
     pub async fn write_then_sync(
         self,
-        threads: &(DiskThreads, Arc<File>),
+        threads: &ThreadedFile,
         path: &Path,
         pos: u64,
     ) -> Result<(usize, SyncAfter)> {
         let DirectBuf::Thread(buf) = self else {
             unreachable!("a disk thread's write has a thread's buffer");
         };
-        let (wrote, synced) = threads.0.write_then_sync(&threads.1, buf, pos).await;
+        let (wrote, synced) = threads.write_then_sync(buf, pos).await;
         let wrote = wrote.map_err(|e| StorageError::io(path, e))?;
         Ok((wrote, synced))
     }
@@ -70,7 +68,7 @@ impl DirectBuf {
     pub async fn write(
         self,
         file: &DmaFile,
-        threads: &Option<(DiskThreads, Arc<File>)>,
+        threads: &Option<ThreadedFile>,
         path: &Path,
         pos: u64,
     ) -> Result<usize> {
@@ -79,8 +77,8 @@ impl DirectBuf {
                 .write_at(buf, pos)
                 .await
                 .map_err(|e| StorageError::io(path, e)),
-            (DirectBuf::Thread(buf), Some((threads, dup))) => threads
-                .write_at(dup, buf, pos)
+            (DirectBuf::Thread(buf), Some(threads)) => threads
+                .write_at(buf, pos)
                 .await
                 .map_err(|e| StorageError::io(path, e)),
             (DirectBuf::Thread(_), None) => unreachable!("a thread's buffer goes with disk threads"),

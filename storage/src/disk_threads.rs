@@ -28,8 +28,9 @@
 
 use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
-use std::fs::File;
+use std::fs::File; // blocking-ok: its calls run on the disk threads, never on a shard
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 use std::rc::Rc;
@@ -145,8 +146,49 @@ enum Job {
 }
 
 /// The fdatasync a [`DiskThreads::write_then_sync`] started after its
-/// write: resolves when it ends. Dropping it does not stop the sync.
-pub(crate) type SyncAfter = oneshot::Receiver<io::Result<()>>;
+/// write. Dropping it does not stop the sync.
+pub(crate) struct SyncAfter(oneshot::Receiver<io::Result<()>>);
+
+impl SyncAfter {
+    /// The sync's result, once it has ended.
+    pub async fn ended(self) -> io::Result<()> {
+        self.0.await.unwrap_or_else(|_| Err(gone()))
+    }
+}
+
+/// A file the shard's disk threads write and sync: a duplicate of a
+/// segment writer's descriptor, and the threads. Lives on the shard.
+pub(crate) struct ThreadedFile {
+    threads: DiskThreads,
+    file: Arc<File>,
+}
+
+impl ThreadedFile {
+    /// `fd`, duplicated for this shard's disk threads; `None` when the
+    /// shard has none (its writes stay on io_uring).
+    pub fn dup_of(fd: BorrowedFd<'_>) -> io::Result<Option<ThreadedFile>> {
+        let Some(threads) = local() else {
+            return Ok(None);
+        };
+        let file = Arc::new(File::from(fd.try_clone_to_owned()?));
+        Ok(Some(ThreadedFile { threads, file }))
+    }
+
+    /// [`DiskThreads::write_at`] of this file.
+    pub async fn write_at(&self, buf: PageBuf, pos: u64) -> io::Result<usize> {
+        self.threads.write_at(&self.file, buf, pos).await
+    }
+
+    /// [`DiskThreads::write_then_sync`] of this file.
+    pub async fn write_then_sync(&self, buf: PageBuf, pos: u64) -> (io::Result<usize>, SyncAfter) {
+        self.threads.write_then_sync(&self.file, buf, pos).await
+    }
+
+    /// [`DiskThreads::fdatasync`] of this file.
+    pub async fn fdatasync(&self) -> io::Result<()> {
+        self.threads.fdatasync(&self.file).await
+    }
+}
 
 impl DiskThreads {
     fn start(max: usize, name: &str) -> io::Result<DiskThreads> {
@@ -217,6 +259,7 @@ impl DiskThreads {
     ) -> (io::Result<usize>, SyncAfter) {
         let (done, answer) = oneshot::channel();
         let (synced, sync_answer) = oneshot::channel();
+        let sync_answer = SyncAfter(sync_answer);
         if let Err(e) = self.submit(Job::WriteSync {
             file: file.clone(),
             buf,
@@ -461,7 +504,7 @@ mod tests {
                     .collect();
                 for (wrote, synced) in futures::future::join_all(jobs).await {
                     wrote.unwrap();
-                    synced.await.unwrap().unwrap();
+                    synced.ended().await.unwrap();
                 }
                 assert_eq!(threads.started(), 3);
             })
@@ -486,12 +529,13 @@ mod tests {
                 buf[..3].copy_from_slice(b"abc");
                 let (wrote, synced) = threads.write_then_sync(&file, buf, 0).await;
                 assert_eq!(wrote.unwrap(), PAGE_BYTES as usize);
-                synced.await.expect("answered").expect("synced");
+                synced.ended().await.expect("synced");
                 // A failed write: no sync, and the sync's answer says so.
                 let buf = PageBuf::zeroed(PAGE_BYTES as usize);
                 let (wrote, synced) = threads.write_then_sync(&read_only, buf, 0).await;
                 assert!(wrote.is_err());
-                assert!(synced.await.expect("answered").is_err());
+                let e = synced.ended().await.unwrap_err();
+                assert!(e.to_string().contains("the write before this sync failed"), "{e}");
             })
             .unwrap()
             .join()

@@ -761,7 +761,7 @@ impl SyncTarget for Shared {
             // Where the writes went through the shard's disk threads, so
             // does their sync (`disk_threads.rs`).
             let synced = match writer.as_ref().and_then(|w| w.disk_threads()) {
-                Some((threads, dup)) => threads.fdatasync(dup).await,
+                Some(threads) => threads.fdatasync().await,
                 None => file.fdatasync().await.map_err(std::io::Error::from),
             };
             self.synced(&path, upto, synced);
@@ -850,12 +850,7 @@ async fn write_loop(shared: Rc<Shared>) {
             // while the write ran.
             Some(synced) => {
                 let (owner, path, upto) = (shared.clone(), writer.path().to_path_buf(), job.end.0);
-                let sync = async move {
-                    let result = synced.await.unwrap_or_else(|_| {
-                        Err(std::io::Error::other("the shard's disk threads have stopped"))
-                    });
-                    owner.synced(&path, upto, result);
-                };
+                let sync = async move { owner.synced(&path, upto, synced.ended().await) };
                 shared.batcher.adopt(target, job.appends, Box::pin(sync));
             }
             None => shared.batcher.mark_dirty(target, job.appends),

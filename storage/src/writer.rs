@@ -30,17 +30,15 @@
 //! a direct write covers, before and after the write.
 
 use std::cell::RefCell;
-use std::fs::File;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use crate::direct_buf::DirectBuf;
-use crate::disk_threads::{self, DiskThreads, SyncAfter};
+use crate::disk_threads::{SyncAfter, ThreadedFile};
 use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
@@ -59,7 +57,7 @@ pub(crate) enum SegmentWriter {
         path: PathBuf,
         /// The shard's disk threads and a duplicate of `file`'s descriptor
         /// for them, when the shard started any.
-        threads: Option<(DiskThreads, Arc<File>)>,
+        threads: Option<ThreadedFile>,
     },
     Buffered {
         file: Rc<BufferedFile>,
@@ -124,15 +122,9 @@ impl SegmentWriter {
             let _ = file.close().await;
             return Ok(buffered_writer(buffered));
         }
-        let threads = match disk_threads::local() {
-            None => None,
-            Some(threads) => {
-                // SAFETY: `file` is open for the whole of this call.
-                let fd = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
-                let dup = fd.try_clone_to_owned().map_err(|e| StorageError::io(path, e))?;
-                Some((threads, Arc::new(File::from(dup))))
-            }
-        };
+        // SAFETY: `file` is open for the whole of this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
+        let threads = ThreadedFile::dup_of(fd).map_err(|e| StorageError::io(path, e))?;
         let floor = page_floor(written);
         let mut recent = RecentWrites::new(floor, recent_bytes);
         if floor < written {
@@ -287,7 +279,7 @@ impl SegmentWriter {
     /// The shard's disk threads and this writer's descriptor for them, when
     /// its direct writes go through them (then so do the partition's
     /// fdatasyncs).
-    pub(crate) fn disk_threads(&self) -> Option<&(DiskThreads, Arc<File>)> {
+    pub(crate) fn disk_threads(&self) -> Option<&ThreadedFile> {
         match self {
             SegmentWriter::Direct { threads, .. } => threads.as_ref(),
             SegmentWriter::Buffered { .. } => None,
@@ -302,7 +294,7 @@ impl SegmentWriter {
 #[allow(clippy::too_many_arguments)]
 async fn write_range(
     file: &DmaFile,
-    threads: &Option<(DiskThreads, Arc<File>)>,
+    threads: &Option<ThreadedFile>,
     path: &Path,
     recent: &RefCell<RecentWrites>,
     parts: &[Vec<u8>],
