@@ -89,7 +89,7 @@ pub enum Op {
 #[derive(Debug)]
 pub enum Payload {
     Records(Vec<Record>),
-    Batch(Vec<u8>, Option<es_storage::EarlyTicket>),
+    Batch(es_storage::BatchBuf, Option<es_storage::EarlyTicket>),
 }
 
 impl Payload {

@@ -4,17 +4,18 @@
 //! (`disk_threads.rs`). Lives on the shard that owns the partition.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use glommio::io::DmaFile;
 
-use crate::disk_threads::{PageBuf, SyncAfter, ThreadedFile};
+use crate::disk_threads::{PageBuf, SyncAfter, ThreadedFile, WriteBuf};
 use crate::{Result, StorageError};
 
 /// The aligned memory of one direct write: glommio's, for io_uring, or a
-/// [`PageBuf`] that may cross to a disk thread.
+/// [`WriteBuf`] that may cross to a disk thread.
 pub(crate) enum DirectBuf {
     Uring(glommio::io::DmaBuffer),
-    Thread(PageBuf),
+    Thread(WriteBuf),
 }
 
 impl DirectBuf {
@@ -36,9 +37,15 @@ impl DirectBuf {
                 // every byte (asserted by its callers' arithmetic).
                 let mut buf = PageBuf::for_write(len);
                 fill(&mut buf);
-                DirectBuf::Thread(buf)
+                DirectBuf::Thread(WriteBuf::Own(buf))
             }
         }
+    }
+
+    /// Pages `range` of `pages`, written as they lie (no copy): only
+    /// through disk threads.
+    pub fn shared(pages: &Arc<PageBuf>, range: std::ops::Range<usize>) -> DirectBuf {
+        DirectBuf::Thread(WriteBuf::shared(pages, range))
     }
 
     pub fn len(&self) -> usize {

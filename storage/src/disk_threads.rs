@@ -30,6 +30,7 @@ use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
 use std::fs::File; // blocking-ok: its calls run on the disk threads, never on a shard
 use std::io;
+use std::ops::Range;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
@@ -125,10 +126,10 @@ struct Pool {
 enum Job {
     Write {
         file: Arc<File>,
-        buf: PageBuf,
+        buf: WriteBuf,
         pos: u64,
         /// The result, and the buffer back for reuse.
-        done: oneshot::Sender<(io::Result<usize>, PageBuf)>,
+        done: oneshot::Sender<(io::Result<usize>, WriteBuf)>,
     },
     Sync {
         file: Arc<File>,
@@ -138,9 +139,9 @@ enum Job {
     /// the file: two answers.
     WriteSync {
         file: Arc<File>,
-        buf: PageBuf,
+        buf: WriteBuf,
         pos: u64,
-        done: oneshot::Sender<(io::Result<usize>, PageBuf)>,
+        done: oneshot::Sender<(io::Result<usize>, WriteBuf)>,
         synced: oneshot::Sender<io::Result<()>>,
     },
 }
@@ -175,12 +176,12 @@ impl ThreadedFile {
     }
 
     /// [`DiskThreads::write_at`] of this file.
-    pub async fn write_at(&self, buf: PageBuf, pos: u64) -> io::Result<usize> {
+    pub async fn write_at(&self, buf: WriteBuf, pos: u64) -> io::Result<usize> {
         self.threads.write_at(&self.file, buf, pos).await
     }
 
     /// [`DiskThreads::write_then_sync`] of this file.
-    pub async fn write_then_sync(&self, buf: PageBuf, pos: u64) -> (io::Result<usize>, SyncAfter) {
+    pub async fn write_then_sync(&self, buf: WriteBuf, pos: u64) -> (io::Result<usize>, SyncAfter) {
         self.threads.write_then_sync(&self.file, buf, pos).await
     }
 
@@ -229,7 +230,7 @@ impl DiskThreads {
 
     /// Writes all of `buf` at `pos` of `file` (opened with `O_DIRECT`: the
     /// buffer and position are page aligned); returns the bytes written.
-    pub async fn write_at(&self, file: &Arc<File>, buf: PageBuf, pos: u64) -> io::Result<usize> {
+    pub async fn write_at(&self, file: &Arc<File>, buf: WriteBuf, pos: u64) -> io::Result<usize> {
         let (done, answer) = oneshot::channel();
         self.submit(Job::Write {
             file: file.clone(),
@@ -254,7 +255,7 @@ impl DiskThreads {
     pub async fn write_then_sync(
         &self,
         file: &Arc<File>,
-        buf: PageBuf,
+        buf: WriteBuf,
         pos: u64,
     ) -> (io::Result<usize>, SyncAfter) {
         let (done, answer) = oneshot::channel();
@@ -393,6 +394,47 @@ pub(crate) struct PageBuf {
 // SAFETY: `PageBuf` owns its allocation outright (like a `Vec<u8>`); the
 // pointer is never shared.
 unsafe impl Send for PageBuf {}
+// SAFETY: a shared `&PageBuf` only reads (like a `&Vec<u8>`).
+unsafe impl Sync for PageBuf {}
+
+/// What a disk thread writes: a page buffer of the write's own, or whole
+/// pages of a shared one that the write only reads (a batch received
+/// straight into page-aligned memory: `batch_buf.rs`).
+pub(crate) enum WriteBuf {
+    Own(PageBuf),
+    Shared(Arc<PageBuf>, Range<usize>),
+}
+
+impl WriteBuf {
+    /// Pages `range` of `pages` (page aligned, whole pages).
+    pub fn shared(pages: &Arc<PageBuf>, range: Range<usize>) -> WriteBuf {
+        let page = PAGE_BYTES as usize;
+        assert!(
+            range.start.is_multiple_of(page) && range.end.is_multiple_of(page) && range.start < range.end,
+            "a shared write is whole pages"
+        );
+        assert!(range.end <= pages.len(), "a shared write lies inside its buffer");
+        WriteBuf::Shared(pages.clone(), range)
+    }
+
+    /// Keeps an own buffer for this shard's next write (see
+    /// [`PageBuf::for_write`]); a shared one is let go.
+    fn recycle(self) {
+        if let WriteBuf::Own(buf) = self {
+            buf.recycle();
+        }
+    }
+}
+
+impl std::ops::Deref for WriteBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            WriteBuf::Own(buf) => buf,
+            WriteBuf::Shared(pages, range) => &pages[range.clone()],
+        }
+    }
+}
 
 impl PageBuf {
     /// `len` bytes (a positive multiple of a page), all zero.
@@ -416,20 +458,52 @@ impl PageBuf {
     }
 
     fn with_capacity(len: usize, capacity: usize) -> PageBuf {
-        assert!(
-            len > 0 && (len as u64).is_multiple_of(PAGE_BYTES) && len <= capacity,
-            "a page buffer is whole pages"
-        );
-        let layout = Layout::from_size_align(capacity, PAGE_BYTES as usize).expect("a valid page layout");
+        let layout = PageBuf::layout(len, capacity);
         // SAFETY: `layout` has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         PageBuf { ptr, layout, len }
     }
 
+    /// `len` bytes (a positive multiple of a page) as the allocator left
+    /// them: for memory that is about to be filled anyway (zeroing a
+    /// megabyte first costs as much as copying it).
+    ///
+    /// # Safety
+    /// Every byte must be written through [`as_mut_ptr`](PageBuf::as_mut_ptr)
+    /// before the buffer is read or borrowed as a slice (`Deref`,
+    /// `DerefMut`), which assume initialized bytes.
+    pub unsafe fn uninit(len: usize) -> PageBuf {
+        let layout = PageBuf::layout(len, len);
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        PageBuf { ptr, layout, len }
+    }
+
+    fn layout(len: usize, capacity: usize) -> Layout {
+        assert!(
+            len > 0 && (len as u64).is_multiple_of(PAGE_BYTES) && len <= capacity,
+            "a page buffer is whole pages"
+        );
+        Layout::from_size_align(capacity, PAGE_BYTES as usize).expect("a valid page layout")
+    }
+
+    /// The first byte, for writes into memory not initialized yet
+    /// ([`uninit`](PageBuf::uninit)).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The first byte, for reads of the initialized part of memory that
+    /// is not all initialized yet ([`uninit`](PageBuf::uninit)).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
     /// Keeps the buffer for this shard's next write, if it is of the
     /// pooled size and the pool has room; else frees it.
-    fn recycle(self) {
+    pub(crate) fn recycle(self) {
         if self.layout.size() == POOLED_BUF_BYTES {
             POOL.with(|p| {
                 let mut pool = p.borrow_mut();
@@ -445,7 +519,8 @@ impl std::ops::Deref for PageBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: the allocation holds `layout.size() >= len` initialized
-        // bytes (zeroed at birth) and lives as long as `self`.
+        // bytes (zeroed at birth, or written before this per `uninit`'s
+        // contract) and lives as long as `self`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -459,7 +534,8 @@ impl std::ops::DerefMut for PageBuf {
 
 impl Drop for PageBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
+        // SAFETY: allocated in `with_capacity` or `uninit` with this very
+        // layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -500,7 +576,9 @@ mod tests {
                 // fdatasync of real bytes, far slower than queueing them):
                 // more threads, never more than the count.
                 let jobs: Vec<_> = (0..8u64)
-                    .map(|i| threads.write_then_sync(&file, PageBuf::zeroed(256 << 10), i << 18))
+                    .map(|i| {
+                        threads.write_then_sync(&file, WriteBuf::Own(PageBuf::zeroed(256 << 10)), i << 18)
+                    })
                     .collect();
                 for (wrote, synced) in futures::future::join_all(jobs).await {
                     wrote.unwrap();
@@ -527,12 +605,12 @@ mod tests {
                 let threads = local().expect("started");
                 let mut buf = PageBuf::zeroed(PAGE_BYTES as usize);
                 buf[..3].copy_from_slice(b"abc");
-                let (wrote, synced) = threads.write_then_sync(&file, buf, 0).await;
+                let (wrote, synced) = threads.write_then_sync(&file, WriteBuf::Own(buf), 0).await;
                 assert_eq!(wrote.unwrap(), PAGE_BYTES as usize);
                 synced.ended().await.expect("synced");
                 // A failed write: no sync, and the sync's answer says so.
                 let buf = PageBuf::zeroed(PAGE_BYTES as usize);
-                let (wrote, synced) = threads.write_then_sync(&read_only, buf, 0).await;
+                let (wrote, synced) = threads.write_then_sync(&read_only, WriteBuf::Own(buf), 0).await;
                 assert!(wrote.is_err());
                 let e = synced.ended().await.unwrap_err();
                 assert!(e.to_string().contains("the write before this sync failed"), "{e}");
@@ -602,7 +680,13 @@ mod tests {
                 let threads = local().expect("started");
                 let mut buf = PageBuf::zeroed(2 * PAGE_BYTES as usize);
                 buf[..5].copy_from_slice(b"hello");
-                assert_eq!(threads.write_at(&file, buf, PAGE_BYTES).await.unwrap(), 8192);
+                assert_eq!(
+                    threads
+                        .write_at(&file, WriteBuf::Own(buf), PAGE_BYTES)
+                        .await
+                        .unwrap(),
+                    8192
+                );
                 threads.fdatasync(&file).await.unwrap();
             })
             .unwrap()

@@ -8,6 +8,7 @@
 //! format byte by byte, the durability contract and the cleanup protocols.
 
 pub mod batch;
+mod batch_buf;
 mod cached;
 mod cleanup;
 mod cold;
@@ -38,6 +39,7 @@ mod tier;
 mod watermark;
 mod writer;
 
+pub use batch_buf::{BatchBuf, ReceivingBatch};
 pub use cleanup::CleanupReport;
 pub use cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 pub use cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};

@@ -24,6 +24,7 @@ use std::rc::Rc;
 use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchHeader};
+use crate::batch_buf::BatchBuf;
 use crate::compaction::CompactionState;
 use crate::dirs;
 use crate::early::{EarlyState, EarlyTicket, EarlyWrite, Prewritten};
@@ -104,7 +105,7 @@ pub(crate) struct Inner {
 struct Pending {
     segment: Offset,
     position: u64,
-    parts: Vec<Vec<u8>>,
+    parts: Vec<BatchBuf>,
     len: u64,
     end: Offset,
     appends: u64,
@@ -351,7 +352,12 @@ impl PartitionLog {
     /// pages while it arrived, if one did ([`begin_early`]).
     ///
     /// [`begin_early`]: PartitionLog::begin_early
-    pub fn append_batch_placed(&self, batch: Vec<u8>, early: Option<EarlyTicket>) -> Result<Appended> {
+    pub fn append_batch_placed(
+        &self,
+        batch: impl Into<BatchBuf>,
+        early: Option<EarlyTicket>,
+    ) -> Result<Appended> {
+        let batch = batch.into();
         let (header, keyless) = batch::check_produced(&batch)
             .map_err(|e| StorageError::Invalid(format!("produced batch: {e}")))?;
         self.place_with(
@@ -367,9 +373,27 @@ impl PartitionLog {
         )
     }
 
+    /// Where within its page a batch of `len` bytes placed now would
+    /// start: the offset a large batch is received at so that it lies in
+    /// memory as in the file (`ReceivingBatch`). A guess for a batch still
+    /// arriving: whatever is placed first moves it.
+    pub fn next_in_page_offset(&self, len: usize) -> usize {
+        let inner = self.shared.inner.borrow();
+        let config = self.shared.config.borrow();
+        let active = inner.segments.values().next_back().expect("one segment at least");
+        if !active.is_empty() && must_roll(active, len as u64, &config) {
+            return 0;
+        }
+        (active.dirty_bytes % crate::recent::PAGE_BYTES) as usize
+    }
+
     /// Like [`append_batch_placed`](PartitionLog::append_batch_placed),
     /// returning once the batch is fsynced.
-    pub async fn append_batch_durable(&self, batch: Vec<u8>, early: Option<EarlyTicket>) -> Result<Appended> {
+    pub async fn append_batch_durable(
+        &self,
+        batch: impl Into<BatchBuf>,
+        early: Option<EarlyTicket>,
+    ) -> Result<Appended> {
         let appended = self.append_batch_placed(batch, early)?;
         self.wait_durable(appended.next_offset).await?;
         Ok(appended)
@@ -421,7 +445,7 @@ impl PartitionLog {
         self.place_with(len, records.len(), keyless, None, |base| {
             let mut out = Vec::with_capacity(len);
             batch::encode(base, records, producer, &mut out);
-            out
+            BatchBuf::from(out)
         })
     }
 
@@ -435,7 +459,7 @@ impl PartitionLog {
         count: usize,
         keyless: bool,
         early: Option<EarlyTicket>,
-        make: impl FnOnce(Offset) -> Vec<u8>,
+        make: impl FnOnce(Offset) -> BatchBuf,
     ) -> Result<Appended> {
         let shared = &self.shared;
         let mut inner = shared.inner.borrow_mut();
@@ -481,7 +505,9 @@ impl PartitionLog {
         let position = seg.dirty_bytes;
         let prewritten = early_state.place(early, seg.base, position);
         // A batch written early starts a write of its own, so that the
-        // pages it skips are its own.
+        // pages it skips are its own. Any other joins a write not started
+        // yet (one that lies in memory as in the file is then copied like
+        // the rest: one larger write beats two).
         let joins_tail = prewritten.is_none()
             && pending
                 .back()

@@ -37,6 +37,7 @@ use std::rc::Rc;
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
+use crate::batch_buf::{BatchBuf, Pages};
 use crate::direct_buf::DirectBuf;
 use crate::disk_threads::{SyncAfter, ThreadedFile};
 use crate::early::Prewritten;
@@ -165,30 +166,41 @@ impl SegmentWriter {
     pub(crate) async fn write(
         &self,
         recent: &RefCell<RecentWrites>,
-        parts: Vec<Vec<u8>>,
+        mut parts: Vec<BatchBuf>,
         pos: u64,
         early: Option<Prewritten>,
         sync_after: bool,
     ) -> Result<Option<SyncAfter>> {
         let mut started_sync = None;
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
-        let len: usize = parts.iter().map(Vec::len).sum();
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let end = pos + len as u64;
         match self {
             SegmentWriter::Buffered { file, path } => {
                 assert!(early.is_none(), "only direct writers write early");
                 // The page cache holds what this writes: nothing to keep.
                 let bytes = if parts.len() == 1 {
-                    parts.into_iter().next().expect("one part")
+                    parts.pop().expect("one part").into_vec()
                 } else {
-                    parts.concat()
+                    parts.iter().flat_map(|p| p.iter().copied()).collect()
                 };
                 segment::write_all(file, path, bytes, pos).await?;
                 recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path, threads } => {
+                // One batch in page-aligned memory that lies as the file's
+                // pages will: written as it lies, through disk threads.
+                let paged = parts.len() == 1 && parts[0].in_page_head().is_some();
+                let pages = match threads {
+                    Some(_) if paged => in_place(&mut parts, &earlier_bytes(recent, pos)),
+                    _ => None,
+                };
+                let source = match &pages {
+                    Some(pages) => Source::Pages(pages, page_floor(pos)),
+                    None => Source::Parts(&parts),
+                };
                 let range =
-                    |from, to, sync| write_range(file, threads, path, recent, &parts, pos, from, to, sync);
+                    |from, to, sync| write_range(file, threads, path, recent, &source, pos, from, to, sync);
                 match early {
                     None => started_sync = range(pos, end, sync_after).await?,
                     Some(p) => {
@@ -210,10 +222,13 @@ impl SegmentWriter {
                     }
                 }
                 let mut recent = recent.borrow_mut();
+                if let Some(pages) = pages {
+                    recent.push(pos, bytes::Bytes::from_owner(pages));
+                }
                 let mut at = pos;
                 for part in parts {
                     let n = part.len() as u64;
-                    recent.push(at, bytes::Bytes::from(part));
+                    recent.push(at, part.into_bytes());
                     at += n;
                 }
             }
@@ -287,7 +302,43 @@ impl SegmentWriter {
     }
 }
 
-/// Writes the file positions `[from, to)` of a direct write of `parts` at
+/// The bytes of a direct write: its batches, copied into an aligned
+/// buffer per write, or one batch's own pages (`batch_buf.rs`), the first
+/// at this file position, written as they lie.
+enum Source<'a> {
+    Parts(&'a [BatchBuf]),
+    Pages(&'a Pages, u64),
+}
+
+/// The pages of the one batch in `parts`, which lies in page-aligned
+/// memory, if it lies as in the file: `before`, the bytes before it in its
+/// first page, say where that is. Counted either way
+/// (`es_paged_batch_writes_total`: how often a batch received where the
+/// log was expected to end landed there).
+fn in_place(parts: &mut Vec<BatchBuf>, before: &[u8]) -> Option<Pages> {
+    match parts.pop().expect("one part").into_pages(before) {
+        Ok(pages) => {
+            metrics::counter!("es_paged_batch_writes_total", "outcome" => "in_place").increment(1);
+            Some(pages)
+        }
+        Err(batch) => {
+            metrics::counter!("es_paged_batch_writes_total", "outcome" => "copied").increment(1);
+            parts.push(batch);
+            None
+        }
+    }
+}
+
+/// The bytes before `pos` in its page: earlier writes', held in `recent`.
+fn earlier_bytes(recent: &RefCell<RecentWrites>, pos: u64) -> Vec<u8> {
+    let floor = page_floor(pos);
+    let mut held = Vec::with_capacity((pos - floor) as usize);
+    recent.borrow().copy_range(floor, pos, &mut held);
+    assert_eq!(held.len() as u64, pos - floor, "the partial page is held whole");
+    held
+}
+
+/// Writes the file positions `[from, to)` of a direct write of `source` at
 /// `pos` (`pos <= from <= to <= pos + len`), whole pages: a partial first
 /// page starts with the bytes `recent` holds before `pos`, a partial last
 /// page ends in zeros.
@@ -297,7 +348,7 @@ async fn write_range(
     threads: &Option<ThreadedFile>,
     path: &Path,
     recent: &RefCell<RecentWrites>,
-    parts: &[Vec<u8>],
+    source: &Source<'_>,
     pos: u64,
     from: u64,
     to: u64,
@@ -310,20 +361,25 @@ async fn write_range(
         let head = (at - floor) as usize;
         let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
         let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
-        let buf = DirectBuf::filled(file, threads, total, |page| {
-            // The partial page: bytes of earlier writes (held in `recent`),
-            // then this write's bytes up to `at`.
-            let from_parts = floor.max(pos);
-            let skip = (from_parts - floor) as usize;
-            if floor < from_parts {
-                let mut held = Vec::with_capacity(skip);
-                recent.borrow().copy_range(floor, from_parts, &mut held);
-                assert_eq!(held.len(), skip, "the partial page is held whole");
-                page[..skip].copy_from_slice(&held);
+        let buf = match source {
+            // Its first page already holds the earlier bytes, its last
+            // page ends in zeros (`ReceivingBatch`).
+            Source::Pages(pages, first) => {
+                let at = (floor - first) as usize;
+                DirectBuf::shared(&pages.pages, at..at + total)
             }
-            copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
-            page[head + n..].fill(0);
-        });
+            Source::Parts(parts) => DirectBuf::filled(file, threads, total, |page| {
+                // The partial page: bytes of earlier writes (held in
+                // `recent`), then this write's bytes up to `at`.
+                let from_parts = floor.max(pos);
+                let skip = (from_parts - floor) as usize;
+                if floor < from_parts {
+                    page[..skip].copy_from_slice(&earlier_bytes(recent, from_parts));
+                }
+                copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
+                page[head + n..].fill(0);
+            }),
+        };
         let last = at + n as u64 >= to;
         let wrote = match threads {
             Some(threads) if last && sync_after => {
@@ -341,7 +397,7 @@ async fn write_range(
 
 /// Copies `out.len()` bytes of the concatenation of `parts`, from byte
 /// `from` on, into `out`.
-fn copy_out(parts: &[Vec<u8>], mut from: usize, out: &mut [u8]) {
+fn copy_out(parts: &[BatchBuf], mut from: usize, out: &mut [u8]) {
     let mut filled = 0;
     for part in parts {
         if filled == out.len() {

@@ -10,6 +10,7 @@ use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
 use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response, PROTOCOL_VERSION};
+use es_storage::ReceivingBatch;
 use futures::io::AsyncReadExt;
 use futures::FutureExt;
 use glommio::channels::local_channel;
@@ -18,6 +19,7 @@ use glommio::sync::Semaphore;
 
 use super::affinity::Affinity;
 use super::early::EarlyFeed;
+use super::handler::Incoming;
 use super::outgoing::Outgoing;
 use crate::error::ApiError;
 use crate::message::{Op, Reply};
@@ -35,8 +37,10 @@ const READ_ROOM_MIN_BYTES: usize = 64 << 10;
 /// client may not announce more than a Hello can be.
 const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16::MAX as usize);
 /// A ProduceBatch frame at least this large has its batch read straight
-/// into a buffer of its own, which storage then queues as it is: no copy
-/// out of the read buffer. Below it, copying is cheaper than a buffer.
+/// into page-aligned memory of its own (es-storage's `ReceivingBatch`),
+/// which storage then queues, and writes, as it is: no copy out of the
+/// read buffer, none into a write buffer. Below it, copying is cheaper
+/// than a buffer.
 const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
 /// While a large batch arrives and the socket holds nothing, the read that
 /// waits for more takes at most this much (zeroed first); whatever else
@@ -104,13 +108,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             } else {
                 frame_max.min(HELLO_FRAME_BYTES_MAX)
             };
-            let (id, gzip, req, early) = match frame::check(&buf[start..filled], frame_max) {
+            let (id, gzip, incoming) = match frame::check(&buf[start..filled], frame_max) {
                 Ok((h, used)) => {
                     let raw = &buf[start + frame::HEADER_BYTES..start + used];
                     start += used;
                     let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
                     match decode_request(&h, raw, frame_max) {
-                        Ok(r) => (h.request_id, gzip, r, None),
+                        Ok(r) => (h.request_id, gzip, Incoming::Request(r)),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     }
                 }
@@ -118,30 +122,34 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     let Some(big) = large_batch(&buf[start..filled], frame_max) else {
                         break needed;
                     };
-                    // The batch's bytes go into a buffer of its own: those
-                    // already read, then the rest straight from the socket,
-                    // its pages written early as they arrive (early.rs).
+                    // The batch's bytes go into page-aligned memory of its
+                    // own, at the offset in a page where the partition's
+                    // log ends: those already read, then the rest straight
+                    // from the socket, its pages written early as they
+                    // arrive (early.rs).
                     let receiving = std::time::Instant::now();
+                    // Requests read before this one (a pipelining producer)
+                    // are placed first: then the log ends where this batch
+                    // will land.
+                    futures_lite::future::yield_now().await;
                     let mut early = EarlyFeed::new(&shard, &big.topic, big.partition, big.batch_len);
-                    let mut batch = Vec::with_capacity(big.batch_len);
+                    let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    if let Err(end) =
-                        read_rest(&shard, &mut rd, fd, &mut batch, big.batch_len, &mut early).await
-                    {
+                    if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, &mut early).await {
                         break 'conn end;
                     }
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
-                    match ProduceBatch::from_parts(big.topic, big.partition, batch) {
-                        Ok(pb) => (id, false, Request::ProduceBatch(pb), early.into_write()),
+                    match ProduceBatch::from_parts(big.topic, big.partition, batch.finish()) {
+                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write())),
                         Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
                     }
                 }
                 Err(e) => break 'conn refuse_frame(&buf[start..filled], e),
             };
             if !handshaken {
-                match hello(&shard, &req) {
+                match hello(&shard, incoming.request()) {
                     Ok(ok) => {
                         handshaken = true;
                         if tx.send(Outgoing::frame(ok.to_frame(id, false))).await.is_err() {
@@ -152,13 +160,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     Err(resp) => break 'conn End::Refused(id, resp),
                 }
             }
-            if matches!(req, Request::Hello(_)) {
+            if matches!(incoming.request(), Some(Request::Hello(_))) {
                 break 'conn End::Refused(
                     id,
                     Response::error(ErrorCode::HANDSHAKE_REQUIRED, "Hello may only be the first frame"),
                 );
             }
-            if let Some((topic, partition)) = partition_of(&req) {
+            if let Some((topic, partition)) = incoming.partition() {
                 affinity.note(shard.owner(topic, partition), shard.id);
             }
             let permit = permits
@@ -168,7 +176,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 .expect("semaphore never closes");
             let (shard, tx) = (shard.clone(), tx.clone());
             glommio::spawn_local(async move {
-                let out = super::handler::handle(&shard, req, id, gzip, early).await;
+                let out = super::handler::handle(&shard, incoming, id, gzip).await;
                 let _ = tx.send(out).await;
                 drop(permit);
             })
@@ -240,16 +248,6 @@ fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
     need.min(arrived).max(len)
 }
 
-/// The partition a request reads or appends to, for a request that names
-/// exactly one.
-fn partition_of(req: &Request) -> Option<(&str, u32)> {
-    match req {
-        Request::ProduceBatch(pb) => Some((&pb.topic, pb.partition)),
-        Request::Fetch(f) => Some((&f.topic, f.partition)),
-        _ => None,
-    }
-}
-
 /// Hands the connection's socket (every request answered, nothing left to
 /// write) and its unhandled bytes to shard `to`.
 async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) {
@@ -286,9 +284,9 @@ async fn read_or_stop(
     }
 }
 
-/// Reads until `batch` holds `len` bytes: what the socket holds goes
-/// straight into `batch`'s spare capacity (never zero-filled); when it holds
-/// nothing, waits through the stream for the next bytes, reading at most
+/// Reads until `batch` is whole: what the socket holds goes straight into
+/// the bytes it lacks (never zero-filled); when it holds nothing, waits
+/// through the stream for the next bytes, reading at most
 /// `WAIT_READ_BYTES` of them there (the only part zeroed first). Before
 /// each wait, `early` writes what has arrived (early.rs): a batch that is
 /// already in the socket is read whole and written once.
@@ -296,20 +294,17 @@ async fn read_rest(
     shard: &Shard,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     fd: RawFd,
-    batch: &mut Vec<u8>,
-    len: usize,
+    batch: &mut ReceivingBatch,
     early: &mut EarlyFeed,
 ) -> Result<(), End> {
-    while batch.len() < len {
-        match super::recv::recv_spare(fd, batch, len) {
+    while batch.filled_len() < batch.len() {
+        match super::recv::recv_batch(fd, batch) {
             Ok(0) => return Err(End::Eof),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                early.arrived(batch);
-                let at = batch.len();
-                batch.resize(at + (len - at).min(WAIT_READ_BYTES), 0);
-                let n = read_or_stop(shard, rd, &mut batch[at..]).await?;
-                batch.truncate(at + n);
+                early.arrived(batch.filled());
+                let n = read_or_stop(shard, rd, batch.unfilled_zeroed(WAIT_READ_BYTES)).await?;
+                batch.received(n);
             }
             Err(_) => return Err(End::Eof),
         }
@@ -386,8 +381,8 @@ fn refuse_frame(buf: &[u8], e: DecodeError) -> End {
 }
 
 /// The handshake: the first frame must be a Hello with a version we speak.
-fn hello(shard: &Shard, req: &Request) -> Result<Response, Response> {
-    let Request::Hello(h) = req else {
+fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response> {
+    let Some(Request::Hello(h)) = req else {
         return Err(Response::error(
             ErrorCode::HANDSHAKE_REQUIRED,
             "the first frame must be a Hello",

@@ -15,18 +15,20 @@ use crate::shard::Shard;
 /// One large batch arriving on a connection, and its early write once the
 /// batch header has shown it can have one.
 pub struct EarlyFeed {
-    /// The partition's log, until the batch header has arrived.
+    /// The partition's log, until the batch header has arrived (with
+    /// `--early-writes`).
     log: Option<PartitionLog>,
     len: usize,
     write: Option<EarlyWrite>,
+    /// Where in its page the batch will start if nothing else is placed
+    /// first (0 when the partition lives on another shard).
+    in_page: usize,
 }
 
 impl EarlyFeed {
     /// A batch of `len` bytes for `partition` of `topic` starts arriving.
     pub fn new(shard: &Shard, topic: &str, partition: u32, len: usize) -> EarlyFeed {
-        let local = shard.config.early_writes
-            && shard.owner(topic, partition) == shard.id
-            && !shard.is_shutting_down();
+        let local = shard.owner(topic, partition) == shard.id && !shard.is_shutting_down();
         let log = local
             .then(|| {
                 shard
@@ -36,11 +38,19 @@ impl EarlyFeed {
                     .map(|o| o.log.clone())
             })
             .flatten();
+        let in_page = log.as_ref().map_or(0, |l| l.next_in_page_offset(len));
         EarlyFeed {
-            log,
+            log: log.filter(|_| shard.config.early_writes),
             len,
             write: None,
+            in_page,
         }
+    }
+
+    /// Where in its page the batch is expected to start: receive it there
+    /// (es-storage's `ReceivingBatch`) and it is written as it lies.
+    pub fn in_page_offset(&self) -> usize {
+        self.in_page
     }
 
     /// The batch's first `batch.len()` bytes have arrived and the rest is

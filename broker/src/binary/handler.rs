@@ -10,7 +10,7 @@ use es_protocol::requests::produce::ProduceOk;
 use es_protocol::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
 use es_protocol::{Kind, Request, Response};
 
-use es_storage::EarlyWrite;
+use es_storage::{BatchBuf, EarlyWrite};
 
 use crate::admin::{self, CreateTopic};
 use crate::error::ApiError;
@@ -22,21 +22,50 @@ use crate::shard::Shard;
 
 use super::outgoing::Outgoing;
 
+/// A request as a connection's read loop hands it over.
+pub enum Incoming {
+    /// Decoded from a whole frame.
+    Request(Request),
+    /// A large ProduceBatch whose batch was received into page-aligned
+    /// memory (es-storage's `ReceivingBatch`), with the early write of its
+    /// pages (early.rs) if one ran: kept until the batch is placed.
+    Batch(ProduceBatch<BatchBuf>, Option<EarlyWrite>),
+}
+
+impl Incoming {
+    /// The decoded request, if it is one.
+    pub fn request(&self) -> Option<&Request> {
+        match self {
+            Incoming::Request(r) => Some(r),
+            Incoming::Batch(..) => None,
+        }
+    }
+
+    /// The partition it reads or appends to, for a request that names
+    /// exactly one.
+    pub fn partition(&self) -> Option<(&str, u32)> {
+        match self {
+            Incoming::Request(Request::ProduceBatch(pb)) => Some((&pb.topic, pb.partition)),
+            Incoming::Request(Request::Fetch(f)) => Some((&f.topic, f.partition)),
+            Incoming::Request(_) => None,
+            Incoming::Batch(pb, _) => Some((&pb.topic, pb.partition)),
+        }
+    }
+}
+
 /// Runs one request and frames its answer (or its error) for the writer.
-/// `early`: the early write of a large ProduceBatch's pages (early.rs),
-/// kept until the batch is placed.
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: Request,
-    request_id: u64,
-    gzip: bool,
-    early: Option<EarlyWrite>,
-) -> Outgoing {
+pub async fn handle(shard: &Rc<Shard>, incoming: Incoming, request_id: u64, gzip: bool) -> Outgoing {
     let started = Instant::now();
-    let endpoint = endpoint(&req);
-    let answer = match req {
-        Request::Fetch(f) => Box::pin(fetch(shard, f, request_id, gzip)).await,
-        other => run(shard, other, early)
+    let endpoint = match &incoming {
+        Incoming::Request(req) => endpoint(req),
+        Incoming::Batch(..) => "produce_batch",
+    };
+    let answer = match incoming {
+        Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip)).await,
+        Incoming::Request(other) => run(shard, other)
+            .await
+            .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
+        Incoming::Batch(pb, early) => Box::pin(produce_batch(shard, pb, early))
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
     };
@@ -112,7 +141,7 @@ fn endpoint(req: &Request) -> &'static str {
 /// sooner would void its early write.
 async fn produce_batch(
     shard: &Rc<Shard>,
-    pb: ProduceBatch,
+    pb: ProduceBatch<BatchBuf>,
     early: Option<EarlyWrite>,
 ) -> Result<Response, ApiError> {
     let meta = admin::lookup(shard, &pb.topic)?;
@@ -211,7 +240,7 @@ fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::invalid("the request needs a string \"name\""))
 }
 
-async fn run(shard: &Rc<Shard>, req: Request, early: Option<EarlyWrite>) -> Result<Response, ApiError> {
+async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
     match req {
         Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
         Request::IdempotentProduce(ip) => {
@@ -227,7 +256,7 @@ async fn run(shard: &Rc<Shard>, req: Request, early: Option<EarlyWrite>) -> Resu
             let offsets = Box::pin(produce(shard, p, None)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
-        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb, early)).await,
+        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb.map_batch(BatchBuf::from), None)).await,
         // Framed by `fetch` itself (its batches are not copied into a Response).
         Request::Fetch(_) => Err(ApiError::internal("a fetch is answered by handler::fetch")),
         Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,

@@ -20,13 +20,17 @@ use crate::batch;
 use crate::codec::{Reader, Writer};
 use crate::DecodeError;
 
+/// `B`: what holds the batch's bytes: a `Vec` as decoded, or memory of
+/// a server's own that a large batch was received into ([`from_parts`]).
+///
+/// [`from_parts`]: ProduceBatch::from_parts
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProduceBatch {
+pub struct ProduceBatch<B = Vec<u8>> {
     pub topic: String,
     pub partition: u32,
     /// One record batch, its framing checked by `decode` (or built by
     /// `BatchBuilder`); its checksum is checked where it is written.
-    pub batch: Vec<u8>,
+    pub batch: B,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,10 +77,12 @@ impl ProduceBatch {
         let partition = r.u32("partition")?;
         Ok(Some((topic, partition, r.position())))
     }
+}
 
+impl<B: AsRef<[u8]>> ProduceBatch<B> {
     /// A request from its parts, the batch checked as `decode` checks it.
-    pub fn from_parts(topic: String, partition: u32, batch: Vec<u8>) -> Result<ProduceBatch, DecodeError> {
-        check(&batch)?;
+    pub fn from_parts(topic: String, partition: u32, batch: B) -> Result<ProduceBatch<B>, DecodeError> {
+        check(batch.as_ref())?;
         Ok(ProduceBatch {
             topic,
             partition,
@@ -86,11 +92,20 @@ impl ProduceBatch {
 
     /// `(producer_id, epoch, base_sequence)` of an idempotent batch.
     pub fn producer(&self) -> Option<(i64, i16, i32)> {
-        batch::producer_of(&self.batch)
+        batch::producer_of(self.batch.as_ref())
     }
 
     pub fn record_count(&self) -> u32 {
-        batch::record_count_of(&self.batch)
+        batch::record_count_of(self.batch.as_ref())
+    }
+
+    /// The same request with its batch held by `f(batch)`.
+    pub fn map_batch<C>(self, f: impl FnOnce(B) -> C) -> ProduceBatch<C> {
+        ProduceBatch {
+            topic: self.topic,
+            partition: self.partition,
+            batch: f(self.batch),
+        }
     }
 }
 

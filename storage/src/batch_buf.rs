@@ -1,0 +1,352 @@
+//! `BatchBuf`: the bytes of one produced batch on their way into the log,
+//! and `ReceivingBatch`, the page-aligned memory a large batch is received
+//! into. Lives on the shard that received the batch, then on the one that
+//! owns its partition.
+//!
+//! A direct write needs page-aligned memory, so a batch in an ordinary
+//! buffer is copied into one before it is written: for a 1 MiB batch that
+//! copy cost the shard about 0.1-0.2 ms of every request
+//! (docs/benchmarks.md, "Block 1's fixed cost per request"). A batch
+//! received into page-aligned memory, starting at the offset within a page
+//! where the partition's log ended when it began to arrive, lies in memory
+//! exactly as it will lie in the file's pages: if it is placed where
+//! expected, the writer fills in the bytes before it in its first page
+//! (the log's own, which it holds in `recent`) and writes the pages as
+//! they are (`writer.rs`), then keeps them as the recent bytes readers
+//! see. Placed anywhere else, it is copied like any other batch.
+
+use std::mem::MaybeUninit;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::disk_threads::PageBuf;
+use crate::recent::PAGE_BYTES;
+
+const PAGE: usize = PAGE_BYTES as usize;
+
+/// A produced batch's bytes: a heap buffer, or the page-aligned memory it
+/// was received into ([`ReceivingBatch`]). Dereferences to the batch.
+pub struct BatchBuf(Repr);
+
+enum Repr {
+    Heap(Vec<u8>),
+    /// The batch is `pages[head..head + len]`; the rest of its pages are
+    /// zero until the writer fills in the first page's earlier bytes.
+    Paged {
+        pages: PageBuf,
+        head: usize,
+        len: usize,
+    },
+}
+
+/// A batch's page-aligned memory, shared by its writes to disk and then by
+/// the recent writes readers see: the batch is `pages[batch]`.
+pub(crate) struct Pages {
+    pub pages: Arc<PageBuf>,
+    pub batch: Range<usize>,
+}
+
+impl AsRef<[u8]> for Pages {
+    fn as_ref(&self) -> &[u8] {
+        &self.pages[self.batch.clone()]
+    }
+}
+
+impl BatchBuf {
+    /// Where the batch starts within its first page, if it lies in
+    /// page-aligned memory.
+    pub(crate) fn in_page_head(&self) -> Option<usize> {
+        match &self.0 {
+            Repr::Heap(_) => None,
+            Repr::Paged { head, .. } => Some(*head),
+        }
+    }
+
+    /// The page-aligned memory of a paged batch, its first page's bytes
+    /// before the batch set to `before` (`before.len()` is its head); the
+    /// batch back if it is not paged so.
+    pub(crate) fn into_pages(self, before: &[u8]) -> Result<Pages, BatchBuf> {
+        match self.0 {
+            Repr::Paged { mut pages, head, len } if head == before.len() => {
+                pages[..head].copy_from_slice(before);
+                Ok(Pages {
+                    pages: Arc::new(pages),
+                    batch: head..head + len,
+                })
+            }
+            repr => Err(BatchBuf(repr)),
+        }
+    }
+
+    /// The batch as `Bytes`, without a copy.
+    pub(crate) fn into_bytes(self) -> Bytes {
+        match self.0 {
+            Repr::Heap(v) => Bytes::from(v),
+            Repr::Paged { pages, head, len } => Bytes::from_owner(Pages {
+                pages: Arc::new(pages),
+                batch: head..head + len,
+            }),
+        }
+    }
+
+    /// The batch as a `Vec` (a copy if it is paged).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self.0 {
+            Repr::Heap(v) => v,
+            Repr::Paged { .. } => self.to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for BatchBuf {
+    fn from(v: Vec<u8>) -> BatchBuf {
+        BatchBuf(Repr::Heap(v))
+    }
+}
+
+impl std::ops::Deref for BatchBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Heap(v) => v,
+            Repr::Paged { pages, head, len } => &pages[*head..*head + *len],
+        }
+    }
+}
+
+impl std::ops::DerefMut for BatchBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Repr::Heap(v) => v,
+            Repr::Paged { pages, head, len } => &mut pages[*head..*head + *len],
+        }
+    }
+}
+
+impl AsRef<[u8]> for BatchBuf {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl std::fmt::Debug for BatchBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchBuf")
+            .field("len", &self.len())
+            .field("in_page_head", &self.in_page_head())
+            .finish()
+    }
+}
+
+/// A batch of known length arriving from a socket, received into
+/// page-aligned memory that is not zeroed first (the socket writes every
+/// byte): `head` bytes into its first page, the in-page offset where the
+/// partition's log is expected to end. [`finish`](ReceivingBatch::finish)
+/// once whole.
+pub struct ReceivingBatch {
+    /// Not initialized in `head + init .. head + len`; zero before `head`
+    /// and after `head + len`.
+    pages: PageBuf,
+    head: usize,
+    len: usize,
+    /// Bytes of the batch received so far.
+    filled: usize,
+    /// Bytes of the batch initialized (received, or zeroed for a read).
+    init: usize,
+}
+
+impl ReceivingBatch {
+    /// Memory for a `len`-byte batch that starts `in_page` bytes into a
+    /// page (taken modulo a page).
+    pub fn new(in_page: usize, len: usize) -> ReceivingBatch {
+        let head = in_page % PAGE;
+        let total = (head + len).next_multiple_of(PAGE).max(PAGE);
+        // SAFETY: every byte is written before the buffer is read: the
+        // head and the padding after the batch just below, the batch as
+        // it arrives (`filled`/`init` track it; `finish` checks all of it
+        // arrived).
+        let mut pages = unsafe { PageBuf::uninit(total) };
+        // SAFETY: `[0, head)` and `[head + len, total)` lie inside the
+        // allocation of `total` bytes.
+        unsafe {
+            std::ptr::write_bytes(pages.as_mut_ptr(), 0, head);
+            std::ptr::write_bytes(pages.as_mut_ptr().add(head + len), 0, total - head - len);
+        }
+        ReceivingBatch {
+            pages,
+            head,
+            len,
+            filled: 0,
+            init: 0,
+        }
+    }
+
+    /// The batch's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes received so far.
+    pub fn filled_len(&self) -> usize {
+        self.filled
+    }
+
+    /// The bytes received so far.
+    pub fn filled(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes of the batch were written; `head`
+        // lies inside the allocation.
+        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().add(self.head), self.filled) }
+    }
+
+    /// Appends `bytes`, received elsewhere: at most what the batch lacks.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        assert!(
+            bytes.len() <= self.len - self.filled,
+            "no more than the batch's length"
+        );
+        // SAFETY: `bytes.len()` bytes from `filled` lie inside the batch;
+        // `bytes` cannot overlap memory this buffer owns uniquely.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.batch_ptr().add(self.filled), bytes.len())
+        };
+        self.filled += bytes.len();
+        self.init = self.init.max(self.filled);
+    }
+
+    /// The bytes the batch still lacks, for a read that fills some of them
+    /// (then [`assume_received`](ReceivingBatch::assume_received)).
+    pub fn spare_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        let room = self.len - self.filled;
+        // SAFETY: `room` bytes from `filled` lie inside the batch and are
+        // borrowed uniquely; `MaybeUninit` makes no claim on their values.
+        unsafe { std::slice::from_raw_parts_mut(self.batch_ptr().add(self.filled).cast(), room) }
+    }
+
+    /// The next bytes of the batch, at most `max`, zeroed first where not
+    /// initialized yet: for a read through an API that takes `&mut [u8]`
+    /// (then [`received`](ReceivingBatch::received)).
+    pub fn unfilled_zeroed(&mut self, max: usize) -> &mut [u8] {
+        let n = max.min(self.len - self.filled);
+        let upto = self.filled + n;
+        if upto > self.init {
+            // SAFETY: `[init, upto)` lies inside the batch.
+            unsafe { std::ptr::write_bytes(self.batch_ptr().add(self.init), 0, upto - self.init) };
+            self.init = upto;
+        }
+        // SAFETY: `[filled, upto)` is initialized and borrowed uniquely.
+        unsafe { std::slice::from_raw_parts_mut(self.batch_ptr().add(self.filled), n) }
+    }
+
+    /// `n` more bytes were written into [`unfilled_zeroed`](ReceivingBatch::unfilled_zeroed)'s slice.
+    pub fn received(&mut self, n: usize) {
+        assert!(self.filled + n <= self.init, "received bytes were initialized");
+        self.filled += n;
+    }
+
+    /// `n` more bytes were written into [`spare_mut`](ReceivingBatch::spare_mut)'s slice.
+    ///
+    /// # Safety
+    /// The first `n` bytes of that slice must have been initialized.
+    pub unsafe fn assume_received(&mut self, n: usize) {
+        assert!(n <= self.len - self.filled, "no more than the batch's length");
+        self.filled += n;
+        self.init = self.init.max(self.filled);
+    }
+
+    /// The whole batch. Panics unless all of it was received.
+    pub fn finish(self) -> BatchBuf {
+        assert_eq!(self.filled, self.len, "a batch is finished once whole");
+        BatchBuf(Repr::Paged {
+            pages: self.pages,
+            head: self.head,
+            len: self.len,
+        })
+    }
+
+    fn batch_ptr(&mut self) -> *mut u8 {
+        // SAFETY: `head` < a page lies inside the allocation.
+        unsafe { self.pages.as_mut_ptr().add(self.head) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_lies_at_its_in_page_offset_with_zeros_around_it() {
+        let mut r = ReceivingBatch::new(PAGE + 100, 5000);
+        assert_eq!(r.len(), 5000);
+        r.extend_from_slice(&[1; 1000]);
+        let spare = r.spare_mut();
+        assert_eq!(spare.len(), 4000);
+        for b in &mut spare[..3000] {
+            b.write(2);
+        }
+        // SAFETY: 3000 bytes were just written.
+        unsafe { r.assume_received(3000) };
+        let last = r.unfilled_zeroed(4096);
+        assert_eq!(last, &[0; 1000][..], "zeroed, at most what is left");
+        last.fill(3);
+        r.received(1000);
+        assert_eq!(r.filled_len(), 5000);
+        let batch = r.finish();
+        assert_eq!(batch.in_page_head(), Some(100));
+        assert_eq!(&batch[..1000], &[1; 1000][..]);
+        assert_eq!(&batch[1000..4000], &[2; 3000][..]);
+        assert_eq!(&batch[4000..], &[3; 1000][..]);
+        let pages = batch.into_pages(&[7; 100]).map_err(|_| ()).unwrap();
+        assert_eq!(pages.pages.len(), 2 * PAGE);
+        assert_eq!(pages.pages.as_ptr() as usize % PAGE, 0, "page aligned");
+        assert_eq!(
+            &pages.pages[..100],
+            &[7; 100][..],
+            "the first page's earlier bytes"
+        );
+        assert!(
+            pages.pages[100 + 5000..].iter().all(|&b| b == 0),
+            "zero after the batch"
+        );
+        assert_eq!(pages.as_ref().len(), 5000);
+    }
+
+    #[test]
+    fn a_batch_whose_head_differs_is_not_taken_as_pages() {
+        let mut r = ReceivingBatch::new(10, 3);
+        r.extend_from_slice(b"abc");
+        let batch = r.finish();
+        let back = batch.into_pages(&[0; 11]).err().expect("another head");
+        assert_eq!(&back[..], b"abc");
+        assert_eq!(&back.into_bytes()[..], b"abc");
+    }
+
+    #[test]
+    fn zeroed_bytes_are_zeroed_once_and_kept_when_read_again() {
+        let mut r = ReceivingBatch::new(0, 10);
+        r.unfilled_zeroed(4)[..2].copy_from_slice(b"xy");
+        r.received(2);
+        // The two zeroed but unfilled bytes stay as they were.
+        assert_eq!(r.unfilled_zeroed(4), &[0, 0, 0, 0][..]);
+        assert_eq!(r.filled(), b"xy");
+    }
+
+    #[test]
+    #[should_panic(expected = "once whole")]
+    fn an_unfinished_batch_is_not_a_batch() {
+        let r = ReceivingBatch::new(0, 10);
+        let _ = r.finish();
+    }
+
+    #[test]
+    fn heap_batches_stay_heap_batches() {
+        let b = BatchBuf::from(b"xyz".to_vec());
+        assert_eq!(b.in_page_head(), None);
+        assert_eq!(b.into_vec(), b"xyz");
+    }
+}
