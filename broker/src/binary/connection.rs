@@ -26,10 +26,16 @@ use crate::message::{Op, Reply};
 use crate::placement::ShardId;
 use crate::shard::Shard;
 
-/// A connection's read buffer (grown for larger frames while they arrive).
+/// A connection's read buffer while it waits for a request: what an idle
+/// connection holds (10,000 idle connections: 160 MiB). Grown as frames
+/// arrive, back to this size whenever the connection has to wait again.
+const READ_IDLE_BYTES: usize = 16 << 10;
+/// The most a read buffer keeps between frames while requests keep
+/// arriving: a buffer grown past it for one large frame shrinks back to it
+/// once that frame is handled.
 const READ_CHUNK_BYTES: usize = 256 << 10;
 /// Free bytes a read is given at least.
-const READ_ROOM_MIN_BYTES: usize = 64 << 10;
+const READ_ROOM_MIN_BYTES: usize = 4 << 10;
 /// Largest frame before the handshake: the largest valid Hello (header,
 /// two versions, a client id and an API key of up to 65,535 bytes each).
 /// A frame's header costs a client 16 bytes; buffering what it announces
@@ -94,7 +100,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
     // Unhandled bytes are buf[start..filled]; the socket reads straight
     // into buf[filled..] and frames are decoded where they lie.
-    let mut buf = vec![0u8; READ_CHUNK_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
+    let mut buf = vec![0u8; READ_IDLE_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
     buf[..unhandled.len()].copy_from_slice(&unhandled);
     let (mut start, mut filled) = (0usize, unhandled.len());
     let mut handshaken = handshaken;
@@ -203,6 +209,30 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         if len > buf.len() {
             buf.resize(len, 0);
         }
+        if filled == 0 {
+            // Nothing unhandled: take what the socket holds without
+            // waiting; if it holds nothing the connection is idle, and
+            // waits with a small buffer.
+            match super::recv::recv_now(fd, &mut buf) {
+                Ok(0) => break End::Eof,
+                Ok(n) => {
+                    filled = n;
+                    // A producer that keeps the socket full still lets
+                    // the shard's other tasks run and sees a shutdown.
+                    glommio::yield_if_needed().await;
+                    if shard.is_shutting_down() {
+                        break End::Shutdown;
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if buf.len() > READ_IDLE_BYTES {
+                        buf = vec![0u8; READ_IDLE_BYTES];
+                    }
+                }
+                Err(_) => break End::Eof,
+            }
+        }
         match read_or_stop(&shard, &mut rd, &mut buf[filled..]).await {
             Ok(n) => filled += n,
             Err(end) => break end,
@@ -233,7 +263,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
 /// The read buffer's length for the next read, given `len` now, the
 /// unhandled bytes at `start..filled` and `wanted` bytes from `start` for
 /// the next frame: room for that frame, but grown with what has arrived
-/// (at most twice the bytes held, or `READ_CHUNK_BYTES`), never with
+/// (at most twice the bytes held, or `READ_IDLE_BYTES`), never with
 /// what a frame header announces: memory follows the bytes a client
 /// actually sent, and a header alone announcing `--frame-bytes-max` costs
 /// nothing. Every read gets `READ_ROOM_MIN_BYTES` of room at least.
@@ -243,7 +273,7 @@ fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
         return len;
     }
     let arrived = (2 * filled)
-        .max(READ_CHUNK_BYTES)
+        .max(READ_IDLE_BYTES)
         .max(filled + READ_ROOM_MIN_BYTES);
     need.min(arrived).max(len)
 }
@@ -415,25 +445,25 @@ mod tests {
     #[test]
     fn a_header_alone_does_not_grow_the_buffer() {
         // 116 bytes of a 16 MiB frame in the first read buffer.
-        assert_eq!(grown_len(READ_CHUNK_BYTES, 0, 116, 16 * MIB), READ_CHUNK_BYTES);
+        assert_eq!(grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB), READ_IDLE_BYTES);
     }
 
     #[test]
     fn the_buffer_grows_with_what_arrives_until_the_frame_fits() {
-        let (frame, mut len) = (16 * MIB, READ_CHUNK_BYTES);
+        let (frame, mut len) = (16 * MIB, READ_IDLE_BYTES);
         let mut grows = 0;
         while len < frame {
             // The client sends everything it may: the buffer fills up.
             let filled = len;
             let next = grown_len(len, 0, filled, frame);
             assert!(next > len, "grows once full");
-            assert!(next <= 2 * filled.max(READ_CHUNK_BYTES), "at most doubles");
+            assert!(next <= 2 * filled.max(READ_IDLE_BYTES), "at most doubles");
             assert!(next - filled >= READ_ROOM_MIN_BYTES, "room to read");
             len = next;
             grows += 1;
         }
         assert_eq!(len, frame, "never past the frame");
-        assert_eq!(grows, 6, "256 KiB doubled six times is 16 MiB");
+        assert_eq!(grows, 10, "16 KiB doubled ten times is 16 MiB");
     }
 
     #[test]

@@ -22,6 +22,15 @@ pub fn recv_batch(fd: RawFd, batch: &mut ReceivingBatch) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Receives what the socket `fd` holds now into `into`: how many bytes.
+/// Never waits (see [`recv_batch`]).
+pub fn recv_now(fd: RawFd, into: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: initialised bytes are valid `MaybeUninit` bytes, and
+    // `recv_into` only writes bytes into them.
+    let into = unsafe { &mut *(into as *mut [u8] as *mut [MaybeUninit<u8>]) };
+    recv_into(fd, into)
+}
+
 /// Receives what the socket `fd` holds now into `into`, at most all of it:
 /// how many bytes, all initialised. Never waits (see [`recv_batch`]).
 fn recv_into(fd: RawFd, into: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
