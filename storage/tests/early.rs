@@ -9,27 +9,16 @@ mod common;
 
 use std::path::Path;
 
-use common::{rec, run, run_with_disk_threads, DISK_THREAD_MODES};
+use common::{contents, ending_at, expect, rec, run, run_with_disk_threads, Model, DISK_THREAD_MODES};
 use es_storage::batch;
 use es_storage::{
     EarlyWrite, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record, PAGE_BYTES,
 };
 
-/// A producer's batch (offsets from 0, no producer id) of `n` records of
-/// about 3 KiB whose bytes depend on `seed`: 100 of them span ~75 pages.
+/// A producer's batch of `n` records of about 3 KiB whose bytes depend on
+/// `seed`: 100 of them span ~75 pages.
 fn produced(seed: u8, n: usize) -> (Vec<Record>, Vec<u8>) {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            key: Some(format!("k{seed}-{i}").into_bytes()),
-            value: (0..3000 + i)
-                .map(|j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8))
-                .collect(),
-            timestamp_ms: 1_700_000_000_000 + i as i64,
-        })
-        .collect();
-    let mut out = Vec::new();
-    batch::encode(Offset(0), &records, ProducerStamp::NONE, &mut out);
-    (records, out)
+    common::produced(seed, n, 3000, 1)
 }
 
 /// Feeds `bytes` to `early` as a socket would hand them over: in pieces of
@@ -42,34 +31,12 @@ fn feed(early: &mut EarlyWrite, bytes: &[u8], step: usize) {
     }
 }
 
-/// Every (offset, key, value) in the log.
-/// (offset, key, value) of every record, in order.
-type Model = Vec<(u64, Option<Vec<u8>>, Vec<u8>)>;
-
-async fn contents(log: &PartitionLog) -> Model {
-    common::read_all(log)
-        .await
-        .into_iter()
-        .map(|r| (r.offset.0, r.key, r.value))
-        .collect()
-}
-
-fn expect(model: &mut Model, records: &[Record]) {
-    for r in records {
-        let offset = model.len() as u64;
-        model.push((offset, r.key.clone(), r.value.clone()));
-    }
-}
-
 fn segment_bytes(dir: &Path) -> Vec<u8> {
     std::fs::read(es_storage::log_path(dir, Offset(0))).expect("segment file")
 }
 
 async fn open(dir: &Path) -> PartitionLog {
-    PartitionLog::open(dir, LogConfig::default(), FsyncBatcher::new())
-        .await
-        .expect("open")
-        .0
+    common::open_default(dir).await
 }
 
 /// One small batch first: the active segment's writer is open and the log
@@ -80,14 +47,6 @@ async fn with_a_first_batch(log: &PartitionLog, model: &mut Model) {
 
 /// Where `with_a_first_batch` ends the log.
 const FIRST_END: u64 = 1000;
-
-/// A first batch that ends the log at byte `end` (at least 78).
-async fn ending_at(log: &PartitionLog, model: &mut Model, end: u64) {
-    let overhead = (batch::HEADER_BYTES + batch::RECORD_OVERHEAD_BYTES + 1) as u64;
-    let first = vec![rec(Some("a"), &"f".repeat((end - overhead) as usize), 1)];
-    log.append_durable(&first, ProducerStamp::NONE).await.unwrap();
-    expect(model, &first);
-}
 
 /// Where the early written batch starts: mid-page, with its header in one
 /// page, straddling a page boundary by one byte or by most of it, just

@@ -10,26 +10,12 @@ mod common;
 
 use std::path::Path;
 
-use common::{rec, run_with_disk_threads, DISK_THREAD_MODES};
-use es_storage::batch;
-use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, ReceivingBatch, Record};
-
-type Model = Vec<(u64, Option<Vec<u8>>, Vec<u8>)>;
+use common::{contents, ending_at, expect, rec, run_with_disk_threads, DISK_THREAD_MODES};
+use es_storage::{FsyncBatcher, LogConfig, PartitionLog, ProducerStamp, ReceivingBatch, Record};
 
 /// A producer's batch of `n` records whose bytes depend on `seed`.
 fn produced(seed: u8, n: usize) -> (Vec<Record>, Vec<u8>) {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            key: Some(format!("k{seed}-{i}").into_bytes()),
-            value: (0..2000 + 7 * i)
-                .map(|j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8))
-                .collect(),
-            timestamp_ms: 1_700_000_000_000 + i as i64,
-        })
-        .collect();
-    let mut out = Vec::new();
-    batch::encode(Offset(0), &records, ProducerStamp::NONE, &mut out);
-    (records, out)
+    common::produced(seed, n, 2000, 7)
 }
 
 /// `bytes` received as a socket would hand them over, in pieces of
@@ -61,33 +47,7 @@ fn receive(in_page: usize, bytes: &[u8], step: usize) -> ReceivingBatch {
 }
 
 async fn open(dir: &Path) -> PartitionLog {
-    PartitionLog::open(dir, LogConfig::default(), FsyncBatcher::new())
-        .await
-        .expect("open")
-        .0
-}
-
-async fn contents(log: &PartitionLog) -> Model {
-    common::read_all(log)
-        .await
-        .into_iter()
-        .map(|r| (r.offset.0, r.key, r.value))
-        .collect()
-}
-
-fn expect(model: &mut Model, records: &[Record]) {
-    for r in records {
-        let offset = model.len() as u64;
-        model.push((offset, r.key.clone(), r.value.clone()));
-    }
-}
-
-/// A first batch that ends the log at byte `end` (at least 78).
-async fn ending_at(log: &PartitionLog, model: &mut Model, end: u64) {
-    let overhead = (batch::HEADER_BYTES + batch::RECORD_OVERHEAD_BYTES + 1) as u64;
-    let first = vec![rec(Some("a"), &"f".repeat((end - overhead) as usize), 1)];
-    log.append_durable(&first, ProducerStamp::NONE).await.unwrap();
-    expect(model, &first);
+    common::open_default(dir).await
 }
 
 /// Where the log ends before the paged batch: mid-page, just before a page

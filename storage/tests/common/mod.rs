@@ -71,3 +71,68 @@ pub fn file_names(dir: &std::path::Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// (offset, key, value) of every record in a log, in order.
+pub type Model = Vec<(u64, Option<Vec<u8>>, Vec<u8>)>;
+
+/// What the log holds, as a [`Model`].
+pub async fn contents(log: &es_storage::PartitionLog) -> Model {
+    read_all(log)
+        .await
+        .into_iter()
+        .map(|r| (r.offset.0, r.key, r.value))
+        .collect()
+}
+
+/// Adds `records`, appended next, to `model`.
+pub fn expect(model: &mut Model, records: &[Record]) {
+    for r in records {
+        let offset = model.len() as u64;
+        model.push((offset, r.key.clone(), r.value.clone()));
+    }
+}
+
+/// Appends a first batch that ends the log at byte `end` (at least 78).
+pub async fn ending_at(log: &es_storage::PartitionLog, model: &mut Model, end: u64) {
+    use es_storage::batch;
+    let overhead = (batch::HEADER_BYTES + batch::RECORD_OVERHEAD_BYTES + 1) as u64;
+    let first = vec![rec(Some("a"), &"f".repeat((end - overhead) as usize), 1)];
+    log.append_durable(&first, es_storage::ProducerStamp::NONE)
+        .await
+        .unwrap();
+    expect(model, &first);
+}
+
+/// A producer's batch (offsets from 0, no producer id) of `n` records, the
+/// `i`th with a value of `value_len + i * step` bytes that depend on `seed`.
+pub fn produced(seed: u8, n: usize, value_len: usize, step: usize) -> (Vec<Record>, Vec<u8>) {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            key: Some(format!("k{seed}-{i}").into_bytes()),
+            value: (0..value_len + step * i)
+                .map(|j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8))
+                .collect(),
+            timestamp_ms: 1_700_000_000_000 + i as i64,
+        })
+        .collect();
+    let mut out = Vec::new();
+    es_storage::batch::encode(
+        es_storage::Offset(0),
+        &records,
+        es_storage::ProducerStamp::NONE,
+        &mut out,
+    );
+    (records, out)
+}
+
+/// Opens the partition log in `dir` with the default config.
+pub async fn open_default(dir: &std::path::Path) -> es_storage::PartitionLog {
+    es_storage::PartitionLog::open(
+        dir,
+        es_storage::LogConfig::default(),
+        es_storage::FsyncBatcher::new(),
+    )
+    .await
+    .expect("open")
+    .0
+}
