@@ -17,6 +17,9 @@ pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
 pub const INFLIGHT_REQUESTS_MAX_DEFAULT: usize = 256;
 /// Default connection limit for the whole broker (split evenly over shards).
 pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Default `--request-shard-bytes`: 16 requests of the largest default
+/// frame (16 MiB) per shard at once.
+pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
 
 #[derive(Parser, Debug, Clone)]
 #[command(name = "es-broker", version, about = "es event-streaming broker")]
@@ -45,6 +48,13 @@ pub struct Config {
     /// This broker's node id (reported as partition leader).
     #[arg(long, env = "ES_NODE_ID", default_value_t = 1)]
     pub node_id: u64,
+    /// Bytes of large binary requests (frames of `CHARGED_FRAME_BYTES_MIN`,
+    /// 64 KiB, or more) each shard holds at once, from the moment a frame's
+    /// header arrives until its answer is queued: a connection whose next
+    /// frame does not fit waits, unread, until earlier requests are done.
+    /// At least `--frame-bytes-max`.
+    #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT)]
+    pub request_shard_bytes: usize,
     /// Largest HTTP request body accepted; larger gets 413.
     #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT)]
     pub http_body_bytes_max: usize,
@@ -168,6 +178,12 @@ impl Config {
                 es_storage::batch::BATCH_BYTES_MAX
             ));
         }
+        if self.request_shard_bytes < self.frame_bytes_max {
+            return Err(format!(
+                "--request-shard-bytes ({}) must be at least --frame-bytes-max ({}): a largest frame must fit",
+                self.request_shard_bytes, self.frame_bytes_max
+            ));
+        }
         if self.inflight_requests_max == 0 || self.inflight_requests_max > INFLIGHT_REQUESTS_MAX_LIMIT {
             return Err(format!(
                 "--inflight-requests-max must be in 1..={INFLIGHT_REQUESTS_MAX_LIMIT}"
@@ -203,3 +219,26 @@ pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;
 /// Most shards: glommio needs locked memory per executor, and beyond this the
 /// mesh of cross-shard channels (n^2) stops paying off.
 pub const SHARDS_MAX: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn validate(args: &[&str]) -> Result<(), String> {
+        let mut argv = vec!["es-broker"];
+        argv.extend_from_slice(args);
+        Config::try_parse_from(argv).expect("parses").validate()
+    }
+
+    #[test]
+    fn the_request_budget_holds_a_largest_frame() {
+        assert!(validate(&[]).is_ok(), "the defaults");
+        let e = validate(&["--frame-bytes-max", "2097152", "--request-shard-bytes", "1048576"]).unwrap_err();
+        assert!(
+            e.contains("--request-shard-bytes") && e.contains("--frame-bytes-max"),
+            "{e}"
+        );
+        assert!(validate(&["--frame-bytes-max", "1048576", "--request-shard-bytes", "1048576"]).is_ok());
+    }
+}

@@ -61,6 +61,9 @@ pub struct Shard {
     pub spread: Cell<u64>,
     /// Client connections open on this shard.
     pub connections: Cell<usize>,
+    /// Bytes of large binary requests this shard may hold at once
+    /// (`--request-shard-bytes`; binary/connection.rs).
+    pub request_budget: Rc<glommio::sync::Semaphore>,
     /// Reaches 1 when this shard starts shutting down.
     pub shutdown: Watermark,
 }
@@ -76,6 +79,7 @@ impl Shard {
     ) -> Shard {
         let shards = config.shard_count();
         let producer_epochs = RefCell::new(catalog.producer_epochs());
+        let request_budget = Rc::new(glommio::sync::Semaphore::new(config.request_shard_bytes as u64));
         Shard {
             id,
             shards,
@@ -99,6 +103,7 @@ impl Shard {
             controller_lock: glommio::sync::Semaphore::new(1),
             spread: Cell::new(id as u64),
             connections: Cell::new(0),
+            request_budget,
             shutdown: Watermark::new(0),
         }
     }

@@ -672,6 +672,105 @@ fn idle_connections_hold_little_memory() {
     }
 }
 
+/// A shard holds at most `--request-shard-bytes` of large requests, from
+/// a frame's header until its answer: a client that sends most of a large
+/// frame and stalls holds that frame's bytes, so another client's large
+/// frame waits, unread and unanswered, while small requests are still
+/// answered; once the first client goes away the waiting frame is read
+/// and answered.
+#[test]
+fn large_requests_wait_for_the_shards_request_budget() {
+    use es_protocol::batch::BatchBuilder;
+    use es_protocol::requests::produce_batch::ProduceBatch;
+    let b = Broker::start_with(&[
+        "--shards",
+        "1",
+        "--frame-bytes-max",
+        "1048576",
+        "--request-shard-bytes",
+        "1048576",
+    ]);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "rb", "partitions": 1}))
+        .unwrap();
+    let large = |id: u64| {
+        let mut bb = BatchBuilder::default();
+        for i in 0..600 {
+            bb.push(None, &[i as u8; 1000], 1_700_000_000_000);
+        }
+        Request::ProduceBatch(ProduceBatch {
+            topic: "rb".into(),
+            partition: 0,
+            batch: bb.finish(0, None).unwrap(),
+        })
+        .to_frame(id, false)
+    };
+    let handshaken = || {
+        let mut s = TcpStream::connect(b.binary_addr()).unwrap();
+        s.write_all(&hello_frame()).unwrap();
+        let mut head = [0u8; frame::HEADER_BYTES];
+        s.read_exact(&mut head).unwrap();
+        let mut rest = vec![0u8; u32::from_be_bytes(head[..4].try_into().unwrap()) as usize + 4 - 16];
+        s.read_exact(&mut rest).unwrap();
+        s
+    };
+    let held = || {
+        b.metric(r#"es_binary_request_bytes_held{shard="0"}"#)
+            .unwrap_or(0.0)
+    };
+
+    // A: all but the last kilobyte of a 600 KB frame, then nothing.
+    let mut a = handshaken();
+    let frame_a = large(1);
+    a.write_all(&frame_a[..frame_a.len() - 1000]).unwrap();
+    wait_until("A's frame is charged", || held() >= frame_a.len() as f64);
+
+    // B: a whole 600 KB frame, which does not fit beside A's.
+    let mut bc = handshaken();
+    bc.write_all(&large(2)).unwrap();
+    wait_until("B's frame waits", || {
+        b.metric("es_binary_request_budget_waits_total").unwrap_or(0.0) >= 1.0
+    });
+    bc.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut byte = [0u8; 1];
+    let e = bc.read(&mut byte).unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "no answer while the budget is held: {e}"
+    );
+    // Small requests still flow.
+    assert_eq!(
+        c.produce("rb", vec![record(None, b"small", None)]).unwrap(),
+        vec![(0, 0)]
+    );
+
+    // A goes away: B's frame is read, appended and answered.
+    drop(a);
+    bc.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = [0u8; frame::HEADER_BYTES];
+    bc.read_exact(&mut head).unwrap();
+    assert_eq!(head[4], Kind::ProduceBatchOk as u8, "B's answer");
+    let mut rest = vec![0u8; u32::from_be_bytes(head[..4].try_into().unwrap()) as usize + 4 - 16];
+    bc.read_exact(&mut rest).unwrap();
+    assert_eq!(fetch_all(&c, "rb", 0).len(), 601, "the small record and B's 600");
+    wait_until("every charge is released", || held() == 0.0);
+}
+
+/// Polls `cond` until it holds; panics after 30 s.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// ProduceBatch: a batch the producer built is appended as it came (same
 /// records, timestamps and keys back from a fetch), at the next offsets;
 /// a bad one changes nothing; an idempotent one is written once; a

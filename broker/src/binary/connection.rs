@@ -15,7 +15,7 @@ use futures::io::AsyncReadExt;
 use futures::FutureExt;
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
-use glommio::sync::Semaphore;
+use glommio::sync::{Semaphore, StaticPermit};
 
 use super::affinity::Affinity;
 use super::early::EarlyFeed;
@@ -48,6 +48,13 @@ const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16:
 /// read buffer, none into a write buffer. Below it, copying is cheaper
 /// than a buffer.
 const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
+/// Frames at least this large are charged to the shard's request budget
+/// (`--request-shard-bytes`) from when their header arrives until their
+/// answer is queued: a connection whose next such frame does not fit
+/// waits, unread. Smaller frames are not (their bytes are bounded by the
+/// connection's read buffer and its requests in flight), so that small
+/// requests (fetches, metadata, groups) always flow.
+pub const CHARGED_FRAME_BYTES_MIN: usize = 64 << 10;
 /// While a large batch arrives and the socket holds nothing, the read that
 /// waits for more takes at most this much (zeroed first); whatever else
 /// has arrived by then is received unzeroed (`read_rest`).
@@ -105,6 +112,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let (mut start, mut filled) = (0usize, unhandled.len());
     let mut handshaken = handshaken;
     let mut affinity = Affinity::default();
+    // The request budget held for the frame at `start`, charged once its
+    // header showed it large and before the rest of it was read.
+    let mut charged: Option<StaticPermit> = None;
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
@@ -114,15 +124,23 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             } else {
                 frame_max.min(HELLO_FRAME_BYTES_MAX)
             };
-            let (id, gzip, incoming) = match frame::check(&buf[start..filled], frame_max) {
+            let (id, gzip, incoming, budget) = match frame::check(&buf[start..filled], frame_max) {
                 Ok((h, used)) => {
                     let raw = &buf[start + frame::HEADER_BYTES..start + used];
                     start += used;
                     let gzip = h.flags & es_protocol::FLAG_GZIP != 0;
-                    match decode_request(&h, raw, frame_max) {
-                        Ok(r) => (h.request_id, gzip, Incoming::Request(r)),
+                    let req = match decode_request(&h, raw, frame_max) {
+                        Ok(r) => Incoming::Request(r),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
-                    }
+                    };
+                    let budget = match charged.take() {
+                        Some(p) => Some(p),
+                        None => match charge(&shard, used).await {
+                            Ok(p) => p,
+                            Err(end) => break 'conn end,
+                        },
+                    };
+                    (h.request_id, gzip, req, budget)
                 }
                 Err(DecodeError::Incomplete { needed, .. }) => {
                     let Some(big) = large_batch(&buf[start..filled], frame_max) else {
@@ -133,6 +151,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // log ends: those already read, then the rest straight
                     // from the socket, its pages written early as they
                     // arrive (early.rs).
+                    let budget = match charged.take() {
+                        Some(p) => Some(p),
+                        None => match charge(&shard, big.batch_at + big.batch_len).await {
+                            Ok(p) => p,
+                            Err(end) => break 'conn end,
+                        },
+                    };
                     let receiving = std::time::Instant::now();
                     // Requests read before this one (a pipelining producer)
                     // are placed first: then the log ends where this batch
@@ -148,7 +173,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
                     match ProduceBatch::from_parts(big.topic, big.partition, batch.finish()) {
-                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write())),
+                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write()), budget),
                         Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
                     }
                 }
@@ -185,12 +210,20 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 let out = super::handler::handle(&shard, incoming, id, gzip).await;
                 let _ = tx.send(out).await;
                 drop(permit);
+                release(&shard, budget);
             })
             .detach();
         };
         if let Some(to) = affinity.target() {
             if shard.config.move_connections && !shard.is_shutting_down() {
                 break 'conn End::Move(to, buf[start..filled].to_vec());
+            }
+        }
+        // A large frame is charged before the rest of it is read.
+        if charged.is_none() {
+            match charge(&shard, wanted).await {
+                Ok(p) => charged = p,
+                Err(end) => break end,
             }
         }
         // Room for the next read: keep the unhandled tail at the front,
@@ -249,6 +282,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         let _ = permits.acquire(inflight_max as u64).await;
     }
     drop(tx);
+    release(&shard, charged);
     let Some(mut wr) = writer.await else { return };
     match end {
         // The reading half is dropped on return: the socket lives on in
@@ -293,6 +327,47 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
         Reply::Done(Ok(())) => metrics::counter!("es_binary_connections_moved_total").increment(1),
         other => tracing::debug!(?other, to, "a binary connection could not move: closed"),
     }
+}
+
+/// Charges a frame of `bytes` to the shard's request budget if it is large
+/// (`CHARGED_FRAME_BYTES_MIN`), once that many bytes are free (in turn:
+/// a large frame is not overtaken by later ones), or why the connection
+/// ends meanwhile (the broker shuts down). Waits are counted
+/// (`es_binary_request_budget_waits_total`).
+async fn charge(shard: &Shard, bytes: usize) -> Result<Option<StaticPermit>, End> {
+    if bytes < CHARGED_FRAME_BYTES_MIN {
+        return Ok(None);
+    }
+    let budget = &shard.request_budget;
+    if let Ok(p) = budget.try_acquire_static_permit(bytes as u64) {
+        note_budget(shard);
+        return Ok(Some(p));
+    }
+    metrics::counter!("es_binary_request_budget_waits_total").increment(1);
+    let acquire = budget.acquire_static_permit(bytes as u64).fuse();
+    let stop = shard.shutdown.wait_for(1).fuse();
+    futures::pin_mut!(acquire, stop);
+    let permit = futures::select! {
+        p = acquire => p.map_err(|_| End::Shutdown)?,
+        _ = stop => return Err(End::Shutdown),
+    };
+    note_budget(shard);
+    Ok(Some(permit))
+}
+
+/// Releases a charge ([`charge`]).
+fn release(shard: &Shard, permit: Option<StaticPermit>) {
+    if permit.is_some() {
+        drop(permit);
+        note_budget(shard);
+    }
+}
+
+/// `es_binary_request_bytes_held{shard}`: bytes of the shard's request
+/// budget held now.
+fn note_budget(shard: &Shard) {
+    let held = shard.config.request_shard_bytes as u64 - shard.request_budget.available();
+    metrics::gauge!("es_binary_request_bytes_held", "shard" => shard.id.to_string()).set(held as f64);
 }
 
 /// Reads some bytes into `into`: how many, or why the connection ends (the
