@@ -43,6 +43,30 @@ impl Request {
         }
     }
 
+    /// The frame for this request in two parts to send one after the
+    /// other (`write_vectored`): a ProduceBatch not gzipped is its header,
+    /// topic and partition, then its batch as it lies (a megabyte batch is
+    /// not copied into a frame); any other request is its whole frame and
+    /// nothing. The same bytes as [`to_frame`](Request::to_frame).
+    pub fn frame_parts(&self, request_id: u64, gzip: bool) -> (Vec<u8>, &[u8]) {
+        match self {
+            Request::ProduceBatch(p) if !gzip => {
+                let mut w = Writer::new();
+                w.str16(&p.topic).u32(p.partition);
+                let mut head = Vec::with_capacity(frame::HEADER_BYTES + w.buf.len());
+                head.extend_from_slice(&frame::header(
+                    Kind::ProduceBatch,
+                    request_id,
+                    w.buf.len() + p.batch.len(),
+                    false,
+                ));
+                head.extend_from_slice(&w.buf);
+                (head, &p.batch)
+            }
+            other => (other.to_frame(request_id, gzip), &[]),
+        }
+    }
+
     /// The frame for this request.
     pub fn to_frame(&self, request_id: u64, gzip: bool) -> Vec<u8> {
         let mut w = Writer::new();
@@ -170,6 +194,42 @@ mod tests {
         let resp = Response::error("topic_not_found", "no");
         let (f, _) = frame::parse(&resp.to_frame(3, false), 1 << 20).unwrap();
         assert_eq!(Response::from_frame(&f).unwrap(), resp);
+    }
+
+    #[test]
+    fn frame_parts_are_the_frame() {
+        let mut bb = crate::batch::BatchBuilder::default();
+        bb.push(Some(b"k"), &[7; 3000], 1_700_000_000_000);
+        let batch = bb.finish(0, None).unwrap();
+        let requests = [
+            Request::ProduceBatch(ProduceBatch {
+                topic: "orders".into(),
+                partition: 3,
+                batch: batch.clone(),
+            }),
+            Request::Admin(Kind::ListTopics, serde_json::json!({})),
+        ];
+        for req in &requests {
+            for gzip in [false, true] {
+                let (head, body) = req.frame_parts(5, gzip);
+                assert_eq!(
+                    [head, body.to_vec()].concat(),
+                    req.to_frame(5, gzip),
+                    "{req:?} gzip {gzip}"
+                );
+            }
+        }
+        // A ProduceBatch's batch is sent as it lies.
+        let (head, body) = requests[0].frame_parts(5, false);
+        assert_eq!(body.as_ptr(), batch_of(&requests[0]).as_ptr());
+        assert_eq!(head.len(), frame::HEADER_BYTES + 2 + 6 + 4);
+    }
+
+    fn batch_of(req: &Request) -> &[u8] {
+        match req {
+            Request::ProduceBatch(p) => &p.batch,
+            _ => unreachable!(),
+        }
     }
 
     proptest! {
