@@ -42,9 +42,12 @@ use std::sync::Arc;
 
 use clap::Parser;
 
-/// Histogram buckets (seconds) for every latency histogram: 50 us to 10 s.
+/// Histogram buckets (seconds) for every latency histogram: 50 us to 10 s,
+/// closest from 0.5 to 10 ms, where a write and an fdatasync of a disk
+/// lie, so that a p99 read from the buckets says which of 2, 3 or 4 ms.
 const LATENCY_BUCKETS_S: &[f64] = &[
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+    0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01,
+    0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
 /// Buckets for appends per fsync round.
 const PER_ROUND_BUCKETS: &[f64] = &[
