@@ -20,6 +20,8 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 /// Default `--request-shard-bytes`: 16 requests of the largest default
 /// frame (16 MiB) per shard at once.
 pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
+/// Default `--frame-stall-ms`: 30 s.
+pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
 
 #[derive(Parser, Debug, Clone)]
 #[command(name = "es-broker", version, about = "es event-streaming broker")]
@@ -55,6 +57,11 @@ pub struct Config {
     /// At least `--frame-bytes-max`.
     #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT)]
     pub request_shard_bytes: usize,
+    /// Milliseconds a binary connection in the middle of a frame of 64 KiB
+    /// or more may send nothing before it is closed with `frame_stalled`
+    /// (such a frame holds room in `--request-shard-bytes`).
+    #[arg(long, env = "ES_FRAME_STALL_MS", default_value_t = FRAME_STALL_MS_DEFAULT)]
+    pub frame_stall_ms: u64,
     /// Largest HTTP request body accepted; larger gets 413.
     #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT)]
     pub http_body_bytes_max: usize,
@@ -177,6 +184,9 @@ impl Config {
                 es_protocol::HEADER_BYTES + 64,
                 es_storage::batch::BATCH_BYTES_MAX
             ));
+        }
+        if self.frame_stall_ms == 0 {
+            return Err("--frame-stall-ms must be positive".into());
         }
         if self.request_shard_bytes < self.frame_bytes_max {
             return Err(format!(

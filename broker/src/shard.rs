@@ -63,7 +63,7 @@ pub struct Shard {
     pub connections: Cell<usize>,
     /// Bytes of large binary requests this shard may hold at once
     /// (`--request-shard-bytes`; binary/connection.rs).
-    pub request_budget: Rc<glommio::sync::Semaphore>,
+    pub request_budget: Rc<crate::binary::budget::RequestBudget>,
     /// Reaches 1 when this shard starts shutting down.
     pub shutdown: Watermark,
 }
@@ -79,7 +79,7 @@ impl Shard {
     ) -> Shard {
         let shards = config.shard_count();
         let producer_epochs = RefCell::new(catalog.producer_epochs());
-        let request_budget = Rc::new(glommio::sync::Semaphore::new(config.request_shard_bytes as u64));
+        let request_budget = crate::binary::budget::RequestBudget::new(config.request_shard_bytes as u64, id);
         Shard {
             id,
             shards,

@@ -759,6 +759,48 @@ fn large_requests_wait_for_the_shards_request_budget() {
     wait_until("every charge is released", || held() == 0.0);
 }
 
+/// A client that sends most of a large frame and then nothing is closed
+/// with `frame_stalled` after `--frame-stall-ms`, and the room its frame
+/// held in the shard's request budget is freed: a frame read into the
+/// connection's buffer (a large admin request) and a large ProduceBatch
+/// read into memory of its own alike.
+#[test]
+fn a_large_frame_that_stops_arriving_is_refused_and_its_room_freed() {
+    use es_protocol::batch::BatchBuilder;
+    use es_protocol::requests::produce_batch::ProduceBatch;
+    let b = Broker::start_with(&["--shards", "1", "--frame-stall-ms", "300"]);
+    let c = connect(&b, false);
+    c.admin(Kind::CreateTopic, json!({"name": "st", "partitions": 1}))
+        .unwrap();
+    let mut bb = BatchBuilder::default();
+    for i in 0..300 {
+        bb.push(None, &[i as u8; 1000], 1_700_000_000_000);
+    }
+    let frames = [
+        Request::Admin(Kind::DescribeTopic, json!({ "name": "x".repeat(200 << 10) })).to_frame(7, false),
+        Request::ProduceBatch(ProduceBatch {
+            topic: "st".into(),
+            partition: 0,
+            batch: bb.finish(0, None).unwrap(),
+        })
+        .to_frame(8, false),
+    ];
+    for (i, frame) in frames.iter().enumerate() {
+        let mut bytes = hello_frame();
+        bytes.extend_from_slice(&frame[..frame.len() - 1000]);
+        let got = raw_exchange(&b.binary_addr(), &bytes);
+        assert_eq!(last_error_code(&got), "frame_stalled", "frame {i}: {got:?}");
+        wait_until("the stalled frame's room is freed", || {
+            b.metric(r#"es_binary_request_bytes_held{shard="0"}"#)
+                .unwrap_or(0.0)
+                == 0.0
+        });
+    }
+    assert_eq!(b.metric("es_binary_stalled_frames_total"), Some(2.0));
+    // Nothing was appended.
+    assert!(fetch_all(&c, "st", 0).is_empty());
+}
+
 /// Polls `cond` until it holds; panics after 30 s.
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -34,4 +34,8 @@ impl ErrorCode {
     /// The first frame was not a Hello, or no common version.
     pub const HANDSHAKE_REQUIRED: &'static str = "handshake_required";
     pub const UNSUPPORTED_VERSION: &'static str = "unsupported_version";
+    /// A frame of 64 KiB or more stopped arriving midway for the broker's
+    /// `--frame-stall-ms` (it held room other requests need); the
+    /// connection is closed.
+    pub const FRAME_STALLED: &'static str = "frame_stalled";
 }

@@ -222,6 +222,9 @@ impl ReceivingBatch {
     /// The bytes the batch still lacks, for a read that fills some of them
     /// (then [`assume_received`](ReceivingBatch::assume_received)).
     pub fn spare_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        // The caller may leave any of these bytes uninitialized, those
+        // `unfilled_zeroed` zeroed included: they count as not initialized.
+        self.init = self.filled;
         let room = self.len - self.filled;
         // SAFETY: `room` bytes from `filled` lie inside the batch and are
         // borrowed uniquely; `MaybeUninit` makes no claim on their values.

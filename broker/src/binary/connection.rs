@@ -15,9 +15,10 @@ use futures::io::AsyncReadExt;
 use futures::FutureExt;
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
-use glommio::sync::{Semaphore, StaticPermit};
+use glommio::sync::Semaphore;
 
 use super::affinity::Affinity;
+use super::budget::Held;
 use super::early::EarlyFeed;
 use super::handler::Incoming;
 use super::outgoing::Outgoing;
@@ -48,13 +49,16 @@ const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16:
 /// read buffer, none into a write buffer. Below it, copying is cheaper
 /// than a buffer.
 const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
-/// Frames at least this large are charged to the shard's request budget
-/// (`--request-shard-bytes`) from when their header arrives until their
-/// answer is queued: a connection whose next such frame does not fit
-/// waits, unread. Smaller frames are not (their bytes are bounded by the
-/// connection's read buffer and its requests in flight), so that small
-/// requests (fetches, metadata, groups) always flow.
+/// Frames at least this large, after the handshake, are charged to the
+/// shard's request budget (`--request-shard-bytes`, budget.rs) from when
+/// their header arrives until their request is handled: a connection whose
+/// next such frame does not fit waits, unread, in turn. Smaller frames are
+/// not (their bytes are bounded by the connection's read buffer and its
+/// requests in flight), so that small requests (fetches, metadata, groups)
+/// always flow; nor is a frame before the handshake (at most a Hello's
+/// size, `HELLO_FRAME_BYTES_MAX`).
 pub const CHARGED_FRAME_BYTES_MIN: usize = 64 << 10;
+
 /// While a large batch arrives and the socket holds nothing, the read that
 /// waits for more takes at most this much (zeroed first); whatever else
 /// has arrived by then is received unzeroed (`read_rest`).
@@ -86,10 +90,47 @@ pub fn adopt(shard: &Rc<Shard>, socket: OwnedFd, unhandled: Vec<u8>) -> Result<(
 enum End {
     Eof,
     Shutdown,
+    /// A large frame stopped arriving for `--frame-stall-ms`.
+    Stalled,
     /// A protocol error: answered with this error frame, then closed.
     Refused(u64, Response),
     /// Moving to this shard, with the bytes read but not handled yet.
     Move(ShardId, Vec<u8>),
+}
+
+/// How long a read in the middle of a large frame may wait
+/// (`--frame-stall-ms`): a connection that sends nothing for this long is
+/// closed with `frame_stalled`, and the budget it held freed, so a client
+/// cannot hold a shard's large requests back by sending most of a frame
+/// and stopping.
+fn stall(shard: &Shard) -> std::time::Duration {
+    std::time::Duration::from_millis(shard.config.frame_stall_ms)
+}
+
+impl End {
+    /// A stalled frame (request `id`) is answered with `frame_stalled`.
+    fn stalled(self, shard: &Shard, id: u64) -> End {
+        match self {
+            End::Stalled => End::Refused(
+                id,
+                Response::error(
+                    ErrorCode::FRAME_STALLED,
+                    format!(
+                        "a frame of 64 KiB or more stopped arriving for {} ms (--frame-stall-ms)",
+                        shard.config.frame_stall_ms
+                    ),
+                ),
+            ),
+            other => other,
+        }
+    }
+}
+
+/// The request id in a frame's header, if it has arrived.
+fn frame_id(prefix: &[u8]) -> u64 {
+    prefix
+        .get(8..16)
+        .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8")))
 }
 
 /// Serves one connection: `unhandled` bytes already read from it come
@@ -114,7 +155,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let mut affinity = Affinity::default();
     // The request budget held for the frame at `start`, charged once its
     // header showed it large and before the rest of it was read.
-    let mut charged: Option<StaticPermit> = None;
+    let mut charged: Option<Held> = None;
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
@@ -135,7 +176,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     };
                     let budget = match charged.take() {
                         Some(p) => Some(p),
-                        None => match charge(&shard, used).await {
+                        None => match charge(&shard, handshaken, used).await {
                             Ok(p) => p,
                             Err(end) => break 'conn end,
                         },
@@ -153,7 +194,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // arrive (early.rs).
                     let budget = match charged.take() {
                         Some(p) => Some(p),
-                        None => match charge(&shard, big.batch_at + big.batch_len).await {
+                        None => match charge(&shard, handshaken, big.batch_at + big.batch_len).await {
                             Ok(p) => p,
                             Err(end) => break 'conn end,
                         },
@@ -168,7 +209,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
                     if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, &mut early).await {
-                        break 'conn end;
+                        break 'conn end.stalled(&shard, big.header.request_id);
                     }
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
@@ -208,9 +249,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             let (shard, tx) = (shard.clone(), tx.clone());
             glommio::spawn_local(async move {
                 let out = super::handler::handle(&shard, incoming, id, gzip).await;
+                // The request's bytes are gone: its answer may wait for
+                // a slow reader without holding the shard's budget.
+                drop(budget);
                 let _ = tx.send(out).await;
                 drop(permit);
-                release(&shard, budget);
             })
             .detach();
         };
@@ -221,7 +264,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         }
         // A large frame is charged before the rest of it is read.
         if charged.is_none() {
-            match charge(&shard, wanted).await {
+            match charge(&shard, handshaken, wanted).await {
                 Ok(p) => charged = p,
                 Err(end) => break end,
             }
@@ -266,9 +309,10 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 Err(_) => break End::Eof,
             }
         }
-        match read_or_stop(&shard, &mut rd, &mut buf[filled..]).await {
+        let stall = charged.is_some().then(|| stall(&shard));
+        match read_or_stop(&shard, &mut rd, &mut buf[filled..], stall).await {
             Ok(n) => filled += n,
-            Err(end) => break end,
+            Err(end) => break end.stalled(&shard, frame_id(&buf[start..filled])),
         }
     };
     if let End::Refused(id, resp) = &end {
@@ -282,7 +326,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         let _ = permits.acquire(inflight_max as u64).await;
     }
     drop(tx);
-    release(&shard, charged);
+    drop(charged);
     let Some(mut wr) = writer.await else { return };
     match end {
         // The reading half is dropped on return: the socket lives on in
@@ -330,62 +374,57 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
 }
 
 /// Charges a frame of `bytes` to the shard's request budget if it is large
-/// (`CHARGED_FRAME_BYTES_MIN`), once that many bytes are free (in turn:
-/// a large frame is not overtaken by later ones), or why the connection
+/// (`CHARGED_FRAME_BYTES_MIN`) and the connection past its handshake, once
+/// that many bytes are free, in turn (budget.rs), or why the connection
 /// ends meanwhile (the broker shuts down). Waits are counted
 /// (`es_binary_request_budget_waits_total`).
-async fn charge(shard: &Shard, bytes: usize) -> Result<Option<StaticPermit>, End> {
-    if bytes < CHARGED_FRAME_BYTES_MIN {
+async fn charge(shard: &Shard, handshaken: bool, bytes: usize) -> Result<Option<Held>, End> {
+    if bytes < CHARGED_FRAME_BYTES_MIN || !handshaken {
         return Ok(None);
     }
     let budget = &shard.request_budget;
-    if let Ok(p) = budget.try_acquire_static_permit(bytes as u64) {
-        note_budget(shard);
-        return Ok(Some(p));
+    if let Some(held) = budget.try_take(bytes as u64) {
+        return Ok(Some(held));
     }
     metrics::counter!("es_binary_request_budget_waits_total").increment(1);
-    let acquire = budget.acquire_static_permit(bytes as u64).fuse();
+    let take = budget.take(bytes as u64).fuse();
     let stop = shard.shutdown.wait_for(1).fuse();
-    futures::pin_mut!(acquire, stop);
-    let permit = futures::select! {
-        p = acquire => p.map_err(|_| End::Shutdown)?,
-        _ = stop => return Err(End::Shutdown),
-    };
-    note_budget(shard);
-    Ok(Some(permit))
-}
-
-/// Releases a charge ([`charge`]).
-fn release(shard: &Shard, permit: Option<StaticPermit>) {
-    if permit.is_some() {
-        drop(permit);
-        note_budget(shard);
+    futures::pin_mut!(take, stop);
+    futures::select! {
+        held = take => Ok(Some(held)),
+        _ = stop => Err(End::Shutdown),
     }
-}
-
-/// `es_binary_request_bytes_held{shard}`: bytes of the shard's request
-/// budget held now.
-fn note_budget(shard: &Shard) {
-    let held = shard.config.request_shard_bytes as u64 - shard.request_budget.available();
-    metrics::gauge!("es_binary_request_bytes_held", "shard" => shard.id.to_string()).set(held as f64);
 }
 
 /// Reads some bytes into `into`: how many, or why the connection ends (the
-/// peer closed it or failed, or the broker shuts down).
+/// peer closed it or failed, the broker shuts down, or nothing came for
+/// `stall`).
 async fn read_or_stop(
     shard: &Shard,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     into: &mut [u8],
+    stall: Option<std::time::Duration>,
 ) -> Result<usize, End> {
     let read = rd.read(into).fuse();
     let stop = shard.shutdown.wait_for(1).fuse();
-    futures::pin_mut!(read, stop);
+    let stalled = async {
+        match stall {
+            Some(d) => glommio::timer::sleep(d).await,
+            None => futures::future::pending().await,
+        }
+    }
+    .fuse();
+    futures::pin_mut!(read, stop, stalled);
     futures::select! {
         r = read => match r {
             Ok(0) | Err(_) => Err(End::Eof),
             Ok(n) => Ok(n),
         },
         _ = stop => Err(End::Shutdown),
+        _ = stalled => {
+            metrics::counter!("es_binary_stalled_frames_total").increment(1);
+            Err(End::Stalled)
+        }
     }
 }
 
@@ -408,7 +447,13 @@ async fn read_rest(
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 early.arrived(batch.filled());
-                let n = read_or_stop(shard, rd, batch.unfilled_zeroed(WAIT_READ_BYTES)).await?;
+                let n = read_or_stop(
+                    shard,
+                    rd,
+                    batch.unfilled_zeroed(WAIT_READ_BYTES),
+                    Some(stall(shard)),
+                )
+                .await?;
                 batch.received(n);
             }
             Err(_) => return Err(End::Eof),

@@ -4,6 +4,7 @@
 //! responses as they complete, matched by request id.
 
 mod affinity;
+pub mod budget;
 mod connection;
 mod early;
 mod handler;
