@@ -7,9 +7,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
 use es_protocol::frame;
-use es_protocol::requests::hello::HelloOk;
 use es_protocol::requests::produce_batch::ProduceBatch;
-use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response, PROTOCOL_VERSION};
+use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response};
 use es_storage::ReceivingBatch;
 use futures::io::AsyncReadExt;
 use futures::FutureExt;
@@ -21,34 +20,15 @@ use super::affinity::Affinity;
 use super::budget::Held;
 use super::early::EarlyFeed;
 use super::handler::Incoming;
+use super::handshake::{hello, HELLO_FRAME_BYTES_MAX};
+use super::large_batch::large_batch;
 use super::outgoing::Outgoing;
+use super::read_buf::{grown_len, READ_CHUNK_BYTES, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
 use crate::error::ApiError;
 use crate::message::{Op, Reply};
 use crate::placement::ShardId;
 use crate::shard::Shard;
 
-/// A connection's read buffer while it waits for a request: what an idle
-/// connection holds (10,000 idle connections: 160 MiB). Grown as frames
-/// arrive, back to this size whenever the connection has to wait again.
-const READ_IDLE_BYTES: usize = 16 << 10;
-/// The most a read buffer keeps between frames while requests keep
-/// arriving: a buffer grown past it for one large frame shrinks back to it
-/// once that frame is handled.
-const READ_CHUNK_BYTES: usize = 256 << 10;
-/// Free bytes a read is given at least.
-const READ_ROOM_MIN_BYTES: usize = 4 << 10;
-/// Largest frame before the handshake: the largest valid Hello (header,
-/// two versions, a client id and an API key of up to 65,535 bytes each).
-/// A frame's header costs a client 16 bytes; buffering what it announces
-/// costs the broker up to `--frame-bytes-max`, so an unauthenticated
-/// client may not announce more than a Hello can be.
-const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16::MAX as usize);
-/// A ProduceBatch frame at least this large has its batch read straight
-/// into page-aligned memory of its own (es-storage's `ReceivingBatch`),
-/// which storage then queues, and writes, as it is: no copy out of the
-/// read buffer, none into a write buffer. Below it, copying is cheaper
-/// than a buffer.
-const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
 /// Frames at least this large, after the handshake, are charged to the
 /// shard's request budget (`--request-shard-bytes`, budget.rs) from when
 /// their header arrives until their request is handled: a connection whose
@@ -175,9 +155,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     };
                     let budget = match charged.take() {
-                        Some(p) => Some(p),
+                        Some(held) => Some(held),
                         None => match charge(&shard, handshaken, used).await {
-                            Ok(p) => p,
+                            Ok(held) => held,
                             Err(end) => break 'conn end,
                         },
                     };
@@ -193,9 +173,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // from the socket, its pages written early as they
                     // arrive (early.rs).
                     let budget = match charged.take() {
-                        Some(p) => Some(p),
+                        Some(held) => Some(held),
                         None => match charge(&shard, handshaken, big.batch_at + big.batch_len).await {
-                            Ok(p) => p,
+                            Ok(held) => held,
                             Err(end) => break 'conn end,
                         },
                     };
@@ -338,24 +318,6 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     }
 }
 
-/// The read buffer's length for the next read, given `len` now, the
-/// unhandled bytes at `start..filled` and `wanted` bytes from `start` for
-/// the next frame: room for that frame, but grown with what has arrived
-/// (at most twice the bytes held, or `READ_IDLE_BYTES`), never with
-/// what a frame header announces: memory follows the bytes a client
-/// actually sent, and a header alone announcing `--frame-bytes-max` costs
-/// nothing. Every read gets `READ_ROOM_MIN_BYTES` of room at least.
-fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
-    let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
-    if need <= len {
-        return len;
-    }
-    let arrived = (2 * filled)
-        .max(READ_IDLE_BYTES)
-        .max(filled + READ_ROOM_MIN_BYTES);
-    need.min(arrived).max(len)
-}
-
 /// Hands the connection's socket (every request answered, nothing left to
 /// write) and its unhandled bytes to shard `to`.
 async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) {
@@ -462,40 +424,6 @@ async fn read_rest(
     Ok(())
 }
 
-/// A large, uncompressed ProduceBatch frame whose header, topic and
-/// partition have arrived: where its batch starts in the frame and how
-/// long it is (see `DIRECT_BATCH_BYTES_MIN`).
-struct LargeBatch {
-    header: frame::FrameHeader,
-    topic: String,
-    partition: u32,
-    batch_at: usize,
-    batch_len: usize,
-}
-
-/// `prefix` (the start of an incomplete frame) as a [`LargeBatch`], if it
-/// is one. Anything else, or anything wrong, waits for the whole frame and
-/// the usual checks.
-fn large_batch(prefix: &[u8], frame_max: usize) -> Option<LargeBatch> {
-    let head: &[u8; frame::HEADER_BYTES] = prefix.get(..frame::HEADER_BYTES)?.try_into().ok()?;
-    let (header, total) = frame::check_header(head, frame_max).ok()?;
-    if Kind::from_u8(header.kind) != Some(Kind::ProduceBatch)
-        || header.flags & es_protocol::FLAG_GZIP != 0
-        || total < DIRECT_BATCH_BYTES_MIN
-    {
-        return None;
-    }
-    let (topic, partition, used) = ProduceBatch::decode_head(&prefix[frame::HEADER_BYTES..]).ok()??;
-    let batch_at = frame::HEADER_BYTES + used;
-    Some(LargeBatch {
-        header,
-        topic,
-        partition,
-        batch_at,
-        batch_len: total.checked_sub(batch_at)?,
-    })
-}
-
 /// Decodes the request in a whole, checked frame; the error frame to answer
 /// if it is not a request that decodes.
 fn decode_request(h: &frame::FrameHeader, raw: &[u8], frame_max: usize) -> Result<Request, Response> {
@@ -528,90 +456,4 @@ fn refuse_frame(buf: &[u8], e: DecodeError) -> End {
         0
     };
     End::Refused(id, Response::error(code_for(&e), e.to_string()))
-}
-
-/// The handshake: the first frame must be a Hello with a version we speak.
-fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response> {
-    let Some(Request::Hello(h)) = req else {
-        return Err(Response::error(
-            ErrorCode::HANDSHAKE_REQUIRED,
-            "the first frame must be a Hello",
-        ));
-    };
-    if !(h.min_version..=h.max_version).contains(&PROTOCOL_VERSION) {
-        return Err(Response::error(
-            ErrorCode::UNSUPPORTED_VERSION,
-            format!(
-                "client speaks versions {}..={}, the broker speaks {PROTOCOL_VERSION}",
-                h.min_version, h.max_version
-            ),
-        ));
-    }
-    let _ = Kind::HelloOk;
-    Ok(Response::HelloOk(HelloOk {
-        version: PROTOCOL_VERSION,
-        frame_bytes_max: shard.config.frame_bytes_max as u32,
-        inflight_requests_max: shard.config.inflight_requests_max as u32,
-        broker_version: env!("CARGO_PKG_VERSION").to_string(),
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIB: usize = 1 << 20;
-
-    #[test]
-    fn a_header_alone_does_not_grow_the_buffer() {
-        // 116 bytes of a 16 MiB frame in the first read buffer.
-        assert_eq!(grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB), READ_IDLE_BYTES);
-    }
-
-    #[test]
-    fn the_buffer_grows_with_what_arrives_until_the_frame_fits() {
-        let (frame, mut len) = (16 * MIB, READ_IDLE_BYTES);
-        let mut grows = 0;
-        while len < frame {
-            // The client sends everything it may: the buffer fills up.
-            let filled = len;
-            let next = grown_len(len, 0, filled, frame);
-            assert!(next > len, "grows once full");
-            assert!(next <= 2 * filled.max(READ_IDLE_BYTES), "at most doubles");
-            assert!(next - filled >= READ_ROOM_MIN_BYTES, "room to read");
-            len = next;
-            grows += 1;
-        }
-        assert_eq!(len, frame, "never past the frame");
-        assert_eq!(grows, 10, "16 KiB doubled ten times is 16 MiB");
-    }
-
-    #[test]
-    fn reads_always_get_room() {
-        for (len, start, filled, wanted) in [
-            (READ_CHUNK_BYTES, 0, READ_CHUNK_BYTES, 20),
-            (READ_CHUNK_BYTES, 100, READ_CHUNK_BYTES - 10, 16),
-            (4 * MIB, 0, 4 * MIB - 1, 4 * MIB),
-        ] {
-            let next = grown_len(len, start, filled, wanted);
-            assert!(next >= len);
-            assert!(
-                next - filled >= READ_ROOM_MIN_BYTES,
-                "{len} {start} {filled} {wanted}: {next}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_hello_fits_before_the_handshake() {
-        let longest = Request::Hello(es_protocol::requests::hello::Hello {
-            min_version: 1,
-            max_version: 1,
-            client_id: "c".repeat(u16::MAX as usize),
-            api_key: "k".repeat(u16::MAX as usize),
-        })
-        .to_frame(0, false);
-        assert_eq!(longest.len(), HELLO_FRAME_BYTES_MAX);
-        assert!(frame::check(&longest, HELLO_FRAME_BYTES_MAX).is_ok());
-    }
 }

@@ -8,7 +8,10 @@ pub mod budget;
 mod connection;
 mod early;
 mod handler;
+mod handshake;
+mod large_batch;
 mod outgoing;
+mod read_buf;
 mod recv;
 
 pub use connection::{adopt, serve};

@@ -1,0 +1,79 @@
+//! The sizes of a binary connection's read buffer: small while it waits
+//! for a request, grown with the bytes that arrive (never with what a
+//! frame header announces), shrunk back once a large frame is handled.
+
+/// A connection's read buffer while it waits for a request: what an idle
+/// connection holds (10,000 idle connections: 160 MiB). Grown as frames
+/// arrive, back to this size whenever the connection has to wait again.
+pub const READ_IDLE_BYTES: usize = 16 << 10;
+/// The most a read buffer keeps between frames while requests keep
+/// arriving: a buffer grown past it for one large frame shrinks back to it
+/// once that frame is handled.
+pub const READ_CHUNK_BYTES: usize = 256 << 10;
+/// Free bytes a read is given at least.
+pub const READ_ROOM_MIN_BYTES: usize = 4 << 10;
+
+/// The read buffer's length for the next read, given `len` now, the
+/// unhandled bytes at `start..filled` and `wanted` bytes from `start` for
+/// the next frame: room for that frame, but grown with what has arrived
+/// (at most twice the bytes held, or `READ_IDLE_BYTES`), never with
+/// what a frame header announces: memory follows the bytes a client
+/// actually sent, and a header alone announcing `--frame-bytes-max` costs
+/// nothing. Every read gets `READ_ROOM_MIN_BYTES` of room at least.
+pub fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
+    let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
+    if need <= len {
+        return len;
+    }
+    let arrived = (2 * filled)
+        .max(READ_IDLE_BYTES)
+        .max(filled + READ_ROOM_MIN_BYTES);
+    need.min(arrived).max(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn a_header_alone_does_not_grow_the_buffer() {
+        // 116 bytes of a 16 MiB frame in the first read buffer.
+        assert_eq!(grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB), READ_IDLE_BYTES);
+    }
+
+    #[test]
+    fn the_buffer_grows_with_what_arrives_until_the_frame_fits() {
+        let (frame, mut len) = (16 * MIB, READ_IDLE_BYTES);
+        let mut grows = 0;
+        while len < frame {
+            // The client sends everything it may: the buffer fills up.
+            let filled = len;
+            let next = grown_len(len, 0, filled, frame);
+            assert!(next > len, "grows once full");
+            assert!(next <= 2 * filled.max(READ_IDLE_BYTES), "at most doubles");
+            assert!(next - filled >= READ_ROOM_MIN_BYTES, "room to read");
+            len = next;
+            grows += 1;
+        }
+        assert_eq!(len, frame, "never past the frame");
+        assert_eq!(grows, 10, "16 KiB doubled ten times is 16 MiB");
+    }
+
+    #[test]
+    fn reads_always_get_room() {
+        for (len, start, filled, wanted) in [
+            (READ_CHUNK_BYTES, 0, READ_CHUNK_BYTES, 20),
+            (READ_CHUNK_BYTES, 100, READ_CHUNK_BYTES - 10, 16),
+            (4 * MIB, 0, 4 * MIB - 1, 4 * MIB),
+        ] {
+            let next = grown_len(len, start, filled, wanted);
+            assert!(next >= len);
+            assert!(
+                next - filled >= READ_ROOM_MIN_BYTES,
+                "{len} {start} {filled} {wanted}: {next}"
+            );
+        }
+    }
+}
