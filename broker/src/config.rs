@@ -50,11 +50,12 @@ pub struct Config {
     /// This broker's node id (reported as partition leader).
     #[arg(long, env = "ES_NODE_ID", default_value_t = 1)]
     pub node_id: u64,
-    /// Bytes of large binary requests (frames of `CHARGED_FRAME_BYTES_MIN`,
-    /// 64 KiB, or more) each shard holds at once, from the moment a frame's
-    /// header arrives until its answer is queued: a connection whose next
-    /// frame does not fit waits, unread, until earlier requests are done.
-    /// At least `--frame-bytes-max`.
+    /// Bytes of large binary requests (frames of 64 KiB or more after the
+    /// handshake, `CHARGED_FRAME_BYTES_MIN`) each shard holds at once, from
+    /// the moment a frame's header arrives until its request is handled: a
+    /// connection whose next such frame does not fit waits, unread, until
+    /// the large frames that asked before it are handled (in turn). At
+    /// least `--frame-bytes-max`.
     #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT)]
     pub request_shard_bytes: usize,
     /// Milliseconds a binary connection in the middle of a frame of 64 KiB
