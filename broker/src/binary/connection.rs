@@ -261,7 +261,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             buf.copy_within(start..filled, 0);
             (start, filled) = (0, filled - start);
         }
-        let len = grown_len(buf.len(), start, filled, wanted);
+        let len = grown_len(buf.len(), start, filled, wanted, charged.is_some());
         if len > buf.len() {
             buf.resize(len, 0);
         }

@@ -19,15 +19,23 @@ pub const READ_ROOM_MIN_BYTES: usize = 4 << 10;
 /// (at most twice the bytes held, or `READ_IDLE_BYTES`), never with
 /// what a frame header announces: memory follows the bytes a client
 /// actually sent, and a header alone announcing `--frame-bytes-max` costs
-/// nothing. Every read gets `READ_ROOM_MIN_BYTES` of room at least.
-pub fn grown_len(len: usize, start: usize, filled: usize, wanted: usize) -> usize {
+/// nothing. A `charged` frame (of 64 KiB or more, its bytes held in the
+/// shard's request budget, connection.rs) grows to `READ_CHUNK_BYTES` at
+/// once: a connection that sends such frames one at a time, waiting in
+/// between, does not regrow its buffer from `READ_IDLE_BYTES` by doubling
+/// (and copying) for each. Every read gets `READ_ROOM_MIN_BYTES` of room
+/// at least.
+pub fn grown_len(len: usize, start: usize, filled: usize, wanted: usize, charged: bool) -> usize {
     let need = (start + wanted).max(filled + READ_ROOM_MIN_BYTES);
     if need <= len {
         return len;
     }
-    let arrived = (2 * filled)
-        .max(READ_IDLE_BYTES)
-        .max(filled + READ_ROOM_MIN_BYTES);
+    let floor = if charged {
+        READ_CHUNK_BYTES
+    } else {
+        READ_IDLE_BYTES
+    };
+    let arrived = (2 * filled).max(floor).max(filled + READ_ROOM_MIN_BYTES);
     need.min(arrived).max(len)
 }
 
@@ -40,7 +48,10 @@ mod tests {
     #[test]
     fn a_header_alone_does_not_grow_the_buffer() {
         // 116 bytes of a 16 MiB frame in the first read buffer.
-        assert_eq!(grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB), READ_IDLE_BYTES);
+        assert_eq!(
+            grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB, false),
+            READ_IDLE_BYTES
+        );
     }
 
     #[test]
@@ -50,7 +61,7 @@ mod tests {
         while len < frame {
             // The client sends everything it may: the buffer fills up.
             let filled = len;
-            let next = grown_len(len, 0, filled, frame);
+            let next = grown_len(len, 0, filled, frame, false);
             assert!(next > len, "grows once full");
             assert!(next <= 2 * filled.max(READ_IDLE_BYTES), "at most doubles");
             assert!(next - filled >= READ_ROOM_MIN_BYTES, "room to read");
@@ -62,13 +73,27 @@ mod tests {
     }
 
     #[test]
+    fn a_charged_frame_grows_the_buffer_to_a_chunk_at_once() {
+        // 200 KiB: all of it at once; 16 MiB: a chunk, then with arrivals.
+        assert_eq!(grown_len(READ_IDLE_BYTES, 0, 116, 200 << 10, true), 200 << 10);
+        assert_eq!(
+            grown_len(READ_IDLE_BYTES, 0, 116, 16 * MIB, true),
+            READ_CHUNK_BYTES
+        );
+        assert_eq!(
+            grown_len(READ_IDLE_BYTES, 0, 116, 200 << 10, false),
+            READ_IDLE_BYTES
+        );
+    }
+
+    #[test]
     fn reads_always_get_room() {
         for (len, start, filled, wanted) in [
             (READ_CHUNK_BYTES, 0, READ_CHUNK_BYTES, 20),
             (READ_CHUNK_BYTES, 100, READ_CHUNK_BYTES - 10, 16),
             (4 * MIB, 0, 4 * MIB - 1, 4 * MIB),
         ] {
-            let next = grown_len(len, start, filled, wanted);
+            let next = grown_len(len, start, filled, wanted, false);
             assert!(next >= len);
             assert!(
                 next - filled >= READ_ROOM_MIN_BYTES,
