@@ -503,7 +503,7 @@ impl PageBuf {
 
     /// Keeps the buffer for this shard's next write, if it is of the
     /// pooled size and the pool has room; else frees it.
-    pub(crate) fn recycle(self) {
+    fn recycle(self) {
         if self.layout.size() == POOLED_BUF_BYTES {
             POOL.with(|p| {
                 let mut pool = p.borrow_mut();

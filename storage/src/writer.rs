@@ -182,7 +182,9 @@ impl SegmentWriter {
                 let bytes = if parts.len() == 1 {
                     parts.pop().expect("one part").into_vec()
                 } else {
-                    parts.iter().flat_map(|p| p.iter().copied()).collect()
+                    let mut all = Vec::with_capacity(len);
+                    parts.iter().for_each(|p| all.extend_from_slice(p));
+                    all
                 };
                 segment::write_all(file, path, bytes, pos).await?;
                 recent.borrow_mut().forget_upto(end);
@@ -196,7 +198,7 @@ impl SegmentWriter {
                     _ => None,
                 };
                 let source = match &pages {
-                    Some(pages) => Source::Pages(pages, page_floor(pos)),
+                    Some(pages) => Source::Pages(pages),
                     None => Source::Parts(&parts),
                 };
                 let range =
@@ -304,10 +306,10 @@ impl SegmentWriter {
 
 /// The bytes of a direct write: its batches, copied into an aligned
 /// buffer per write, or one batch's own pages (`batch_buf.rs`), the first
-/// at this file position, written as they lie.
+/// of them the page holding the write's start, written as they lie.
 enum Source<'a> {
     Parts(&'a [BatchBuf]),
-    Pages(&'a Pages, u64),
+    Pages(&'a Pages),
 }
 
 /// The pages of the one batch in `parts`, which lies in page-aligned
@@ -364,8 +366,8 @@ async fn write_range(
         let buf = match source {
             // Its first page already holds the earlier bytes, its last
             // page ends in zeros (`ReceivingBatch`).
-            Source::Pages(pages, first) => {
-                let at = (floor - first) as usize;
+            Source::Pages(pages) => {
+                let at = (floor - page_floor(pos)) as usize;
                 DirectBuf::shared(&pages.pages, at..at + total)
             }
             Source::Parts(parts) => DirectBuf::filled(file, threads, total, |page| {

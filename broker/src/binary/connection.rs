@@ -154,12 +154,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                         Ok(r) => Incoming::Request(r),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     };
-                    let budget = match charged.take() {
-                        Some(held) => Some(held),
-                        None => match charge(&shard, handshaken, used).await {
-                            Ok(held) => held,
-                            Err(end) => break 'conn end,
-                        },
+                    let budget = match charge(&shard, handshaken, &mut charged, used).await {
+                        Ok(held) => held,
+                        Err(end) => break 'conn end,
                     };
                     (h.request_id, gzip, req, budget)
                 }
@@ -172,13 +169,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // log ends: those already read, then the rest straight
                     // from the socket, its pages written early as they
                     // arrive (early.rs).
-                    let budget = match charged.take() {
-                        Some(held) => Some(held),
-                        None => match charge(&shard, handshaken, big.batch_at + big.batch_len).await {
+                    let budget =
+                        match charge(&shard, handshaken, &mut charged, big.batch_at + big.batch_len).await {
                             Ok(held) => held,
                             Err(end) => break 'conn end,
-                        },
-                    };
+                        };
                     let receiving = std::time::Instant::now();
                     // Requests read before this one (a pipelining producer)
                     // are placed first: then the log ends where this batch
@@ -243,12 +238,10 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             }
         }
         // A large frame is charged before the rest of it is read.
-        if charged.is_none() {
-            match charge(&shard, handshaken, wanted).await {
-                Ok(p) => charged = p,
-                Err(end) => break end,
-            }
-        }
+        charged = match charge(&shard, handshaken, &mut charged, wanted).await {
+            Ok(held) => held,
+            Err(end) => break end,
+        };
         // Room for the next read: keep the unhandled tail at the front,
         // grow for a frame larger than the buffer (up to --frame-bytes-max,
         // checked above), shrink back once a large frame is done.
@@ -335,12 +328,21 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
     }
 }
 
-/// Charges a frame of `bytes` to the shard's request budget if it is large
+/// The charge of the frame at `start`, a frame of `bytes`: the one already
+/// `charged` for it, else a new one if it is large
 /// (`CHARGED_FRAME_BYTES_MIN`) and the connection past its handshake, once
-/// that many bytes are free, in turn (budget.rs), or why the connection
+/// that many bytes are free, in turn (budget.rs); or why the connection
 /// ends meanwhile (the broker shuts down). Waits are counted
 /// (`es_binary_request_budget_waits_total`).
-async fn charge(shard: &Shard, handshaken: bool, bytes: usize) -> Result<Option<Held>, End> {
+async fn charge(
+    shard: &Shard,
+    handshaken: bool,
+    charged: &mut Option<Held>,
+    bytes: usize,
+) -> Result<Option<Held>, End> {
+    if let Some(held) = charged.take() {
+        return Ok(Some(held));
+    }
     if bytes < CHARGED_FRAME_BYTES_MIN || !handshaken {
         return Ok(None);
     }
