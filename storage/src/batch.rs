@@ -123,6 +123,13 @@ impl BatchHeader {
 /// Checks that `buf` starts with one whole, checksum-valid batch and returns
 /// its header. Records inside are validated lazily by [`records`].
 pub fn check(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    check_summed(buf, None)
+}
+
+/// [`check`], given the checksum of `buf`'s covered bytes if it was
+/// computed as they arrived (`batch_buf.rs`): used when the batch is all of
+/// `buf`, instead of reading it again.
+fn check_summed(buf: &[u8], summed: Option<u32>) -> Result<BatchHeader, BatchError> {
     let h = BatchHeader::parse(buf)?;
     let len = h.batch_len as usize;
     if buf.len() < len {
@@ -131,7 +138,10 @@ pub fn check(buf: &[u8]) -> Result<BatchHeader, BatchError> {
             have: buf.len(),
         });
     }
-    let actual = checksum(&buf[..len]);
+    let actual = match summed {
+        Some(sum) if len == buf.len() => sum,
+        _ => checksum(&buf[..len]),
+    };
     if actual != h.crc {
         return Err(BatchError::Malformed(format!(
             "checksum mismatch: stored {:#010x}, computed {actual:#010x}",
@@ -141,7 +151,9 @@ pub fn check(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     Ok(h)
 }
 
-fn checksum(batch: &[u8]) -> u32 {
+/// The checksum a batch stores: CRC-32 of every byte but the checksum's
+/// own (`[12, 16)`).
+pub(crate) fn checksum(batch: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&batch[..12]);
     hasher.update(&batch[16..]);
@@ -299,7 +311,16 @@ pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<StoredRecord>, 
 /// checksum-valid batch whose records are framed right and numbered 0, 1,
 /// ... without gaps. Returns its header and whether a record has no key.
 pub fn check_produced(buf: &[u8]) -> Result<(BatchHeader, bool), BatchError> {
-    let h = check(buf)?;
+    check_produced_summed(buf, None)
+}
+
+/// [`check_produced`], given the checksum of `buf`'s covered bytes if it
+/// was computed as they arrived (`BatchBuf::received_checksum`).
+pub(crate) fn check_produced_summed(
+    buf: &[u8],
+    summed: Option<u32>,
+) -> Result<(BatchHeader, bool), BatchError> {
+    let h = check_summed(buf, summed)?;
     if h.batch_len as usize != buf.len() {
         return Err(BatchError::Malformed(format!(
             "{} bytes after the batch",

@@ -34,10 +34,14 @@ enum Repr {
     Heap(Vec<u8>),
     /// The batch is `pages[head..head + len]`; the rest of its pages are
     /// zero until the writer fills in the first page's earlier bytes.
+    /// `checksum`: the batch format's checksum of these bytes, computed as
+    /// they arrived ([`ReceivingChecksum`]); `None` once they may have been
+    /// changed.
     Paged {
         pages: PageBuf,
         head: usize,
         len: usize,
+        checksum: Option<u32>,
     },
 }
 
@@ -55,6 +59,16 @@ impl AsRef<[u8]> for Pages {
 }
 
 impl BatchBuf {
+    /// The checksum the batch format stores (`batch::checksum`) of these
+    /// bytes, if it was computed as they arrived and they have not been
+    /// changed since: checking the batch need not read them again.
+    pub(crate) fn received_checksum(&self) -> Option<u32> {
+        match &self.0 {
+            Repr::Heap(_) => None,
+            Repr::Paged { checksum, .. } => *checksum,
+        }
+    }
+
     /// Where the batch starts within its first page, if it lies in
     /// page-aligned memory.
     pub(crate) fn in_page_head(&self) -> Option<usize> {
@@ -69,7 +83,9 @@ impl BatchBuf {
     /// batch back if it is not paged so.
     pub(crate) fn into_pages(self, before: &[u8]) -> Result<Pages, BatchBuf> {
         match self.0 {
-            Repr::Paged { mut pages, head, len } if head == before.len() => {
+            Repr::Paged {
+                mut pages, head, len, ..
+            } if head == before.len() => {
                 pages[..head].copy_from_slice(before);
                 Ok(Pages {
                     pages: Arc::new(pages),
@@ -84,7 +100,7 @@ impl BatchBuf {
     pub(crate) fn into_bytes(self) -> Bytes {
         match self.0 {
             Repr::Heap(v) => Bytes::from(v),
-            Repr::Paged { pages, head, len } => Bytes::from_owner(Pages {
+            Repr::Paged { pages, head, len, .. } => Bytes::from_owner(Pages {
                 pages: Arc::new(pages),
                 batch: head..head + len,
             }),
@@ -111,7 +127,7 @@ impl std::ops::Deref for BatchBuf {
     fn deref(&self) -> &[u8] {
         match &self.0 {
             Repr::Heap(v) => v,
-            Repr::Paged { pages, head, len } => &pages[*head..*head + *len],
+            Repr::Paged { pages, head, len, .. } => &pages[*head..*head + *len],
         }
     }
 }
@@ -120,7 +136,17 @@ impl std::ops::DerefMut for BatchBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         match &mut self.0 {
             Repr::Heap(v) => v,
-            Repr::Paged { pages, head, len } => &mut pages[*head..*head + *len],
+            Repr::Paged {
+                pages,
+                head,
+                len,
+                checksum,
+            } => {
+                // The bytes may change: their checksum must be computed
+                // again.
+                *checksum = None;
+                &mut pages[*head..*head + *len]
+            }
         }
     }
 }
@@ -155,6 +181,8 @@ pub struct ReceivingBatch {
     filled: usize,
     /// Bytes of the batch initialized (received, or zeroed for a read).
     init: usize,
+    /// The checksum of the bytes received so far.
+    checksum: ReceivingChecksum,
 }
 
 impl ReceivingBatch {
@@ -180,6 +208,7 @@ impl ReceivingBatch {
             len,
             filled: 0,
             init: 0,
+            checksum: ReceivingChecksum::default(),
         }
     }
 
@@ -215,8 +244,7 @@ impl ReceivingBatch {
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.batch_ptr().add(self.filled), bytes.len())
         };
-        self.filled += bytes.len();
-        self.init = self.init.max(self.filled);
+        self.arrived(bytes.len());
     }
 
     /// The bytes the batch still lacks, for a read that fills some of them
@@ -249,7 +277,7 @@ impl ReceivingBatch {
     /// `n` more bytes were written into [`unfilled_zeroed`](ReceivingBatch::unfilled_zeroed)'s slice.
     pub fn received(&mut self, n: usize) {
         assert!(self.filled + n <= self.init, "received bytes were initialized");
-        self.filled += n;
+        self.arrived(n);
     }
 
     /// `n` more bytes were written into [`spare_mut`](ReceivingBatch::spare_mut)'s slice.
@@ -258,8 +286,19 @@ impl ReceivingBatch {
     /// The first `n` bytes of that slice must have been initialized.
     pub unsafe fn assume_received(&mut self, n: usize) {
         assert!(n <= self.len - self.filled, "no more than the batch's length");
+        self.arrived(n);
+    }
+
+    /// `n` more bytes, initialized, were received: counted, and added to
+    /// the checksum while they are still in the CPU's cache (and, with
+    /// more to come, while the socket is still bringing the rest).
+    fn arrived(&mut self, n: usize) {
+        let from = self.filled;
         self.filled += n;
         self.init = self.init.max(self.filled);
+        // SAFETY: `[from, filled)` of the batch was just initialized.
+        let new = unsafe { std::slice::from_raw_parts(self.pages.as_ptr().add(self.head + from), n) };
+        self.checksum.update(from, new);
     }
 
     /// The whole batch. Panics unless all of it was received.
@@ -269,12 +308,54 @@ impl ReceivingBatch {
             pages: self.pages,
             head: self.head,
             len: self.len,
+            checksum: self.checksum.finish(),
         })
     }
 
     fn batch_ptr(&mut self) -> *mut u8 {
         // SAFETY: `head` < a page lies inside the allocation.
         unsafe { self.pages.as_mut_ptr().add(self.head) }
+    }
+}
+
+/// The batch format's checksum (`batch::checksum`: CRC-32 of bytes
+/// `[0, 12)` and `[16, len)`, the stored checksum's own 4 bytes left out)
+/// of a batch's bytes as they arrive in order. Checking a received 1 MiB
+/// batch read all of it again after its last byte, about 40-50 us on the
+/// request's path (docs/benchmarks.md); summed as it arrives, the last
+/// read's bytes are all that is left to sum then.
+#[derive(Default)]
+struct ReceivingChecksum {
+    hasher: crc32fast::Hasher,
+    /// Bytes of the batch seen.
+    seen: usize,
+}
+
+/// Where the batch format's checksum field lies in a batch (`batch.rs`).
+const CHECKSUM_FIELD: Range<usize> = 12..16;
+
+impl ReceivingChecksum {
+    /// Adds `bytes`, the batch's bytes from `at` on (`at` = those seen so
+    /// far).
+    fn update(&mut self, at: usize, bytes: &[u8]) {
+        assert_eq!(at, self.seen, "bytes arrive in order");
+        let end = at + bytes.len();
+        let covered = |r: Range<usize>| {
+            let (from, to) = (r.start.max(at), r.end.min(end));
+            (from < to).then(|| &bytes[from - at..to - at])
+        };
+        if let Some(b) = covered(0..CHECKSUM_FIELD.start) {
+            self.hasher.update(b);
+        }
+        if let Some(b) = covered(CHECKSUM_FIELD.end..usize::MAX) {
+            self.hasher.update(b);
+        }
+        self.seen = end;
+    }
+
+    /// The checksum, if the bytes seen hold a checksum field at all.
+    fn finish(self) -> Option<u32> {
+        (self.seen >= CHECKSUM_FIELD.end).then(|| self.hasher.finalize())
     }
 }
 
@@ -351,5 +432,102 @@ mod tests {
         let b = BatchBuf::from(b"xyz".to_vec());
         assert_eq!(b.in_page_head(), None);
         assert_eq!(b.into_vec(), b"xyz");
+    }
+
+    /// A real produced batch: 3 records.
+    fn a_batch() -> Vec<u8> {
+        let records: Vec<crate::Record> = (0..3u8)
+            .map(|i| crate::Record {
+                key: Some(vec![i; 3]),
+                value: vec![i; 700],
+                timestamp_ms: 5,
+            })
+            .collect();
+        let mut out = Vec::new();
+        crate::batch::encode(crate::Offset(0), &records, crate::ProducerStamp::NONE, &mut out);
+        out
+    }
+
+    /// Receives `batch` in pieces that end at `cuts`, through each way
+    /// bytes come in.
+    fn receive(batch: &[u8], cuts: &[usize]) -> BatchBuf {
+        let mut r = ReceivingBatch::new(77, batch.len());
+        let mut at = 0;
+        for (i, &cut) in cuts.iter().chain([&batch.len()]).enumerate() {
+            let cut = cut.clamp(at, batch.len());
+            let piece = &batch[at..cut];
+            match i % 3 {
+                0 => r.extend_from_slice(piece),
+                1 => {
+                    for (b, &v) in r.spare_mut().iter_mut().zip(piece) {
+                        b.write(v);
+                    }
+                    // SAFETY: `piece.len()` bytes were just written.
+                    unsafe { r.assume_received(piece.len()) };
+                }
+                _ => {
+                    r.unfilled_zeroed(piece.len()).copy_from_slice(piece);
+                    r.received(piece.len());
+                }
+            }
+            at = cut;
+        }
+        r.finish()
+    }
+
+    #[test]
+    fn the_checksum_is_summed_as_the_batch_arrives() {
+        let batch = a_batch();
+        let want = crate::batch::checksum(&batch);
+        // Pieces that end before, inside and after the checksum field.
+        for cuts in [
+            vec![],
+            vec![1],
+            vec![12],
+            vec![13],
+            vec![14, 15],
+            vec![16],
+            vec![5, 40, 1000],
+        ] {
+            let got = receive(&batch, &cuts);
+            assert_eq!(got.received_checksum(), Some(want), "cuts {cuts:?}");
+            let (h, _) = crate::batch::check_produced_summed(&got, got.received_checksum()).unwrap();
+            assert_eq!(h.record_count, 3);
+        }
+    }
+
+    #[test]
+    fn a_changed_batch_has_its_checksum_summed_again() {
+        let batch = a_batch();
+        let mut got = receive(&batch, &[100]);
+        assert!(got.received_checksum().is_some());
+        got[200] ^= 1;
+        assert_eq!(got.received_checksum(), None, "its bytes may have changed");
+        let e = crate::batch::check_produced_summed(&got, got.received_checksum()).unwrap_err();
+        assert!(e.to_string().contains("checksum mismatch"), "{e}");
+    }
+
+    #[test]
+    fn a_batch_received_wrong_is_refused_with_a_checksum_summed_on_arrival() {
+        let mut batch = a_batch();
+        batch[500] ^= 0x40;
+        let got = receive(&batch, &[3000]);
+        assert_eq!(got.received_checksum(), Some(crate::batch::checksum(&batch)));
+        let e = crate::batch::check_produced_summed(&got, got.received_checksum()).unwrap_err();
+        assert!(e.to_string().contains("checksum mismatch"), "{e}");
+        // Too short to hold a checksum field: none summed.
+        assert_eq!(receive(&batch[..14], &[]).received_checksum(), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_in_any_pieces_sum_as_a_whole(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 16..3000),
+            mut cuts in proptest::collection::vec(0usize..3000, 0..6),
+        ) {
+            cuts.sort_unstable();
+            let got = receive(&bytes, &cuts);
+            proptest::prop_assert_eq!(got.received_checksum(), Some(crate::batch::checksum(&bytes)));
+        }
     }
 }

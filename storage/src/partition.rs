@@ -358,7 +358,7 @@ impl PartitionLog {
         early: Option<EarlyTicket>,
     ) -> Result<Appended> {
         let batch = batch.into();
-        let (header, keyless) = batch::check_produced(&batch)
+        let (header, keyless) = batch::check_produced_summed(&batch, batch.received_checksum())
             .map_err(|e| StorageError::Invalid(format!("produced batch: {e}")))?;
         self.place_with(
             batch.len(),
