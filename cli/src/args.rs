@@ -83,12 +83,14 @@ pub enum TopicCommand {
         /// Topic name.
         name: String,
     },
-    /// Change a topic's config: only the keys given change; key=null clears one.
+    /// Show a topic's config, or change it: only the keys given change;
+    /// key=null clears one.
     Config {
         /// Topic name.
         name: String,
-        /// key=value entries; values that parse as integers are sent as integers.
-        #[arg(value_name = "KEY=VALUE", required = true)]
+        /// key=value entries; values that parse as integers are sent as
+        /// integers. None: print the config as it is.
+        #[arg(value_name = "KEY=VALUE")]
         entries: Vec<ConfigPair>,
     },
 }

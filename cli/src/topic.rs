@@ -86,6 +86,14 @@ pub fn run(global: &Global, cmd: TopicCommand) -> Result<()> {
             }
             to_stdout(|w| writeln!(w, "deleted topic {name}"))
         }
+        TopicCommand::Config { name, entries } if entries.is_empty() => {
+            let (doc, info) = session.describe(&name)?;
+            if json {
+                let config = doc.get("config").cloned().unwrap_or(Value::Null);
+                return print_doc(&json!({ "name": name, "config": config }));
+            }
+            to_stdout(|w| info_config_table(&info).write(w))
+        }
         TopicCommand::Config { name, entries } => {
             let body = json!({ "name": name, "config": Value::Object(to_object(&entries)) });
             let doc = session.admin(Kind::PatchTopicConfig, body, &name)?;
@@ -132,11 +140,15 @@ fn describe_tables(info: &TopicInfo, w: &mut dyn Write) -> std::io::Result<()> {
     }
     table.write(w)?;
     writeln!(w)?;
-    let mut config = Table::new(&["CONFIG", "VALUE"]);
+    info_config_table(info).write(w)
+}
+
+fn info_config_table(info: &TopicInfo) -> Table {
+    let mut table = Table::new(&["CONFIG", "VALUE"]);
     for (k, v) in &info.config {
-        config.row(vec![k.clone(), cell(v)]);
+        table.row(vec![k.clone(), cell(v)]);
     }
-    config.write(w)
+    table
 }
 
 fn config_table(config: Option<&Value>) -> Table {

@@ -108,6 +108,19 @@ fn topics_create_list_describe_config_delete() {
     ])))[0];
     assert_eq!(doc["config"]["segment_ms"], Value::Null);
     assert_eq!(doc["config"]["segment_bytes"], 2097152);
+    // No KEY=VALUE: the config as it is, changed by nothing.
+    let shown = stdout(&ok(b.es(&["topic", "config", "orders"])));
+    assert!(shown.starts_with("CONFIG"), "{shown}");
+    assert!(has_row(&shown, &["segment_bytes", "2097152"]), "{shown}");
+    assert!(has_row(&shown, &["segment_ms", "null"]), "{shown}");
+    let doc = &json_lines(&ok(b.es(&["--json", "topic", "config", "orders"])))[0];
+    assert_eq!(doc["name"], "orders");
+    assert_eq!(doc["config"]["segment_bytes"], 2097152);
+    assert_eq!(
+        fails(&b.es(&["topic", "config", "nope"]), 1),
+        fails(&b.es(&["topic", "describe", "nope"]), 1),
+        "a missing topic: the same error as describe"
+    );
     let err = fails(&b.es(&["topic", "config", "orders", "no_such_key=5"]), 1);
     assert!(
         err.starts_with("es: ") && err.contains("(invalid_request)"),
