@@ -4,7 +4,6 @@
 //! (`disk_threads.rs`). Lives on the shard that owns the partition.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use glommio::io::DmaFile;
 
@@ -40,12 +39,6 @@ impl DirectBuf {
                 DirectBuf::Thread(WriteBuf::Own(buf))
             }
         }
-    }
-
-    /// Pages `range` of `pages`, written as they lie (no copy): only
-    /// through disk threads.
-    pub fn shared(pages: &Arc<PageBuf>, range: std::ops::Range<usize>) -> DirectBuf {
-        DirectBuf::Thread(WriteBuf::shared(pages, range))
     }
 
     pub fn len(&self) -> usize {

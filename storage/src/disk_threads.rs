@@ -31,7 +31,7 @@ use std::cell::{Cell, RefCell};
 use std::fs::File; // blocking-ok: its calls run on the disk threads, never on a shard
 use std::io;
 use std::ops::Range;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 use std::rc::Rc;
@@ -334,7 +334,7 @@ fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, in_flight: &AtomicUsize, w
         });
         match job {
             Ok(Job::Write { file, buf, pos, done }) => {
-                let wrote = write_all_at(&file, &buf, pos);
+                let wrote = write_all_at(&file, &buf.slices(), pos);
                 finished();
                 let _ = done.send((wrote, buf));
             }
@@ -350,7 +350,7 @@ fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, in_flight: &AtomicUsize, w
                 done,
                 synced,
             }) => {
-                let wrote = write_all_at(&file, &buf, pos);
+                let wrote = write_all_at(&file, &buf.slices(), pos);
                 let ok = wrote.is_ok();
                 let _ = done.send((wrote, buf));
                 let result = if ok {
@@ -366,21 +366,59 @@ fn run(queue: &Mutex<mpsc::Receiver<(Job, Instant)>>, in_flight: &AtomicUsize, w
     }
 }
 
-/// `pwrite` until all of `buf` is written, a short write continuing where
+/// Writes all of `bufs`, one after another, at `pos`: one `pwrite` for
+/// one buffer, one `pwritev` for several; a short write continues where
 /// it stopped (whole pages: a direct write stops on a page boundary); 0
-/// bytes written is an error.
-fn write_all_at(file: &File, buf: &[u8], pos: u64) -> io::Result<usize> {
+/// bytes written is an error. Returns the bytes written.
+fn write_all_at(file: &File, bufs: &[&[u8]], pos: u64) -> io::Result<usize> {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
     let mut at = 0;
-    while at < buf.len() {
-        match file.write_at(&buf[at..], pos + at as u64) {
+    while at < total {
+        let n = match write_some_at(file, bufs, at, pos + at as u64) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the disk took no bytes")),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
-        }
+        };
+        at += n;
     }
     Ok(at)
 }
+
+/// One write of the bytes of `bufs` from byte `skip` of their
+/// concatenation on, at `pos`: how many it took.
+fn write_some_at(file: &File, bufs: &[&[u8]], mut skip: usize, pos: u64) -> io::Result<usize> {
+    let mut iov = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        iov.push(libc::iovec {
+            iov_base: b[skip..].as_ptr() as *mut libc::c_void,
+            iov_len: b.len() - skip,
+        });
+        skip = 0;
+    }
+    if let [one] = iov[..] {
+        // SAFETY: `one` is a slice of `bufs`, alive for this call.
+        let b = unsafe { std::slice::from_raw_parts(one.iov_base as *const u8, one.iov_len) };
+        return file.write_at(b, pos);
+    }
+    let count = iov.len().min(IOV_MAX);
+    let offset = libc::off_t::try_from(pos).map_err(|_| io::Error::other("write position past off_t"))?;
+    // SAFETY: `iov[..count]` describe readable slices of `bufs`, alive for
+    // this call; pwritev only reads them.
+    let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), count as libc::c_int, offset) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Most buffers one `pwritev` takes (Linux's `UIO_MAXIOV`); a write of
+/// more goes on in further calls.
+const IOV_MAX: usize = 1024;
 
 /// A page-aligned buffer of whole pages that may cross to a disk thread
 /// (a direct write needs aligned memory). Its bytes are `len` of an
@@ -403,6 +441,10 @@ unsafe impl Sync for PageBuf {}
 pub(crate) enum WriteBuf {
     Own(PageBuf),
     Shared(Arc<PageBuf>, Range<usize>),
+    /// Several of the above, written one after another at the write's
+    /// position by one `pwritev` (a write of several batches that lie in
+    /// memory of their own: `writer.rs`).
+    Joined(Vec<WriteBuf>),
 }
 
 impl WriteBuf {
@@ -417,21 +459,45 @@ impl WriteBuf {
         WriteBuf::Shared(pages.clone(), range)
     }
 
-    /// Keeps an own buffer for this shard's next write (see
-    /// [`PageBuf::for_write`]); a shared one is let go.
-    fn recycle(self) {
-        if let WriteBuf::Own(buf) = self {
-            buf.recycle();
+    /// Several buffers written one after another (at least one; none of
+    /// them joined itself).
+    pub fn joined(mut bufs: Vec<WriteBuf>) -> WriteBuf {
+        assert!(
+            !bufs.iter().any(|b| matches!(b, WriteBuf::Joined(_))),
+            "joined buffers are flat"
+        );
+        match bufs.len() {
+            0 => panic!("a write has bytes"),
+            1 => bufs.pop().expect("one"),
+            _ => WriteBuf::Joined(bufs),
         }
     }
-}
 
-impl std::ops::Deref for WriteBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
+    /// Its bytes, in the order they are written.
+    pub fn slices(&self) -> Vec<&[u8]> {
         match self {
-            WriteBuf::Own(buf) => buf,
-            WriteBuf::Shared(pages, range) => &pages[range.clone()],
+            WriteBuf::Own(buf) => vec![buf],
+            WriteBuf::Shared(pages, range) => vec![&pages[range.clone()]],
+            WriteBuf::Joined(bufs) => bufs.iter().flat_map(WriteBuf::slices).collect(),
+        }
+    }
+
+    /// How many bytes it writes.
+    pub fn len(&self) -> usize {
+        match self {
+            WriteBuf::Own(buf) => buf.len(),
+            WriteBuf::Shared(_, range) => range.len(),
+            WriteBuf::Joined(bufs) => bufs.iter().map(WriteBuf::len).sum(),
+        }
+    }
+
+    /// Keeps its own buffers for this shard's next write (see
+    /// [`PageBuf::for_write`]); shared ones are let go.
+    fn recycle(self) {
+        match self {
+            WriteBuf::Own(buf) => buf.recycle(),
+            WriteBuf::Shared(..) => {}
+            WriteBuf::Joined(bufs) => bufs.into_iter().for_each(WriteBuf::recycle),
         }
     }
 }
@@ -696,5 +762,52 @@ mod tests {
         assert_eq!(bytes.len(), 3 * PAGE_BYTES as usize);
         assert_eq!(&bytes[PAGE_BYTES as usize..PAGE_BYTES as usize + 5], b"hello");
         let _ = std::fs::remove_dir_all(&dir); // blocking-ok: test cleanup
+    }
+
+    #[test]
+    fn joined_buffers_are_written_in_order_in_one_go_or_several() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::OpenOptions::new() // blocking-ok: a test, not a shard
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        // Three buffers; then more than one pwritev takes (IOV_MAX), so the
+        // write goes on where the first call stopped.
+        let three: Vec<Vec<u8>> = vec![vec![1; 10], vec![2; 4096], vec![3; 7]];
+        let many: Vec<Vec<u8>> = (0..IOV_MAX + 5).map(|i| vec![i as u8; 3]).collect();
+        for (bufs, pos) in [(three, 100u64), (many, 0)] {
+            let slices: Vec<&[u8]> = bufs.iter().map(Vec::as_slice).collect();
+            let want = bufs.concat();
+            assert_eq!(write_all_at(&file, &slices, pos).unwrap(), want.len());
+            let mut got = vec![0; want.len()];
+            file.read_exact_at(&mut got, pos).unwrap();
+            assert_eq!(got, want);
+        }
+        // Skipping into the second buffer, as after a short write.
+        let (a, b) = ([5u8; 4], [6u8; 4]);
+        assert_eq!(write_some_at(&file, &[&a, &b], 6, 0).unwrap(), 2);
+        let mut got = [0; 2];
+        file.read_exact_at(&mut got, 0).unwrap();
+        assert_eq!(got, [6, 6]);
+    }
+
+    #[test]
+    fn a_joined_write_buffer_is_its_parts_in_order() {
+        let pages = Arc::new(PageBuf::zeroed(3 * PAGE_BYTES as usize));
+        let mut own = PageBuf::zeroed(PAGE_BYTES as usize);
+        own[0] = 9;
+        let page = PAGE_BYTES as usize;
+        let joined = WriteBuf::joined(vec![WriteBuf::Own(own), WriteBuf::shared(&pages, page..3 * page)]);
+        assert_eq!(joined.len(), 3 * page);
+        let slices = joined.slices();
+        assert_eq!(slices.len(), 2);
+        assert_eq!((slices[0][0], slices[1].len()), (9, 2 * page));
+        assert!(matches!(
+            WriteBuf::joined(vec![WriteBuf::shared(&pages, 0..page)]),
+            WriteBuf::Shared(..)
+        ));
     }
 }

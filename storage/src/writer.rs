@@ -24,22 +24,27 @@
 //! Direct writes go through io_uring (`DmaFile`), or, when the shard
 //! started disk threads, through those (`disk_threads.rs`): the same pages
 //! at the same positions, only made by a blocking `pwrite` on another
-//! thread.
+//! thread. Through disk threads, a batch received into page-aligned memory
+//! where it lands (`batch_buf.rs`) is written from that memory, not copied
+//! ([`Plan`]; a write that joins several batches is one `pwritev` of their
+//! pages and of copies of the others').
 //!
 //! Readers keep using a buffered handle; Linux drops cached pages of a range
 //! a direct write covers, before and after the write.
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use crate::batch_buf::{BatchBuf, Pages};
 use crate::direct_buf::DirectBuf;
-use crate::disk_threads::{SyncAfter, ThreadedFile};
+use crate::disk_threads::{PageBuf, SyncAfter, ThreadedFile, WriteBuf};
 use crate::early::Prewritten;
 use crate::recent::{page_floor, RecentWrites, PAGE_BYTES};
 use crate::segment;
@@ -190,19 +195,11 @@ impl SegmentWriter {
                 recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path, threads } => {
-                // One batch in page-aligned memory that lies as the file's
-                // pages will: written as it lies, through disk threads.
-                let paged = parts.len() == 1 && parts[0].in_page_head().is_some();
-                let pages = match threads {
-                    Some(_) if paged => in_place(&mut parts, &earlier_bytes(recent, pos)),
-                    _ => None,
-                };
-                let source = match &pages {
-                    Some(pages) => Source::Pages(pages),
-                    None => Source::Parts(&parts),
-                };
-                let range =
-                    |from, to, sync| write_range(file, threads, path, recent, &source, pos, from, to, sync);
+                // Through disk threads, batches that lie in page-aligned
+                // memory as they will in the file are written from there.
+                let placed = place(parts, pos, recent, threads.is_some());
+                let plan = Plan::new(&placed, pos);
+                let range = |from, to, sync| write_range(file, threads, path, recent, &plan, from, to, sync);
                 match early {
                     None => started_sync = range(pos, end, sync_after).await?,
                     Some(p) => {
@@ -224,12 +221,9 @@ impl SegmentWriter {
                     }
                 }
                 let mut recent = recent.borrow_mut();
-                if let Some(pages) = pages {
-                    recent.push(pos, bytes::Bytes::from_owner(pages));
-                }
                 let mut at = pos;
-                for part in parts {
-                    let n = part.len() as u64;
+                for part in placed {
+                    let n = part.as_ref().len() as u64;
                     recent.push(at, part.into_bytes());
                     at += n;
                 }
@@ -304,31 +298,78 @@ impl SegmentWriter {
     }
 }
 
-/// The bytes of a direct write: its batches, copied into an aligned
-/// buffer per write, or one batch's own pages (`batch_buf.rs`), the first
-/// of them the page holding the write's start, written as they lie.
-enum Source<'a> {
-    Parts(&'a [BatchBuf]),
-    Pages(&'a Pages),
+/// A batch of a direct write once the write's position is known: in
+/// memory of its own, laid out as the file's pages (`batch_buf.rs`), or
+/// anywhere, then copied into the write's buffers.
+enum Placed {
+    Pages(Pages),
+    Buf(BatchBuf),
 }
 
-/// The pages of the one batch in `parts`, which lies in page-aligned
-/// memory, if it lies as in the file: `before`, the bytes before it in its
-/// first page, say where that is. Counted either way
-/// (`es_paged_batch_writes_total`: how often a batch received where the
-/// log was expected to end landed there).
-fn in_place(parts: &mut Vec<BatchBuf>, before: &[u8]) -> Option<Pages> {
-    match parts.pop().expect("one part").into_pages(before) {
-        Ok(pages) => {
-            metrics::counter!("es_paged_batch_writes_total", "outcome" => "in_place").increment(1);
-            Some(pages)
-        }
-        Err(batch) => {
-            metrics::counter!("es_paged_batch_writes_total", "outcome" => "copied").increment(1);
-            parts.push(batch);
-            None
+impl AsRef<[u8]> for Placed {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Placed::Pages(pages) => pages.as_ref(),
+            Placed::Buf(buf) => buf,
         }
     }
+}
+
+impl Placed {
+    fn into_bytes(self) -> bytes::Bytes {
+        match self {
+            Placed::Pages(pages) => bytes::Bytes::from_owner(pages),
+            Placed::Buf(buf) => buf.into_bytes(),
+        }
+    }
+}
+
+/// `parts`, written back to back from `pos`, each as [`Placed`]: a batch
+/// received in page-aligned memory at the in-page offset where it lands
+/// (`pages`: only disk threads write from such memory) gets its first
+/// page's earlier bytes (the log's, held in `recent`, or the batches' of
+/// this write before it) and is written as it lies. Counted
+/// (`es_paged_batch_writes_total`: how often a batch received where its
+/// log was expected to end landed there).
+fn place(parts: Vec<BatchBuf>, pos: u64, recent: &RefCell<RecentWrites>, pages: bool) -> Vec<Placed> {
+    let mut placed: Vec<Placed> = Vec::with_capacity(parts.len());
+    let mut at = pos;
+    for part in parts {
+        let len = part.len() as u64;
+        let Some(head) = part.in_page_head().filter(|_| pages) else {
+            placed.push(Placed::Buf(part));
+            at += len;
+            continue;
+        };
+        let floor = page_floor(at);
+        let outcome = if head as u64 == at - floor {
+            // Earlier bytes in this page: the log's, then this write's.
+            let from_parts = floor.max(pos);
+            let mut before = Vec::with_capacity((at - floor) as usize);
+            if floor < from_parts {
+                before = earlier_bytes(recent, from_parts);
+            }
+            let skip = before.len();
+            before.resize((at - floor) as usize, 0);
+            copy_out(&placed, (from_parts - pos) as usize, &mut before[skip..]);
+            match part.into_pages(&before) {
+                Ok(p) => {
+                    placed.push(Placed::Pages(p));
+                    "in_place"
+                }
+                Err(part) => {
+                    placed.push(Placed::Buf(part));
+                    "copied"
+                }
+            }
+        } else {
+            placed.push(Placed::Buf(part));
+            "copied"
+        };
+        metrics::counter!("es_paged_batch_writes_total", "outcome" => outcome).increment(1);
+        at += len;
+    }
+    placed
 }
 
 /// The bytes before `pos` in its page: earlier writes', held in `recent`.
@@ -340,18 +381,163 @@ fn earlier_bytes(recent: &RefCell<RecentWrites>, pos: u64) -> Vec<u8> {
     held
 }
 
-/// Writes the file positions `[from, to)` of a direct write of `source` at
-/// `pos` (`pos <= from <= to <= pos + len`), whole pages: a partial first
-/// page starts with the bytes `recent` holds before `pos`, a partial last
-/// page ends in zeros.
+/// Where each page of a direct write of `placed` at `pos` comes from: the
+/// file pages of a batch in memory of its own are written from there (a
+/// page two batches share, from the later one's first page, which holds
+/// the earlier one's last bytes), every other page is filled by copying.
+struct Plan<'a> {
+    placed: &'a [Placed],
+    pos: u64,
+    end: u64,
+    /// File pages `[from, to)` written from the pages of `placed[i]`, whose
+    /// first page is file page `base`: in order, disjoint, page aligned.
+    shared: Vec<Shared>,
+}
+
+struct Shared {
+    from: u64,
+    to: u64,
+    part: usize,
+    base: u64,
+}
+
+/// Some consecutive file pages of a write (see [`Plan::pieces`]).
+enum Piece<'a> {
+    /// Pages `range` of a batch's own memory.
+    Shared {
+        pages: &'a Arc<PageBuf>,
+        range: Range<usize>,
+    },
+    /// The file pages `[from, to)`, copied ([`Plan::fill`]).
+    Copied { from: u64, to: u64 },
+}
+
+impl<'a> Plan<'a> {
+    fn new(placed: &'a [Placed], pos: u64) -> Plan<'a> {
+        let mut shared = Vec::new();
+        let mut at = pos;
+        for (i, part) in placed.iter().enumerate() {
+            let next = at + part.as_ref().len() as u64;
+            if let Placed::Pages(_) = part {
+                let from = page_floor(at);
+                let to = if i + 1 == placed.len() || next.is_multiple_of(PAGE_BYTES) {
+                    next.next_multiple_of(PAGE_BYTES)
+                } else {
+                    page_floor(next)
+                };
+                if from < to {
+                    shared.push(Shared {
+                        from,
+                        to,
+                        part: i,
+                        base: from,
+                    });
+                }
+            }
+            at = next;
+        }
+        Plan {
+            placed,
+            pos,
+            end: at,
+            shared,
+        }
+    }
+
+    /// The buffer of the file pages `[from, to)` (page aligned, inside the
+    /// write): pages of batches as they lie where the plan has them,
+    /// copies elsewhere.
+    fn buffer(
+        &self,
+        file: &DmaFile,
+        threads: &Option<ThreadedFile>,
+        recent: &RefCell<RecentWrites>,
+        from: u64,
+        to: u64,
+    ) -> DirectBuf {
+        let copy = |from: u64, to: u64| {
+            DirectBuf::filled(file, threads, (to - from) as usize, |out| {
+                self.fill(recent, from, out)
+            })
+        };
+        if threads.is_none() {
+            return copy(from, to);
+        }
+        let bufs = self
+            .pieces(from, to)
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Shared { pages, range } => WriteBuf::shared(pages, range),
+                Piece::Copied { from, to } => match copy(from, to) {
+                    DirectBuf::Thread(buf) => buf,
+                    DirectBuf::Uring(_) => unreachable!("disk threads write thread buffers"),
+                },
+            })
+            .collect();
+        DirectBuf::Thread(WriteBuf::joined(bufs))
+    }
+
+    /// The file pages `[from, to)` (page aligned) in pieces, in order:
+    /// pages of a batch's own memory, and runs of pages to copy.
+    fn pieces(&self, from: u64, to: u64) -> Vec<Piece<'a>> {
+        let mut pieces = Vec::new();
+        let mut at = from;
+        while at < to {
+            let next = self.shared.iter().find(|s| s.to > at);
+            match next {
+                Some(s) if s.from <= at => {
+                    let upto = s.to.min(to);
+                    let Placed::Pages(pages) = &self.placed[s.part] else {
+                        unreachable!("shared pages are a paged batch's");
+                    };
+                    pieces.push(Piece::Shared {
+                        pages: &pages.pages,
+                        range: (at - s.base) as usize..(upto - s.base) as usize,
+                    });
+                    at = upto;
+                }
+                _ => {
+                    let upto = next.map_or(to, |s| s.from.min(to));
+                    pieces.push(Piece::Copied { from: at, to: upto });
+                    at = upto;
+                }
+            }
+        }
+        pieces
+    }
+
+    /// Fills `out` with the file's bytes from `from` (page aligned) on:
+    /// bytes of earlier writes before `pos` (held in `recent`), then this
+    /// write's, then zeros after its end.
+    fn fill(&self, recent: &RefCell<RecentWrites>, from: u64, out: &mut [u8]) {
+        let to = from + out.len() as u64;
+        let from_parts = from.max(self.pos);
+        let skip = (from_parts - from) as usize;
+        if from < from_parts {
+            out[..skip].copy_from_slice(&earlier_bytes(recent, from_parts));
+        }
+        let data_end = self.end.min(to);
+        let data = (data_end - from) as usize;
+        copy_out(
+            self.placed,
+            (from_parts - self.pos) as usize,
+            &mut out[skip..data],
+        );
+        out[data..].fill(0);
+    }
+}
+
+/// Writes the file positions `[from, to)` of the direct write `plan` (its
+/// `pos <= from <= to <= end`), whole pages: a partial first page starts
+/// with the bytes `recent` holds before `pos`, a partial last page ends
+/// in zeros.
 #[allow(clippy::too_many_arguments)]
 async fn write_range(
     file: &DmaFile,
     threads: &Option<ThreadedFile>,
     path: &Path,
     recent: &RefCell<RecentWrites>,
-    source: &Source<'_>,
-    pos: u64,
+    plan: &Plan<'_>,
     from: u64,
     to: u64,
     sync_after: bool,
@@ -363,25 +549,7 @@ async fn write_range(
         let head = (at - floor) as usize;
         let n = ((to - at) as usize).min(DIRECT_WRITE_BYTES_MAX - head);
         let total = (head + n).next_multiple_of(PAGE_BYTES as usize);
-        let buf = match source {
-            // Its first page already holds the earlier bytes, its last
-            // page ends in zeros (`ReceivingBatch`).
-            Source::Pages(pages) => {
-                let at = (floor - page_floor(pos)) as usize;
-                DirectBuf::shared(&pages.pages, at..at + total)
-            }
-            Source::Parts(parts) => DirectBuf::filled(file, threads, total, |page| {
-                // The partial page: bytes of earlier writes (held in
-                // `recent`), then this write's bytes up to `at`.
-                let from_parts = floor.max(pos);
-                let skip = (from_parts - floor) as usize;
-                if floor < from_parts {
-                    page[..skip].copy_from_slice(&earlier_bytes(recent, from_parts));
-                }
-                copy_out(parts, (from_parts - pos) as usize, &mut page[skip..head + n]);
-                page[head + n..].fill(0);
-            }),
-        };
+        let buf = plan.buffer(file, threads, recent, floor, floor + total as u64);
         let last = at + n as u64 >= to;
         let wrote = match threads {
             Some(threads) if last && sync_after => {
@@ -399,9 +567,10 @@ async fn write_range(
 
 /// Copies `out.len()` bytes of the concatenation of `parts`, from byte
 /// `from` on, into `out`.
-fn copy_out(parts: &[BatchBuf], mut from: usize, out: &mut [u8]) {
+fn copy_out(parts: &[impl AsRef<[u8]>], mut from: usize, out: &mut [u8]) {
     let mut filled = 0;
     for part in parts {
+        let part = part.as_ref();
         if filled == out.len() {
             break;
         }
@@ -415,4 +584,151 @@ fn copy_out(parts: &[BatchBuf], mut from: usize, out: &mut [u8]) {
         from = 0;
     }
     assert_eq!(filled, out.len(), "parts hold the bytes asked for");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ReceivingBatch;
+
+    const PAGE: usize = PAGE_BYTES as usize;
+
+    /// How a part of a test write arrives.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Kind {
+        /// In its own pages, at the in-page offset where it lands.
+        Right,
+        /// In its own pages, somewhere else in the page.
+        Wrong,
+        /// In an ordinary buffer.
+        Heap,
+    }
+
+    fn bytes(seed: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + seed * 13 + i / 4096) as u8).collect()
+    }
+
+    /// The file bytes the plan's pieces give for pages `[from, to)`.
+    fn image(plan: &Plan<'_>, recent: &RefCell<RecentWrites>, from: u64, to: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in plan.pieces(from, to) {
+            match piece {
+                Piece::Shared { pages, range } => out.extend_from_slice(&pages[range]),
+                Piece::Copied { from, to } => {
+                    let mut page = vec![0xAA; (to - from) as usize];
+                    plan.fill(recent, from, &mut page);
+                    out.extend_from_slice(&page);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn batches_in_their_own_pages_are_written_from_there_as_a_copy_would_be() {
+        let cases: &[&[(Kind, usize)]] = &[
+            &[(Kind::Right, 70_000)],
+            &[
+                (Kind::Right, 70_000),
+                (Kind::Right, 65_536),
+                (Kind::Right, 81_920),
+            ],
+            &[(Kind::Right, 8 * PAGE), (Kind::Right, 70_001)],
+            &[(Kind::Right, 70_000), (Kind::Heap, 300), (Kind::Right, 66_000)],
+            &[(Kind::Heap, 5000), (Kind::Right, 66_000), (Kind::Heap, 10)],
+            &[
+                (Kind::Right, 70_000),
+                (Kind::Wrong, 66_000),
+                (Kind::Right, 66_000),
+            ],
+            &[(Kind::Heap, 100), (Kind::Heap, 200)],
+        ];
+        for pos in [0u64, 1000, 4095, 3 * PAGE as u64 + 17] {
+            for &parts in cases {
+                let what = format!("at {pos}: {parts:?}");
+                let floor = page_floor(pos);
+                let earlier = bytes(99, (pos - floor) as usize);
+                let recent = RefCell::new(RecentWrites::new(floor, 1 << 20));
+                if !earlier.is_empty() {
+                    recent
+                        .borrow_mut()
+                        .push(floor, bytes::Bytes::from(earlier.clone()));
+                }
+                let mut expected = earlier.clone();
+                let mut bufs = Vec::new();
+                let mut at = pos;
+                for (i, &(kind, len)) in parts.iter().enumerate() {
+                    let b = bytes(i, len);
+                    expected.extend_from_slice(&b);
+                    let in_page = (at % PAGE_BYTES) as usize;
+                    bufs.push(match kind {
+                        Kind::Heap => BatchBuf::from(b),
+                        Kind::Right | Kind::Wrong => {
+                            let shift = if kind == Kind::Wrong { 8 } else { 0 };
+                            let mut r = ReceivingBatch::new(in_page + shift, len);
+                            r.extend_from_slice(&b);
+                            r.finish()
+                        }
+                    });
+                    at += len as u64;
+                }
+                let end = at;
+                expected.resize((end.next_multiple_of(PAGE_BYTES) - floor) as usize, 0);
+
+                let placed = place(bufs, pos, &recent, true);
+                let kinds: Vec<bool> = placed.iter().map(|p| matches!(p, Placed::Pages(_))).collect();
+                let want: Vec<bool> = parts.iter().map(|(k, _)| *k == Kind::Right).collect();
+                assert_eq!(kinds, want, "written as they lie: {what}");
+                let plan = Plan::new(&placed, pos);
+                let to = end.next_multiple_of(PAGE_BYTES);
+                assert_eq!(image(&plan, &recent, floor, to), expected, "whole: {what}");
+                // Any run of pages, as a write cut in pieces takes them.
+                for cut in [PAGE as u64, 5 * PAGE as u64, 17 * PAGE as u64] {
+                    let cut = (floor + cut).min(to);
+                    let (a, b) = ((cut - floor) as usize, expected.len());
+                    assert_eq!(
+                        image(&plan, &recent, floor, cut),
+                        expected[..a],
+                        "head to {cut}: {what}"
+                    );
+                    assert_eq!(
+                        image(&plan, &recent, cut, to),
+                        expected[a..b],
+                        "tail from {cut}: {what}"
+                    );
+                }
+                // Copied pages: only where no batch of its own covers them.
+                let copied: u64 = plan
+                    .pieces(floor, to)
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Copied { from, to } => to - from,
+                        Piece::Shared { .. } => 0,
+                    })
+                    .sum();
+                if want.iter().all(|&w| w) {
+                    assert_eq!(copied, 0, "nothing copied: {what}");
+                }
+                if !want.iter().any(|&w| w) {
+                    assert_eq!(copied, to - floor, "all copied: {what}");
+                }
+                // The recent bytes are the batches, wherever they lie.
+                let mut got = Vec::new();
+                for p in placed {
+                    got.extend_from_slice(&p.into_bytes());
+                }
+                assert_eq!(got, expected[earlier.len()..(end - floor) as usize], "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_paged_batch_through_io_uring_is_copied() {
+        let recent = RefCell::new(RecentWrites::new(0, 1 << 20));
+        let mut r = ReceivingBatch::new(0, 70_000);
+        r.extend_from_slice(&bytes(1, 70_000));
+        let placed = place(vec![r.finish()], 0, &recent, false);
+        assert!(matches!(placed[..], [Placed::Buf(_)]));
+        assert!(Plan::new(&placed, 0).shared.is_empty());
+    }
 }
