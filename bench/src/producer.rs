@@ -141,9 +141,10 @@ where
         let work = &work;
         let handles: Vec<_> = jobs
             .map(|(name, k)| {
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn_scoped(s, move || work(k))
+                std::thread::Builder::new().name(name).spawn_scoped(s, move || {
+                    crate::thread_slice::apply();
+                    work(k)
+                })
             })
             .collect();
         handles

@@ -98,6 +98,14 @@ pub struct Config {
     #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
           value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64))]
     pub disk_threads: u64,
+    /// The time slice, in microseconds, each disk thread asks the kernel's
+    /// scheduler for (Linux 6.12+; older kernels keep their own): woken for
+    /// a write, a thread with a short slice gets a CPU at once instead of
+    /// waiting for a spinning shard's slice (1.4 ms here) to end
+    /// (docs/storage.md, "Disk threads"). `100`-`100000`, or `0` for the
+    /// kernel's default.
+    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT)]
+    pub disk_thread_slice_us: u64,
     /// Directory of the cold tier, where tiered topics move segments that
     /// retention removes. Default: `<data-dir>/cold`.
     #[arg(long, env = "ES_COLD_DIR")]
@@ -217,6 +225,14 @@ impl Config {
                 "--cleanup-interval-ms must be in 1..={CLEANUP_INTERVAL_MS_MAX}"
             ));
         }
+        let slices = es_storage::THREAD_SLICE_US_MIN..=es_storage::THREAD_SLICE_US_MAX;
+        if self.disk_thread_slice_us != 0 && !slices.contains(&self.disk_thread_slice_us) {
+            return Err(format!(
+                "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}",
+                slices.start(),
+                slices.end()
+            ));
+        }
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
@@ -251,5 +267,16 @@ mod tests {
             "{e}"
         );
         assert!(validate(&["--frame-bytes-max", "1048576", "--request-shard-bytes", "1048576"]).is_ok());
+    }
+
+    #[test]
+    fn a_disk_thread_slice_is_one_linux_grants_or_none() {
+        for ok in ["0", "100", "2000", "100000"] {
+            assert!(validate(&["--disk-thread-slice-us", ok]).is_ok(), "{ok}");
+        }
+        for bad in ["1", "99", "100001"] {
+            let e = validate(&["--disk-thread-slice-us", bad]).unwrap_err();
+            assert!(e.contains("--disk-thread-slice-us"), "{e}");
+        }
     }
 }

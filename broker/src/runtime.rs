@@ -174,7 +174,11 @@ async fn shard_main(
     #[cfg(debug_assertions)]
     test_panic_hook(id);
     es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
-    if let Err(e) = es_storage::start_disk_threads(config.disk_threads as usize, &format!("es-disk-{id}")) {
+    if let Err(e) = es_storage::start_disk_threads(
+        config.disk_threads as usize,
+        &format!("es-disk-{id}"),
+        config.disk_thread_slice_us,
+    ) {
         tracing::error!(shard = id, error = %e, "starting the shard's disk threads failed");
         state.shard_failed.store(true, Ordering::Release);
         state.closed_shards.store(usize::MAX, Ordering::Release);

@@ -5,7 +5,8 @@
 //! `--disk-threads 0` keeps them on io_uring (no job counted). Either way
 //! every acknowledged record reads back, also after kill -9 and a restart.
 //! A count past `DISK_THREADS_MAX` is refused at start with a message that
-//! names the flag.
+//! names the flag. Each disk thread runs with the time slice of
+//! `--disk-thread-slice-us` (default 100 us), the shards with the kernel's.
 
 mod common;
 
@@ -84,4 +85,56 @@ fn too_many_disk_threads_are_refused_at_start() {
     assert!(stderr.contains("--disk-threads"), "{stderr}");
     // Nothing was created in the data directory.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Each thread of `pid` whose name starts with `prefix`: its scheduler
+/// slice in ns (`se.slice` of /proc/PID/task/TID/sched), if the kernel
+/// reports one.
+fn slices(pid: u32, prefix: &str) -> Vec<Option<u64>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let sched = std::fs::read_to_string(dir.join("sched")).unwrap_or_default();
+        let slice = sched
+            .lines()
+            .find(|l| l.starts_with("se.slice"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse().ok());
+        out.push(slice);
+    }
+    out
+}
+
+#[test]
+fn disk_threads_run_with_the_slice_asked_for_and_shards_with_the_kernels() {
+    for (args, want_ns) in [
+        (&[][..], Some(100_000)),
+        (&["--disk-thread-slice-us", "300"][..], Some(300_000)),
+        (&["--disk-thread-slice-us", "0"][..], None),
+    ] {
+        let b = Broker::start_opts(2, args);
+        create_topic(&b, "dt", 2);
+        produce_load(&b, 4);
+        let shards = slices(b.pid(), "es-shard");
+        let disk = slices(b.pid(), "es-disk");
+        assert!(
+            !shards.is_empty() && !disk.is_empty(),
+            "threads: {shards:?} {disk:?}"
+        );
+        let Some(Some(default)) = shards.first().copied() else {
+            eprintln!("this kernel reports no slice: nothing to check");
+            return;
+        };
+        for slice in disk {
+            assert_eq!(
+                slice,
+                Some(want_ns.unwrap_or(default)),
+                "{args:?}: shard slice {default}"
+            );
+        }
+    }
 }

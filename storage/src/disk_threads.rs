@@ -78,11 +78,21 @@ thread_local! {
     static POOL: RefCell<Vec<PageBuf>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Default time slice a disk thread asks the scheduler for
+/// (`thread_slice.rs`): a disk thread runs for microseconds each time it
+/// is woken (it makes a blocking write or fdatasync and sleeps in it), and
+/// with the kernel's default slice (1.4 ms on the two-core machine of
+/// docs/benchmarks.md) it waited for a spinning shard's slice to end
+/// before it could start a job: over 0.5 ms for 1.6-2.5% of jobs, 0.1-0.2%
+/// with this slice (`es_disk_thread_wait_seconds`).
+pub const DISK_THREAD_SLICE_US_DEFAULT: u64 = 100;
+
 /// Gives this shard (the calling thread) up to `count` disk threads, named
 /// `{name}-{i}`, the first started at once, the others as jobs need them;
-/// 0 leaves the writes on io_uring. Call once, on the shard, before
-/// opening partitions.
-pub fn start_disk_threads(count: usize, name: &str) -> io::Result<()> {
+/// 0 leaves the writes on io_uring. Each asks the scheduler for a
+/// `slice_us` time slice (`thread_slice.rs`; 0 keeps the kernel's). Call
+/// once, on the shard, before opening partitions.
+pub fn start_disk_threads(count: usize, name: &str, slice_us: u64) -> io::Result<()> {
     if count > DISK_THREADS_MAX {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -92,7 +102,7 @@ pub fn start_disk_threads(count: usize, name: &str) -> io::Result<()> {
     let threads = if count == 0 {
         None
     } else {
-        Some(DiskThreads::start(count, name)?)
+        Some(DiskThreads::start(count, name, slice_us)?)
     };
     LOCAL.with(|l| *l.borrow_mut() = threads);
     Ok(())
@@ -120,6 +130,8 @@ struct Pool {
     started: Cell<usize>,
     max: usize,
     name: String,
+    /// The time slice each thread asks for; 0: the kernel's.
+    slice_us: u64,
     waited: metrics::Histogram,
 }
 
@@ -192,7 +204,7 @@ impl ThreadedFile {
 }
 
 impl DiskThreads {
-    fn start(max: usize, name: &str) -> io::Result<DiskThreads> {
+    fn start(max: usize, name: &str, slice_us: u64) -> io::Result<DiskThreads> {
         let (jobs, queue) = mpsc::channel::<(Job, Instant)>();
         let threads = DiskThreads {
             pool: Rc::new(Pool {
@@ -202,6 +214,7 @@ impl DiskThreads {
                 started: Cell::new(0),
                 max,
                 name: name.to_string(),
+                slice_us,
                 // One series for all shards: which shard waits matters
                 // less than whether any does.
                 waited: metrics::histogram!("es_disk_thread_wait_seconds"),
@@ -215,9 +228,15 @@ impl DiskThreads {
     fn start_one(&self) -> io::Result<()> {
         let pool = &self.pool;
         let (queue, in_flight, waited) = (pool.queue.clone(), pool.in_flight.clone(), pool.waited.clone());
+        let slice_us = pool.slice_us;
         std::thread::Builder::new()
             .name(format!("{}-{}", pool.name, pool.started.get()))
-            .spawn(move || run(&queue, &in_flight, &waited))?;
+            .spawn(move || {
+                if slice_us > 0 {
+                    ask_slice(slice_us);
+                }
+                run(&queue, &in_flight, &waited)
+            })?;
         pool.started.set(pool.started.get() + 1);
         Ok(())
     }
@@ -308,6 +327,17 @@ impl DiskThreads {
             }
         }
         Ok(())
+    }
+}
+
+/// Asks for the calling disk thread's slice; a refusal is logged once per
+/// process (the thread runs on with the kernel's slice).
+fn ask_slice(us: u64) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Err(e) = crate::thread_slice::ask_thread_slice_us(us) {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(slice_us = us, error = %e, "the kernel refused a disk thread's time slice: disk threads keep the default");
+        }
     }
 }
 
@@ -630,7 +660,7 @@ mod tests {
         let file = Arc::new(File::create(dir.join("f")).unwrap()); // blocking-ok: test setup
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                start_disk_threads(3, "es-disk-test").unwrap();
+                start_disk_threads(3, "es-disk-test", DISK_THREAD_SLICE_US_DEFAULT).unwrap();
                 let threads = local().expect("started");
                 assert_eq!(threads.started(), 1, "one thread at once");
                 // One job at a time: the one thread is idle each time.
@@ -667,7 +697,7 @@ mod tests {
         let read_only = Arc::new(File::open(&path).unwrap()); // blocking-ok: test setup
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                start_disk_threads(1, "es-disk-test").unwrap();
+                start_disk_threads(1, "es-disk-test", 0).unwrap();
                 let threads = local().expect("started");
                 let mut buf = PageBuf::zeroed(PAGE_BYTES as usize);
                 buf[..3].copy_from_slice(b"abc");
@@ -729,7 +759,7 @@ mod tests {
 
     #[test]
     fn too_many_threads_are_refused() {
-        let err = start_disk_threads(DISK_THREADS_MAX + 1, "t").unwrap_err();
+        let err = start_disk_threads(DISK_THREADS_MAX + 1, "t", 0).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert!(local().is_none());
     }
@@ -742,7 +772,7 @@ mod tests {
         let file = Arc::new(File::create(&path).unwrap()); // blocking-ok: test setup
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                start_disk_threads(2, "es-disk-test").unwrap();
+                start_disk_threads(2, "es-disk-test", DISK_THREAD_SLICE_US_DEFAULT).unwrap();
                 let threads = local().expect("started");
                 let mut buf = PageBuf::zeroed(2 * PAGE_BYTES as usize);
                 buf[..5].copy_from_slice(b"hello");

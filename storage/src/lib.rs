@@ -35,6 +35,7 @@ mod recovery;
 mod retention;
 mod segment;
 mod swap;
+mod thread_slice;
 mod tier;
 mod watermark;
 mod writer;
@@ -49,7 +50,9 @@ pub use config::{
     SEGMENT_BYTES_MAX,
 };
 pub use dirs::{create_dir_all, index_path, log_path, rename_if_exists, sync_dir};
-pub use disk_threads::{start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX};
+pub use disk_threads::{
+    start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
+};
 pub use early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
 pub use error::{Result, StorageError};
 pub use faults::FaultPoint;
@@ -67,6 +70,7 @@ pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::Trimmed;
 pub use segment::RawBatch;
 pub use swap::{Leftovers, MANIFEST_NAME};
+pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 pub use tier::ColdTier;
 pub use watermark::{WaitError, Watermark};
 pub use writer::DIRECT_WRITE_BYTES_MAX;
