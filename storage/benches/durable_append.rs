@@ -134,7 +134,7 @@ fn raw_uring(dir: &std::path::Path, secs: Duration) -> Figures {
 
 fn engine(dir: &std::path::Path, appenders: usize, threads: usize, secs: Duration) -> Figures {
     let part = dir.join(format!("engine-{appenders}"));
-    es_storage::start_disk_threads(threads, "bench-disk").unwrap();
+    es_storage::start_disk_threads(threads, "bench-disk", es_storage::DISK_THREAD_SLICE_US_DEFAULT).unwrap();
     let fig = executor().run(async move {
         let batcher = FsyncBatcher::new();
         let (log, _) = PartitionLog::open(&part, LogConfig::default(), batcher.clone())
