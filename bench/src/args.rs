@@ -96,13 +96,6 @@ pub struct Options {
     /// With --gzip, and in e2e, each producer has a thread of its own.
     #[arg(long)]
     pub producer_threads: Option<usize>,
-    /// Time slice in microseconds the producer and disk-writer threads
-    /// ask the kernel's scheduler for (Linux 6.12+): on the broker's
-    /// machine, a producer woken by its ack gets a CPU at once instead of
-    /// waiting for a spinning shard's slice to end. 100-100000, or 0 for
-    /// the kernel's default.
-    #[arg(long, default_value_t = crate::thread_slice::THREAD_SLICE_US_DEFAULT)]
-    pub thread_slice_us: u64,
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
     pub record_size: usize,
@@ -206,14 +199,6 @@ impl Options {
         }
         if self.producer_threads == Some(0) {
             return Err("--producer-threads must be at least 1".into());
-        }
-        let slices = crate::thread_slice::THREAD_SLICE_US_RANGE;
-        if self.thread_slice_us != 0 && !slices.contains(&self.thread_slice_us) {
-            return Err(format!(
-                "--thread-slice-us must be 0 (the kernel's default) or in {}..={}",
-                slices.start(),
-                slices.end()
-            ));
         }
         if self.record_size == 0 {
             return Err("--record-size must be at least 1".into());

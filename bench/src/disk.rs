@@ -68,7 +68,6 @@ pub fn measure(
                 let (counters, stop) = (&counters, &stop);
                 let path = dir.join(format!("disk-{i}.dat"));
                 s.spawn(move || {
-                    crate::thread_slice::apply();
                     let r = writer(&path, i, pattern, window, counters, stop);
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);

@@ -27,7 +27,6 @@ mod progress;
 mod report;
 mod rounds;
 mod scratch;
-mod thread_slice;
 mod topic;
 mod window;
 
@@ -41,7 +40,6 @@ fn main() {
         std::process::exit(2);
     }
     interrupt::install();
-    thread_slice::set(opts.thread_slice_us);
     let phases = match plan::execute(mode, &opts) {
         Ok(p) => p,
         Err(e) => {

@@ -141,10 +141,9 @@ where
         let work = &work;
         let handles: Vec<_> = jobs
             .map(|(name, k)| {
-                std::thread::Builder::new().name(name).spawn_scoped(s, move || {
-                    crate::thread_slice::apply();
-                    work(k)
-                })
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn_scoped(s, move || work(k))
             })
             .collect();
         handles

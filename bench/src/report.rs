@@ -134,7 +134,6 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
             "partitions": opts.partitions,
             "producers": opts.producers,
             "producer_threads": opts.producer_threads(),
-            "thread_slice_us": opts.thread_slice_us,
             "record_size": opts.record_size,
             "batch": opts.batch,
             "inflight": opts.inflight,

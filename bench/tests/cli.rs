@@ -170,7 +170,6 @@ fn many_producers_share_a_few_threads() {
             batch,
         ]);
         assert_eq!(doc["config"]["producer_threads"], 2);
-        assert_eq!(doc["config"]["thread_slice_us"], 100, "the default");
         check_counts(phase(&doc, "produce"));
     }
 }
@@ -258,8 +257,6 @@ fn bad_flags_are_refused_before_anything_runs() {
     for args in [
         &["produce", "--batch", "0"][..],
         &["produce", "--producer-threads", "0"],
-        &["produce", "--thread-slice-us", "99"],
-        &["disk", "--thread-slice-us", "100001"],
         &["consume", "--rate", "half"],
         &["produce", "--shards", "1,2"],
         &["e2e", "--record-size", "4"],

@@ -3,14 +3,15 @@
 //! run at once for a few microseconds (a disk thread given a write).
 //!
 //! Linux's fair scheduler (EEVDF, 6.6+) lets a task that is running keep
-//! its CPU until its slice ends (0.75 ms and more, scaled by the CPU
-//! count) before a task it woke gets the CPU, unless the woken task asked
+//! its CPU until its slice ends (the default scales with the CPU count:
+//! 1.4 ms on two) before a task it woke gets the CPU, unless the woken task asked
 //! for a shorter slice (6.12+: `sched_setattr` with `sched_runtime` on a
 //! SCHED_OTHER thread; no privilege needed, clamped by the kernel to
 //! 0.1-100 ms). A shard that spins before it parks
 //! (`--spin-before-park-us`) is such a running task: on the two-core
 //! machine of docs/benchmarks.md a disk thread woken for a write waited
-//! over 0.5 ms for one in 1.6-2.5% of jobs, 0.1-0.2% with a 100 us slice.
+//! over 0.5 ms for one in 1.1-2.5% of jobs, 0.03-0.2% with a 100 us slice
+//! (docs/storage.md, "Disk threads").
 //! Kernels before 6.12 accept the call and keep their default.
 
 use std::io;
