@@ -109,8 +109,24 @@ fn slices(pid: u32, prefix: &str) -> Vec<Option<u64>> {
     out
 }
 
+/// Whether the running kernel grants a fair thread the slice it asks for
+/// (Linux 6.12+); older ones accept the call and keep their own.
+fn kernel_grants_slices() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 12)
+}
+
 #[test]
 fn disk_threads_run_with_the_slice_asked_for_and_shards_with_the_kernels() {
+    if !kernel_grants_slices() {
+        eprintln!("this kernel keeps its own slices (before 6.12): nothing to check");
+        return;
+    }
     for (args, want_ns) in [
         (&[][..], Some(100_000)),
         (&["--disk-thread-slice-us", "300"][..], Some(300_000)),

@@ -83,8 +83,9 @@ thread_local! {
 /// is woken (it makes a blocking write or fdatasync and sleeps in it), and
 /// with the kernel's default slice (1.4 ms on the two-core machine of
 /// docs/benchmarks.md) it waited for a spinning shard's slice to end
-/// before it could start a job: over 0.5 ms for 1.1-2.5% of jobs,
-/// 0.03-0.2% with this slice (`es_disk_thread_wait_seconds`).
+/// before it could start a job: over 0.5 ms for 1.1-2.7% of jobs,
+/// 0.03-0.2% with this slice, across the runs measured
+/// (`es_disk_thread_wait_seconds`).
 pub const DISK_THREAD_SLICE_US_DEFAULT: u64 = 100;
 
 /// Gives this shard (the calling thread) up to `count` disk threads, named

@@ -506,8 +506,9 @@ impl PartitionLog {
         let prewritten = early_state.place(early, seg.base, position);
         // A batch written early starts a write of its own, so that the
         // pages it skips are its own. Any other joins a write not started
-        // yet (one that lies in memory as in the file is then copied like
-        // the rest: one larger write beats two).
+        // yet (one larger write beats two; a batch that lies in memory as
+        // in the file is still written from its own pages: writer.rs
+        // `Plan`).
         let joins_tail = prewritten.is_none()
             && pending
                 .back()

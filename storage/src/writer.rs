@@ -642,8 +642,11 @@ mod tests {
                 (Kind::Right, 66_000),
             ],
             &[(Kind::Heap, 100), (Kind::Heap, 200)],
+            // Shorter than a page, within one and across a boundary.
+            &[(Kind::Right, 300), (Kind::Right, 3000), (Kind::Right, 70_000)],
+            &[(Kind::Right, 3000)],
         ];
-        for pos in [0u64, 1000, 4095, 3 * PAGE as u64 + 17] {
+        for pos in [0u64, 1000, 4000, 4095, 3 * PAGE as u64 + 17] {
             for &parts in cases {
                 let what = format!("at {pos}: {parts:?}");
                 let floor = page_floor(pos);

@@ -172,3 +172,41 @@ fn paged_batches_back_to_back_and_across_a_roll() {
         });
     }
 }
+
+#[test]
+fn a_joined_write_larger_than_one_direct_write_reads_back() {
+    // Batches of about 1.2 MiB placed before any is written: the write
+    // loop joins them into one write of several MiB, cut into direct
+    // writes of at most 2 MiB that run through the batches' own pages; one
+    // received at another offset (copied) and an ordinary batch between.
+    for threads in DISK_THREAD_MODES {
+        let dir = tempfile::tempdir().unwrap();
+        run_with_disk_threads(threads, async {
+            let log = open(dir.path()).await;
+            let mut model = Vec::new();
+            ending_at(&log, &mut model, 777).await;
+            let mut last = None;
+            for (i, wrong) in [false, false, true, false].into_iter().enumerate() {
+                let (records, bytes) = produced(40 + i as u8, 600);
+                let at = log.next_in_page_offset(bytes.len()) + if wrong { 16 } else { 0 };
+                let batch = receive(at, &bytes, 256 << 10).finish();
+                last = Some(log.append_batch_placed(batch, None).unwrap().next_offset);
+                expect(&mut model, &records);
+                if i == 1 {
+                    let small = vec![rec(Some("s"), "between", 3)];
+                    last = Some(
+                        log.append_placed(&small, ProducerStamp::NONE)
+                            .unwrap()
+                            .next_offset,
+                    );
+                    expect(&mut model, &small);
+                }
+            }
+            log.wait_durable(last.unwrap()).await.unwrap();
+            assert_eq!(contents(&log).await, model, "from memory, {threads} threads");
+            log.close().await.unwrap();
+            let log = open(dir.path()).await;
+            assert_eq!(contents(&log).await, model, "from the file, {threads} threads");
+        });
+    }
+}
