@@ -337,7 +337,7 @@ fn ask_slice(us: u64) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(e) = crate::thread_slice::ask_thread_slice_us(us) {
         if !WARNED.swap(true, Ordering::Relaxed) {
-            tracing::warn!(slice_us = us, error = %e, "the kernel refused a disk thread's time slice: disk threads keep the default");
+            tracing::warn!(slice_us = us, error = %e, "a disk thread's time slice was not set: disk threads keep the scheduler's default");
         }
     }
 }
