@@ -523,11 +523,16 @@ impl WriteBuf {
     }
 
     /// Keeps its own buffers for this shard's next write (see
-    /// [`PageBuf::for_write`]); shared ones are let go.
+    /// [`PageBuf::for_write`]), and a shared one this was the last holder
+    /// of (a joined write's copies); other shared ones are let go.
     fn recycle(self) {
         match self {
             WriteBuf::Own(buf) => buf.recycle(),
-            WriteBuf::Shared(..) => {}
+            WriteBuf::Shared(pages, _) => {
+                if let Ok(buf) = Arc::try_unwrap(pages) {
+                    buf.recycle();
+                }
+            }
             WriteBuf::Joined(bufs) => bufs.into_iter().for_each(WriteBuf::recycle),
         }
     }
@@ -840,5 +845,30 @@ mod tests {
             WriteBuf::joined(vec![WriteBuf::shared(&pages, 0..page)]),
             WriteBuf::Shared(..)
         ));
+    }
+
+    #[test]
+    fn a_shared_buffer_is_kept_once_its_last_holder_is_done() {
+        // Run on a thread of its own: the pool is per thread.
+        std::thread::spawn(|| {
+            let page = PAGE_BYTES as usize;
+            let staged = Arc::new(PageBuf::for_write(POOLED_MIN_BYTES));
+            let at = staged.as_ptr() as usize;
+            let other = Arc::new(PageBuf::zeroed(page));
+            let joined = WriteBuf::joined(vec![
+                WriteBuf::shared(&staged, 0..page),
+                WriteBuf::shared(&other, 0..page),
+                WriteBuf::shared(&staged, page..2 * page),
+            ]);
+            drop(staged);
+            joined.recycle();
+            // The staging buffer is back in the pool; the batch's pages,
+            // still held elsewhere, are not.
+            assert_eq!(POOL.with(|p| p.borrow().len()), 1);
+            assert_eq!(PageBuf::for_write(POOLED_MIN_BYTES).as_ptr() as usize, at);
+            assert_eq!(Arc::strong_count(&other), 1, "the write let its share go");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -455,23 +455,45 @@ impl<'a> Plan<'a> {
         from: u64,
         to: u64,
     ) -> DirectBuf {
-        let copy = |from: u64, to: u64| {
-            DirectBuf::filled(file, threads, (to - from) as usize, |out| {
-                self.fill(recent, from, out)
-            })
-        };
         if threads.is_none() {
-            return copy(from, to);
+            return DirectBuf::filled(file, threads, (to - from) as usize, |out| {
+                self.fill(recent, from, out)
+            });
         }
-        let bufs = self
-            .pieces(from, to)
+        let pieces = self.pieces(from, to);
+        // Every copied run of this write in one buffer of its own, as a
+        // write of copies only had (so a write takes at most one of the
+        // shard's kept buffers however its batches alternate).
+        let copied: usize = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Copied { from, to } => (to - from) as usize,
+                Piece::Shared { .. } => 0,
+            })
+            .sum();
+        let staging = (copied > 0).then(|| {
+            let mut buf = PageBuf::for_write(copied);
+            let mut at = 0;
+            for p in &pieces {
+                if let Piece::Copied { from, to } = p {
+                    let n = (to - from) as usize;
+                    self.fill(recent, *from, &mut buf[at..at + n]);
+                    at += n;
+                }
+            }
+            Arc::new(buf)
+        });
+        let mut at = 0;
+        let bufs = pieces
             .into_iter()
             .map(|piece| match piece {
                 Piece::Shared { pages, range } => WriteBuf::shared(pages, range),
-                Piece::Copied { from, to } => match copy(from, to) {
-                    DirectBuf::Thread(buf) => buf,
-                    DirectBuf::Uring(_) => unreachable!("disk threads write thread buffers"),
-                },
+                Piece::Copied { from, to } => {
+                    let n = (to - from) as usize;
+                    let staged = staging.as_ref().expect("copied runs have a buffer");
+                    at += n;
+                    WriteBuf::shared(staged, at - n..at)
+                }
             })
             .collect();
         DirectBuf::Thread(WriteBuf::joined(bufs))
