@@ -670,80 +670,101 @@ mod tests {
         ];
         for pos in [0u64, 1000, 4000, 4095, 3 * PAGE as u64 + 17] {
             for &parts in cases {
-                let what = format!("at {pos}: {parts:?}");
-                let floor = page_floor(pos);
-                let earlier = bytes(99, (pos - floor) as usize);
-                let recent = RefCell::new(RecentWrites::new(floor, 1 << 20));
-                if !earlier.is_empty() {
-                    recent
-                        .borrow_mut()
-                        .push(floor, bytes::Bytes::from(earlier.clone()));
-                }
-                let mut expected = earlier.clone();
-                let mut bufs = Vec::new();
-                let mut at = pos;
-                for (i, &(kind, len)) in parts.iter().enumerate() {
-                    let b = bytes(i, len);
-                    expected.extend_from_slice(&b);
-                    let in_page = (at % PAGE_BYTES) as usize;
-                    bufs.push(match kind {
-                        Kind::Heap => BatchBuf::from(b),
-                        Kind::Right | Kind::Wrong => {
-                            let shift = if kind == Kind::Wrong { 8 } else { 0 };
-                            let mut r = ReceivingBatch::new(in_page + shift, len);
-                            r.extend_from_slice(&b);
-                            r.finish()
-                        }
-                    });
-                    at += len as u64;
-                }
-                let end = at;
-                expected.resize((end.next_multiple_of(PAGE_BYTES) - floor) as usize, 0);
-
-                let placed = place(bufs, pos, &recent, true);
-                let kinds: Vec<bool> = placed.iter().map(|p| matches!(p, Placed::Pages(_))).collect();
-                let want: Vec<bool> = parts.iter().map(|(k, _)| *k == Kind::Right).collect();
-                assert_eq!(kinds, want, "written as they lie: {what}");
-                let plan = Plan::new(&placed, pos);
-                let to = end.next_multiple_of(PAGE_BYTES);
-                assert_eq!(image(&plan, &recent, floor, to), expected, "whole: {what}");
-                // Any run of pages, as a write cut in pieces takes them.
-                for cut in [PAGE as u64, 5 * PAGE as u64, 17 * PAGE as u64] {
-                    let cut = (floor + cut).min(to);
-                    let (a, b) = ((cut - floor) as usize, expected.len());
-                    assert_eq!(
-                        image(&plan, &recent, floor, cut),
-                        expected[..a],
-                        "head to {cut}: {what}"
-                    );
-                    assert_eq!(
-                        image(&plan, &recent, cut, to),
-                        expected[a..b],
-                        "tail from {cut}: {what}"
-                    );
-                }
-                // Copied pages: only where no batch of its own covers them.
-                let copied: u64 = plan
-                    .pieces(floor, to)
-                    .iter()
-                    .map(|p| match p {
-                        Piece::Copied { from, to } => to - from,
-                        Piece::Shared { .. } => 0,
-                    })
-                    .sum();
-                if want.iter().all(|&w| w) {
-                    assert_eq!(copied, 0, "nothing copied: {what}");
-                }
-                if !want.iter().any(|&w| w) {
-                    assert_eq!(copied, to - floor, "all copied: {what}");
-                }
-                // The recent bytes are the batches, wherever they lie.
-                let mut got = Vec::new();
-                for p in placed {
-                    got.extend_from_slice(&p.into_bytes());
-                }
-                assert_eq!(got, expected[earlier.len()..(end - floor) as usize], "{what}");
+                check_plan(pos, parts);
             }
+        }
+    }
+
+    /// A write of `parts` at `pos`: the plan's pages equal a copy of the
+    /// bytes, whole and cut anywhere; batches in their own pages at the
+    /// right offset are written from there, nothing copied when all are.
+    fn check_plan(pos: u64, parts: &[(Kind, usize)]) {
+        let what = format!("at {pos}: {parts:?}");
+        let floor = page_floor(pos);
+        let earlier = bytes(99, (pos - floor) as usize);
+        let recent = RefCell::new(RecentWrites::new(floor, 1 << 20));
+        if !earlier.is_empty() {
+            recent
+                .borrow_mut()
+                .push(floor, bytes::Bytes::from(earlier.clone()));
+        }
+        let mut expected = earlier.clone();
+        let mut bufs = Vec::new();
+        let mut at = pos;
+        for (i, &(kind, len)) in parts.iter().enumerate() {
+            let b = bytes(i, len);
+            expected.extend_from_slice(&b);
+            let in_page = (at % PAGE_BYTES) as usize;
+            bufs.push(match kind {
+                Kind::Heap => BatchBuf::from(b),
+                Kind::Right | Kind::Wrong => {
+                    let shift = if kind == Kind::Wrong { 8 } else { 0 };
+                    let mut r = ReceivingBatch::new(in_page + shift, len);
+                    r.extend_from_slice(&b);
+                    r.finish()
+                }
+            });
+            at += len as u64;
+        }
+        let end = at;
+        expected.resize((end.next_multiple_of(PAGE_BYTES) - floor) as usize, 0);
+
+        let placed = place(bufs, pos, &recent, true);
+        let kinds: Vec<bool> = placed.iter().map(|p| matches!(p, Placed::Pages(_))).collect();
+        let want: Vec<bool> = parts.iter().map(|(k, _)| *k == Kind::Right).collect();
+        assert_eq!(kinds, want, "written as they lie: {what}");
+        let plan = Plan::new(&placed, pos);
+        let to = end.next_multiple_of(PAGE_BYTES);
+        assert_eq!(image(&plan, &recent, floor, to), expected, "whole: {what}");
+        // Any run of pages, as a write cut in pieces takes them.
+        for cut in [PAGE as u64, 5 * PAGE as u64, 17 * PAGE as u64] {
+            let cut = (floor + cut).min(to);
+            let (a, b) = ((cut - floor) as usize, expected.len());
+            assert_eq!(
+                image(&plan, &recent, floor, cut),
+                expected[..a],
+                "head to {cut}: {what}"
+            );
+            assert_eq!(
+                image(&plan, &recent, cut, to),
+                expected[a..b],
+                "tail from {cut}: {what}"
+            );
+        }
+        // Copied pages: only where no batch of its own covers them.
+        let copied: u64 = plan
+            .pieces(floor, to)
+            .iter()
+            .map(|p| match p {
+                Piece::Copied { from, to } => to - from,
+                Piece::Shared { .. } => 0,
+            })
+            .sum();
+        if want.iter().all(|&w| w) {
+            assert_eq!(copied, 0, "nothing copied: {what}");
+        }
+        if !want.iter().any(|&w| w) {
+            assert_eq!(copied, to - floor, "all copied: {what}");
+        }
+        // The recent bytes are the batches, wherever they lie.
+        let mut got = Vec::new();
+        for p in placed {
+            got.extend_from_slice(&p.into_bytes());
+        }
+        assert_eq!(got, expected[earlier.len()..(end - floor) as usize], "{what}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_mix_of_batches_is_planned_as_a_copy_would_be(
+            pos in 0u64..3 * PAGE_BYTES,
+            parts in proptest::collection::vec((0..3u8, 1usize..20_000), 1..6),
+        ) {
+            let parts: Vec<(Kind, usize)> = parts
+                .into_iter()
+                .map(|(k, len)| ([Kind::Right, Kind::Wrong, Kind::Heap][k as usize], len))
+                .collect();
+            check_plan(pos, &parts);
         }
     }
 
