@@ -41,6 +41,15 @@ fn record(key: Option<&str>, value: &[u8], partition: Option<u32>) -> ProduceRec
     }
 }
 
+/// A producer's batch of `values`, without keys, all at `timestamp_ms`.
+fn batch_of(values: &[Vec<u8>], timestamp_ms: i64) -> Vec<u8> {
+    let mut bb = es_protocol::batch::BatchBuilder::default();
+    for v in values {
+        bb.push(None, v, timestamp_ms);
+    }
+    bb.finish(0, None).unwrap()
+}
+
 fn fetch_all(c: &Client, topic: &str, partition: u32) -> Vec<(u64, Option<Vec<u8>>, Vec<u8>)> {
     let mut out = Vec::new();
     let mut offset = 0;
@@ -1003,7 +1012,6 @@ fn groups_and_idempotent_producers_over_binary() {
 /// back byte-identical at the offsets its acknowledgement gave.
 #[test]
 fn acknowledged_batches_survive_kill9_mid_load() {
-    use es_protocol::batch::BatchBuilder;
     use es_protocol::requests::produce_batch::ProduceBatch;
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1053,14 +1061,10 @@ fn acknowledged_batches_survive_kill9_mid_load() {
                             (0..len).map(|k| (k as u32 ^ i ^ (t << 5)) as u8).collect()
                         })
                         .collect();
-                    let mut bb = BatchBuilder::default();
-                    for v in &values {
-                        bb.push(None, v, 1_700_000_000_000);
-                    }
                     let req = Request::ProduceBatch(ProduceBatch {
                         topic: "k9".into(),
                         partition,
-                        batch: bb.finish(0, None).unwrap(),
+                        batch: batch_of(&values, 1_700_000_000_000),
                     });
                     match client.send(&req) {
                         Ok(pending) => inflight.push_back((partition, values, pending)),
@@ -1103,7 +1107,6 @@ fn acknowledged_batches_survive_kill9_mid_load() {
 /// sent.
 #[test]
 fn a_pipelining_producers_large_batches_are_written_where_they_were_received() {
-    use es_protocol::batch::BatchBuilder;
     use es_protocol::requests::produce_batch::ProduceBatch;
     let b = Broker::start(1);
     let c = connect(&b, false);
@@ -1120,14 +1123,10 @@ fn a_pipelining_producers_large_batches_are_written_where_they_were_received() {
     let pending: Vec<_> = batches
         .iter()
         .map(|values| {
-            let mut bb = BatchBuilder::default();
-            for v in values {
-                bb.push(None, v, 1_700_000_000_000);
-            }
             let req = Request::ProduceBatch(ProduceBatch {
                 topic: "pl".into(),
                 partition: 0,
-                batch: bb.finish(0, None).unwrap(),
+                batch: batch_of(values, 1_700_000_000_000),
             });
             c.send(&req).expect("sent")
         })

@@ -419,6 +419,9 @@ fn write_all_at(file: &File, bufs: &[&[u8]], pos: u64) -> io::Result<usize> {
 /// One write of the bytes of `bufs` from byte `skip` of their
 /// concatenation on, at `pos`: how many it took.
 fn write_some_at(file: &File, bufs: &[&[u8]], mut skip: usize, pos: u64) -> io::Result<usize> {
+    if let [one] = bufs {
+        return file.write_at(&one[skip..], pos);
+    }
     let mut iov = Vec::with_capacity(bufs.len());
     for b in bufs {
         if skip >= b.len() {
@@ -430,11 +433,6 @@ fn write_some_at(file: &File, bufs: &[&[u8]], mut skip: usize, pos: u64) -> io::
             iov_len: b.len() - skip,
         });
         skip = 0;
-    }
-    if let [one] = iov[..] {
-        // SAFETY: `one` is a slice of `bufs`, alive for this call.
-        let b = unsafe { std::slice::from_raw_parts(one.iov_base as *const u8, one.iov_len) };
-        return file.write_at(b, pos);
     }
     let count = iov.len().min(IOV_MAX);
     let offset = libc::off_t::try_from(pos).map_err(|_| io::Error::other("write position past off_t"))?;

@@ -44,9 +44,15 @@ pub fn ask_thread_slice_us(us: u64) -> io::Result<()> {
         )));
     }
     attr.sched_runtime = us * 1000;
-    // SAFETY: `attr` is a valid `sched_attr` of `attr.size` bytes, as the
-    // kernel filled it in, alive for the call; pid 0 is the calling thread.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
+    set(&attr)
+}
+
+/// Sets the calling thread's scheduling attributes to `attr` (as
+/// [`current`] gave them, changed).
+fn set(attr: &libc::sched_attr) -> io::Result<()> {
+    // SAFETY: `attr` is a valid `sched_attr` of `attr.size` bytes, alive
+    // for the call; pid 0 is the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, attr as *const libc::sched_attr, 0) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -87,6 +93,13 @@ mod tests {
         current().unwrap().sched_runtime
     }
 
+    /// Puts the calling thread under `policy`, its other attributes kept.
+    fn set_policy(policy: i32) {
+        let mut attr = current().unwrap();
+        attr.sched_policy = policy as u32;
+        set(&attr).unwrap();
+    }
+
     fn nice() -> i32 {
         // SAFETY: no pointers; `who` 0 is the calling thread.
         unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
@@ -117,11 +130,7 @@ mod tests {
     #[test]
     fn a_batch_thread_stays_a_batch_thread() {
         std::thread::spawn(|| {
-            let mut attr = current().unwrap();
-            attr.sched_policy = libc::SCHED_BATCH as u32;
-            // SAFETY: as in `ask_thread_slice_us`.
-            let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
-            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            set_policy(libc::SCHED_BATCH);
             ask_thread_slice_us(300).unwrap();
             assert_eq!(current().unwrap().sched_policy, libc::SCHED_BATCH as u32);
         })
@@ -132,11 +141,7 @@ mod tests {
     #[test]
     fn an_idle_policy_thread_is_left_as_it_is() {
         std::thread::spawn(|| {
-            let mut attr = current().unwrap();
-            attr.sched_policy = libc::SCHED_IDLE as u32;
-            // SAFETY: as in `ask_thread_slice_us`.
-            let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
-            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            set_policy(libc::SCHED_IDLE);
             let before = current().unwrap().sched_runtime;
             assert!(ask_thread_slice_us(300).is_err());
             let after = current().unwrap();

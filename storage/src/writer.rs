@@ -336,35 +336,25 @@ fn place(parts: Vec<BatchBuf>, pos: u64, recent: &RefCell<RecentWrites>, pages: 
     let mut at = pos;
     for part in parts {
         let len = part.len() as u64;
-        let Some(head) = part.in_page_head().filter(|_| pages) else {
+        if !pages || part.in_page_head().is_none() {
             placed.push(Placed::Buf(part));
             at += len;
             continue;
-        };
+        }
+        // The bytes before it in its page: the log's, then this write's.
+        // Taken as pages if it lies after them (`into_pages` checks).
         let floor = page_floor(at);
-        let outcome = if head as u64 == at - floor {
-            // Earlier bytes in this page: the log's, then this write's.
-            let from_parts = floor.max(pos);
-            let mut before = Vec::with_capacity((at - floor) as usize);
-            if floor < from_parts {
-                before = earlier_bytes(recent, from_parts);
+        let mut before = vec![0; (at - floor) as usize];
+        file_bytes(recent, &placed, pos, floor, &mut before);
+        let outcome = match part.into_pages(&before) {
+            Ok(p) => {
+                placed.push(Placed::Pages(p));
+                "in_place"
             }
-            let skip = before.len();
-            before.resize((at - floor) as usize, 0);
-            copy_out(&placed, (from_parts - pos) as usize, &mut before[skip..]);
-            match part.into_pages(&before) {
-                Ok(p) => {
-                    placed.push(Placed::Pages(p));
-                    "in_place"
-                }
-                Err(part) => {
-                    placed.push(Placed::Buf(part));
-                    "copied"
-                }
+            Err(part) => {
+                placed.push(Placed::Buf(part));
+                "copied"
             }
-        } else {
-            placed.push(Placed::Buf(part));
-            "copied"
         };
         metrics::counter!("es_paged_batch_writes_total", "outcome" => outcome).increment(1);
         at += len;
@@ -381,6 +371,31 @@ fn earlier_bytes(recent: &RefCell<RecentWrites>, pos: u64) -> Vec<u8> {
     held
 }
 
+/// Fills `out` with the file's bytes from `from` on (page aligned, inside
+/// a write of `placed` at `pos`): bytes of earlier writes before `pos`
+/// (held in `recent`), then the batches', then zeros past their end.
+fn file_bytes(
+    recent: &RefCell<RecentWrites>,
+    placed: &[impl AsRef<[u8]>],
+    pos: u64,
+    from: u64,
+    out: &mut [u8],
+) {
+    assert!(
+        from >= page_floor(pos),
+        "a write starts at the page holding its position"
+    );
+    let end = pos + placed.iter().map(|p| p.as_ref().len() as u64).sum::<u64>();
+    let from_parts = from.max(pos);
+    let skip = (from_parts - from) as usize;
+    if from < from_parts {
+        out[..skip].copy_from_slice(&earlier_bytes(recent, from_parts));
+    }
+    let data = (end.min(from + out.len() as u64).max(from_parts) - from) as usize;
+    copy_out(placed, (from_parts - pos) as usize, &mut out[skip..data]);
+    out[data..].fill(0);
+}
+
 /// Where each page of a direct write of `placed` at `pos` comes from: the
 /// file pages of a batch in memory of its own are written from there (a
 /// page two batches share, from the later one's first page, which holds
@@ -388,7 +403,6 @@ fn earlier_bytes(recent: &RefCell<RecentWrites>, pos: u64) -> Vec<u8> {
 struct Plan<'a> {
     placed: &'a [Placed],
     pos: u64,
-    end: u64,
     /// File pages `[from, to)` written from the pages of `placed[i]`, whose
     /// first page is file page `base`: in order, disjoint, page aligned.
     shared: Vec<Shared>,
@@ -436,12 +450,7 @@ impl<'a> Plan<'a> {
             }
             at = next;
         }
-        Plan {
-            placed,
-            pos,
-            end: at,
-            shared,
-        }
+        Plan { placed, pos, shared }
     }
 
     /// The buffer of the file pages `[from, to)` (page aligned, inside the
@@ -532,20 +541,7 @@ impl<'a> Plan<'a> {
     /// bytes of earlier writes before `pos` (held in `recent`), then this
     /// write's, then zeros after its end.
     fn fill(&self, recent: &RefCell<RecentWrites>, from: u64, out: &mut [u8]) {
-        let to = from + out.len() as u64;
-        let from_parts = from.max(self.pos);
-        let skip = (from_parts - from) as usize;
-        if from < from_parts {
-            out[..skip].copy_from_slice(&earlier_bytes(recent, from_parts));
-        }
-        let data_end = self.end.min(to);
-        let data = (data_end - from) as usize;
-        copy_out(
-            self.placed,
-            (from_parts - self.pos) as usize,
-            &mut out[skip..data],
-        );
-        out[data..].fill(0);
+        file_bytes(recent, self.placed, self.pos, from, out);
     }
 }
 
