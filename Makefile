@@ -1,24 +1,36 @@
-# es — build, run, test, lint. `make test` is what CI runs (.ci/run).
+# es — build, run, test, lint. CI (.ci/run) runs `make lint`, `make test-loaded` and the demo.
 CARGO ?= cargo
 DATA_DIR ?= ./data
 HTTP_ADDR ?= 127.0.0.1:8080
 
-.PHONY: build run-broker demo test lint fmt audit bench bench-storage fuzz
+BINARY_ADDR ?= 127.0.0.1:9090
 
+.PHONY: build run-broker demo test test-loaded lint fmt audit bench bench-storage fuzz
+
+# Every binary (es-broker, es, es-bench) in release, with one feature set:
+# run-broker, the demo and the CLI all use this one build.
 build:
+	@echo "building es-broker, es and es-bench (release; the first build fetches crates and takes several minutes)"
 	$(CARGO) build --workspace --release
 
-# Start a broker on ./data (HTTP on 127.0.0.1:8080). Ctrl-C stops it cleanly.
-run-broker:
-	$(CARGO) build --release -p es-broker
-	./target/release/es-broker --data-dir $(DATA_DIR) --http-addr $(HTTP_ADDR)
+# Start a broker on ./data: HTTP API on 127.0.0.1:8080, binary protocol (the
+# es CLI) on 127.0.0.1:9090. Ctrl-C stops it cleanly.
+run-broker: build
+	./target/release/es-broker --data-dir $(DATA_DIR) --http-addr $(HTTP_ADDR) --binary-addr $(BINARY_ADDR)
 
 # End-to-end run: broker on a temp dir, topic, produce, consume, restart; ends with DEMO OK.
 demo:
 	./scripts/demo.sh
 
+# Every test, all of them even when one fails, then one summary.
 test:
-	$(CARGO) test --workspace
+	./scripts/test.sh $(ARGS)
+
+# The tests with every core kept busy (what CI runs): a test that depends on
+# the machine's speed fails here.
+test-loaded:
+	$(CARGO) test --workspace --no-run
+	./scripts/loaded.sh ./scripts/test.sh $(ARGS)
 
 lint:
 	$(CARGO) fmt --all -- --check

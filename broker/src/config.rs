@@ -23,110 +23,151 @@ pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
 /// Default `--frame-stall-ms`: 30 s.
 pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
 
+/// `--help` headings: what every operator sets first, then limits a
+/// client cannot pass, then storage defaults, then performance tuning.
+const ESSENTIALS: &str = "Essentials";
+const LIMITS: &str = "Limits";
+const STORAGE: &str = "Storage";
+const TUNING: &str = "Tuning";
+
+/// Appended to `--help`.
+const AFTER_HELP: &str = "\
+Every flag also reads an ES_ environment variable (--data-dir: ES_DATA_DIR). \
+A flag on the command line wins over the environment, which wins over the \
+--config file, which wins over the built-in default.
+
+Logging: ES_LOG sets what is logged (default info): a level (error, warn, info, \
+debug, trace, off) or comma-separated target=level directives, for example \
+ES_LOG=es_storage=debug,info. Log lines go to stderr, as text or, with \
+--log-format json, one JSON object per line.
+
+Reference: docs/cli.md (every flag), docs/operations.md (running in production).";
+
 #[derive(Parser, Debug, Clone)]
-#[command(name = "es-broker", version, about = "es event-streaming broker")]
+#[command(
+    name = "es-broker",
+    version,
+    about = "es event-streaming broker",
+    after_help = AFTER_HELP,
+    max_term_width = 100
+)]
 pub struct Config {
+    /// A TOML file of settings: each key is a flag's name without `--`
+    /// (`data-dir = "/var/lib/es"`); flags and `ES_*` variables override
+    /// it.
+    #[arg(long, env = "ES_CONFIG", help_heading = ESSENTIALS, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Directory holding topics and all other state.
-    #[arg(long, env = "ES_DATA_DIR", default_value = "./data")]
+    #[arg(long, env = "ES_DATA_DIR", default_value = "./data", help_heading = ESSENTIALS, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Address of the HTTP + JSON API.
-    #[arg(long, env = "ES_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "ES_HTTP_ADDR", default_value = "127.0.0.1:8080", help_heading = ESSENTIALS, value_name = "ADDR")]
     pub http_addr: SocketAddr,
     /// Address of the binary protocol (docs/protocol.md).
-    #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090")]
+    #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090", help_heading = ESSENTIALS, value_name = "ADDR")]
     pub binary_addr: SocketAddr,
+    /// Number of shards (one thread and io_uring ring each). Default: the
+    /// cores available to the process.
+    #[arg(long, env = "ES_SHARDS", help_heading = ESSENTIALS, value_name = "N")]
+    pub shards: Option<usize>,
+    /// This broker's node id (reported as partition leader).
+    #[arg(long, env = "ES_NODE_ID", default_value_t = 1, help_heading = ESSENTIALS, value_name = "ID")]
+    pub node_id: u64,
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors.
+    #[arg(long, env = "ES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = ESSENTIALS)]
+    pub log_format: LogFormat,
     /// Largest binary frame, header included, and largest decompressed
     /// payload; a larger frame gets an error frame and the connection closes.
-    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT)]
+    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub frame_bytes_max: usize,
     /// Requests in flight per binary connection; the broker stops reading a
     /// connection that has this many unanswered.
-    #[arg(long, env = "ES_INFLIGHT_REQUESTS_MAX", default_value_t = INFLIGHT_REQUESTS_MAX_DEFAULT)]
+    #[arg(long, env = "ES_INFLIGHT_REQUESTS_MAX", default_value_t = INFLIGHT_REQUESTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub inflight_requests_max: usize,
-    /// Number of shards (one thread and io_uring each). Default: the cores
-    /// available to the process.
-    #[arg(long, env = "ES_SHARDS")]
-    pub shards: Option<usize>,
-    /// This broker's node id (reported as partition leader).
-    #[arg(long, env = "ES_NODE_ID", default_value_t = 1)]
-    pub node_id: u64,
-    /// Bytes of large binary requests (frames of 64 KiB or more after the
-    /// handshake, `CHARGED_FRAME_BYTES_MIN`) each shard holds at once, from
-    /// the moment a frame's header arrives until its request is handled: a
-    /// connection whose next such frame does not fit waits, unread, until
-    /// the large frames that asked before it are handled (in turn). At
-    /// least `--frame-bytes-max`.
-    #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT)]
+    /// Bytes of large binary requests (frames of 64 KiB or more) each shard
+    /// holds at once, from the moment a frame's header arrives until its
+    /// request is handled: a connection whose next such frame does not fit
+    /// waits, unread, until the large frames that asked before it are
+    /// handled (in turn). At least `--frame-bytes-max`.
+    #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub request_shard_bytes: usize,
     /// Milliseconds a binary connection in the middle of a frame of 64 KiB
     /// or more may send nothing before it is closed with `frame_stalled`
     /// (such a frame holds room in `--request-shard-bytes`).
-    #[arg(long, env = "ES_FRAME_STALL_MS", default_value_t = FRAME_STALL_MS_DEFAULT)]
+    #[arg(long, env = "ES_FRAME_STALL_MS", default_value_t = FRAME_STALL_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
     pub frame_stall_ms: u64,
     /// Largest HTTP request body accepted; larger gets 413.
-    #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT)]
+    #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub http_body_bytes_max: usize,
     /// Largest fetch response (`max_bytes` is capped at this).
-    #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT)]
+    #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub fetch_bytes_max: usize,
     /// Most client connections open at once, over all shards; more are
     /// closed at once.
-    #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT)]
+    #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub connections_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
-    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT)]
+    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
+    /// Directory of the cold tier, where tiered topics move segments that
+    /// retention removes. Default: `<data-dir>/cold`.
+    #[arg(long, env = "ES_COLD_DIR", help_heading = STORAGE, value_name = "DIR")]
+    pub cold_dir: Option<PathBuf>,
+    /// How often each shard runs cleanup (retention, compaction, tiering)
+    /// over its partitions.
+    #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
+    pub cleanup_interval_ms: u64,
     /// Bytes of newly written records each shard keeps in memory for
     /// consumers that tail its partitions, over all of them together
     /// (segments are written past the page cache); beyond it, the least
     /// recently written partitions are read back from disk.
-    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT)]
+    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
     pub recent_writes_shard_bytes: usize,
     /// Microseconds an idle shard keeps polling for work before it parks its
     /// thread. Spinning answers a forwarded request or an fsync completion
     /// sooner, but takes the core from anything else that runs there;
     /// `0` parks at once.
     #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = SPIN_BEFORE_PARK_US_DEFAULT,
-          value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX))]
+          value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX), help_heading = TUNING, value_name = "US")]
     pub spin_before_park_us: u64,
     /// Most threads per shard that make the segment writer's direct writes
     /// and fdatasyncs as blocking calls (docs/storage.md, "Disk threads"):
-    /// they finish sooner and steadier there than through io_uring's
-    /// kernel workers. One starts with the shard, more as jobs find them
-    /// all busy; at most this many writes and fsyncs of a shard run at
-    /// once. `0` keeps them on io_uring.
+    /// one starts with the shard, more as jobs find them all busy; at most
+    /// this many writes and fsyncs of a shard run at once. `0` keeps them
+    /// on io_uring.
     #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
-          value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64))]
+          value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
     pub disk_threads: u64,
     /// The time slice, in microseconds, each disk thread asks the kernel's
     /// scheduler for (Linux 6.12+; older kernels keep their own): woken for
     /// a write, a thread with a short slice gets a CPU at once instead of
-    /// waiting for a spinning shard's slice (1.4 ms here) to end
-    /// (docs/storage.md, "Disk threads"). `100`-`100000`, or `0` for the
-    /// kernel's default.
-    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT)]
+    /// waiting for a spinning shard's slice to end (docs/storage.md, "Disk
+    /// threads"). `100`-`100000`, or `0` for the kernel's default.
+    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
     pub disk_thread_slice_us: u64,
-    /// Directory of the cold tier, where tiered topics move segments that
-    /// retention removes. Default: `<data-dir>/cold`.
-    #[arg(long, env = "ES_COLD_DIR")]
-    pub cold_dir: Option<PathBuf>,
-    /// How often each shard runs cleanup (retention, compaction, tiering)
-    /// over its partitions.
-    #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT)]
-    pub cleanup_interval_ms: u64,
     /// Write a large ProduceBatch (64 KiB or more, no producer id) to its
     /// partition's segment while it still arrives, when this shard owns the
     /// partition (docs/storage.md, "Early writes"): receiving and writing
     /// overlap instead of adding up. `false` writes a batch once it is whole.
-    #[arg(long, env = "ES_EARLY_WRITES", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "ES_EARLY_WRITES", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
     pub early_writes: bool,
     /// Move a binary connection to the shard that owns the partitions its
     /// requests go to, once its last several produce batches and fetches
     /// all went to that one other shard (docs/protocol.md, "Connections
     /// move to their partition's shard"). `false` keeps every connection
     /// on the shard that accepted it.
-    #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
     pub move_connections: bool,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Default of `--spin-before-park-us`: waking a parked thread costs far
@@ -159,7 +200,6 @@ impl Config {
             .max(1)
     }
 
-    /// Checks the flags' bounds before anything starts.
     /// Makes `--data-dir` and `--cold-dir` absolute (relative to the
     /// working directory): the shards' file operations need absolute paths.
     pub fn absolutize(&mut self) -> Result<(), String> {
@@ -173,64 +213,73 @@ impl Config {
         Ok(())
     }
 
+    /// Refuses values outside each flag's range, naming the flag and the
+    /// range, and relations between flags that cannot hold.
     pub fn validate(&self) -> Result<(), String> {
-        if self.shards == Some(0) {
-            return Err("--shards must be at least 1".into());
-        }
-        if self.shard_count() > SHARDS_MAX {
-            return Err(format!("--shards must be at most {SHARDS_MAX}"));
-        }
-        if self.http_body_bytes_max == 0 || self.fetch_bytes_max == 0 || self.connections_max == 0 {
-            return Err(
-                "--http-body-bytes-max, --fetch-bytes-max and --connections-max must be positive".into(),
-            );
-        }
-        if self.frame_bytes_max < es_protocol::HEADER_BYTES + 64
-            || self.frame_bytes_max > es_storage::batch::BATCH_BYTES_MAX
-        {
-            return Err(format!(
-                "--frame-bytes-max must be in {}..={}",
-                es_protocol::HEADER_BYTES + 64,
-                es_storage::batch::BATCH_BYTES_MAX
-            ));
-        }
-        if self.frame_stall_ms == 0 {
-            return Err("--frame-stall-ms must be positive".into());
-        }
+        let shards = self.shards.unwrap_or_else(|| self.shard_count()) as u64;
+        in_range("--shards", shards, 1, SHARDS_MAX as u64)?;
+        in_range(
+            "--frame-bytes-max",
+            self.frame_bytes_max as u64,
+            (es_protocol::HEADER_BYTES + 64) as u64,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--inflight-requests-max",
+            self.inflight_requests_max as u64,
+            1,
+            INFLIGHT_REQUESTS_MAX_LIMIT as u64,
+        )?;
+        in_range(
+            "--request-shard-bytes",
+            self.request_shard_bytes as u64,
+            1,
+            REQUEST_SHARD_BYTES_LIMIT as u64,
+        )?;
         if self.request_shard_bytes < self.frame_bytes_max {
             return Err(format!(
                 "--request-shard-bytes ({}) must be at least --frame-bytes-max ({}): a largest frame must fit",
                 self.request_shard_bytes, self.frame_bytes_max
             ));
         }
-        if self.inflight_requests_max == 0 || self.inflight_requests_max > INFLIGHT_REQUESTS_MAX_LIMIT {
-            return Err(format!(
-                "--inflight-requests-max must be in 1..={INFLIGHT_REQUESTS_MAX_LIMIT}"
-            ));
-        }
-        if self.http_body_bytes_max > es_storage::batch::BATCH_BYTES_MAX {
-            return Err(format!(
-                "--http-body-bytes-max must be at most {} (the largest record batch)",
-                es_storage::batch::BATCH_BYTES_MAX
-            ));
-        }
-        if self.segment_bytes == 0 || self.segment_bytes > es_storage::SEGMENT_BYTES_MAX {
-            return Err(format!(
-                "--segment-bytes must be in 1..={}",
-                es_storage::SEGMENT_BYTES_MAX
-            ));
-        }
-        if self.cleanup_interval_ms == 0 || self.cleanup_interval_ms > CLEANUP_INTERVAL_MS_MAX {
-            return Err(format!(
-                "--cleanup-interval-ms must be in 1..={CLEANUP_INTERVAL_MS_MAX}"
-            ));
-        }
+        in_range("--frame-stall-ms", self.frame_stall_ms, 1, FRAME_STALL_MS_MAX)?;
+        in_range(
+            "--http-body-bytes-max",
+            self.http_body_bytes_max as u64,
+            1,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--fetch-bytes-max",
+            self.fetch_bytes_max as u64,
+            1,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--connections-max",
+            self.connections_max as u64,
+            1,
+            CONNECTIONS_MAX_LIMIT as u64,
+        )?;
+        in_range(
+            "--segment-bytes",
+            self.segment_bytes,
+            SEGMENT_BYTES_FLAG_MIN,
+            es_storage::SEGMENT_BYTES_MAX,
+        )?;
+        in_range(
+            "--cleanup-interval-ms",
+            self.cleanup_interval_ms,
+            1,
+            CLEANUP_INTERVAL_MS_MAX,
+        )?;
         let slices = es_storage::THREAD_SLICE_US_MIN..=es_storage::THREAD_SLICE_US_MAX;
         if self.disk_thread_slice_us != 0 && !slices.contains(&self.disk_thread_slice_us) {
             return Err(format!(
-                "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}",
+                "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}, got {}",
                 slices.start(),
-                slices.end()
+                slices.end(),
+                self.disk_thread_slice_us
             ));
         }
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
@@ -239,6 +288,28 @@ impl Config {
         Ok(())
     }
 }
+
+/// `Err` naming `flag`, its allowed range and the value given, unless
+/// `lo <= value <= hi`.
+fn in_range(flag: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{flag} must be in {lo}..={hi}, got {value}"))
+    }
+}
+
+/// Smallest `--segment-bytes`: the default for every new topic; a smaller
+/// one turns each partition into a pile of tiny files, each holding open
+/// descriptors. A topic may still set a smaller `segment_bytes` itself.
+pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
+/// Largest `--frame-stall-ms` (an hour): past it the stall timer guards
+/// nothing.
+pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
+/// Largest `--connections-max`: far above what one broker's descriptors allow.
+pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
+pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
 
 /// Largest --inflight-requests-max.
 pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;

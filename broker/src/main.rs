@@ -11,6 +11,7 @@ mod binary;
 mod catalog;
 mod cleanup;
 mod config;
+mod config_file;
 mod controller;
 mod coordinator;
 mod error;
@@ -23,7 +24,11 @@ mod http;
 mod idempotence;
 mod listener;
 mod lock;
+mod logging;
+mod memlock;
 mod message;
+mod metrics_help;
+mod metrics_live;
 mod ops;
 mod owned;
 mod placement;
@@ -40,8 +45,6 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use clap::Parser;
-
 /// Histogram buckets (seconds) for every latency histogram: 50 us to 10 s,
 /// closest from 0.5 to 10 ms, where a write and an fdatasync of a disk
 /// lie, so that a p99 read from the buckets says which of 2, 3 or 4 ms.
@@ -55,22 +58,42 @@ const PER_ROUND_BUCKETS: &[f64] = &[
 ];
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ES_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let mut config = config::Config::parse();
+    let mut config = match config_file::parse(std::env::args_os().collect()) {
+        Ok(config) => config,
+        Err(config_file::ParseError::Clap(e)) => e.exit(),
+        Err(config_file::ParseError::File(e)) => {
+            eprintln!("es-broker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let es_log = std::env::var("ES_LOG").ok();
+    // Held until main returns: dropping it flushes the lines still queued.
+    let log_guard = match logging::init(config.log_format, es_log.as_deref()) {
+        Ok((guard, warnings)) => {
+            // Written past the filter: a directive that matches nothing
+            // would hide its own warning.
+            for w in warnings {
+                logging::unfiltered(config.log_format, tracing::Level::WARN, &w);
+            }
+            guard
+        }
+        Err(e) => {
+            eprintln!("es-broker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(path) = &config.config {
+        tracing::info!(config = %path.display(), "settings read from the config file");
+    }
+    let format = config.log_format;
     if let Err(e) = config.validate() {
-        eprintln!("es-broker: {e}");
+        logging::unfiltered(format, tracing::Level::ERROR, &e);
         return ExitCode::from(2);
     }
     // glommio opens paths with openat(-1, ...): a relative path fails with
     // EBADF. Resolve the directories against the working directory once.
     if let Err(e) = config.absolutize() {
-        eprintln!("es-broker: {e}");
+        logging::unfiltered(format, tracing::Level::ERROR, &e);
         return ExitCode::from(2);
     }
     // Count the cores here, on the main thread: inside a pinned shard the
@@ -79,7 +102,9 @@ fn main() -> ExitCode {
     match start(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("es-broker: {e}");
+            // After the queued lines, so the reason comes last.
+            drop(log_guard);
+            logging::unfiltered(format, tracing::Level::ERROR, &e);
             ExitCode::FAILURE
         }
     }
@@ -106,6 +131,22 @@ fn retry_at_start<T>(mut attempt: impl FnMut() -> Result<T, String>) -> Result<T
     }
 }
 
+/// Why `addr` (given by `flag`) cannot be listened on, and what to do.
+fn listen_error(addr: std::net::SocketAddr, flag: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "cannot listen on {addr} ({flag}): another process is listening there; stop it or choose another address with {flag}"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "cannot listen on {addr} ({flag}): no interface of this machine has that address; choose another with {flag}"
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot listen on {addr} ({flag}): permission denied (ports below 1024 need privileges); choose another with {flag}"
+        ),
+        _ => format!("cannot listen on {addr} ({flag}): {e}"),
+    }
+}
+
 fn start(config: config::Config) -> Result<(), String> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let recorder = PrometheusBuilder::new()
@@ -119,18 +160,23 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("metrics: {e}"))?
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
+    metrics_help::install();
     // A broker killed a moment ago can hold its lock and port a little
     // longer while the kernel tears its io_uring rings down: retry briefly.
     let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
-    for addr in [config.http_addr, config.binary_addr] {
+    for (addr, flag) in [
+        (config.http_addr, "--http-addr"),
+        (config.binary_addr, "--binary-addr"),
+    ] {
         retry_at_start(|| {
             std::net::TcpListener::bind(addr)
                 .map(drop)
-                .map_err(|e| format!("cannot listen on {addr}: {e}"))
+                .map_err(|e| listen_error(addr, flag, &e))
         })?;
     }
+    memlock::ensure()?;
     trash::clear_at_start(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
