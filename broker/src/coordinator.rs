@@ -89,8 +89,11 @@ fn new_member_id(shard: &Shard) -> String {
     format!("m-{:x}-{}-{n}", shard.started_nanos, shard.id)
 }
 
-fn group_metrics(g: &Group) {
-    metrics::gauge!("es_group_members", "group" => g.name.clone()).set(g.members.len() as f64);
+/// A partition's lag for a group: records from the committed offset to the
+/// high watermark. Without a commit (or with one below the log start) a
+/// consumer would start at the log start at best; never below 0.
+pub fn lag(log_start: u64, high_watermark: u64, committed: Option<u64>) -> u64 {
+    high_watermark.saturating_sub(committed.unwrap_or(log_start).max(log_start))
 }
 
 pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_json::Value, ApiError> {
@@ -121,8 +124,6 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
                 &partitions,
                 now,
             )?;
-            metrics::counter!("es_group_rebalances_total", "group" => name.to_string()).increment(1);
-            group_metrics(g);
             let m = g.member(&id)?;
             Ok(serde_json::json!({
                 "member_id": id,
@@ -147,8 +148,6 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             let g = groups.get_mut(name).ok_or_else(|| group_not_found(name))?;
             let partitions = current_partitions(shard, &g.topics);
             g.leave(&member_id, &partitions)?;
-            metrics::counter!("es_group_rebalances_total", "group" => name.to_string()).increment(1);
-            group_metrics(g);
             Ok(serde_json::json!({"member_id": member_id, "left": true, "generation": g.generation}))
         }
         GroupOp::Commit { member, offsets } => commit(shard, name, member, offsets).await,
@@ -281,11 +280,7 @@ async fn commit(
     crate::fsops::write_atomic(&groups_dir(shard), &format!("{name}.json"), bytes).await?;
     let mut groups = shard.groups.borrow_mut();
     let g = groups.entry(name.to_string()).or_insert_with(|| Group::new(name));
-    for ((t, p), o) in offsets {
-        metrics::gauge!("es_group_committed_offset", "group" => name.to_string(), "topic" => t.clone(), "partition" => p.to_string())
-            .set(o as f64);
-        g.committed.insert((t, p), o);
-    }
+    g.committed.extend(offsets);
     Ok(serde_json::json!({"group": name, "offsets": committed_json(g)}))
 }
 
@@ -364,8 +359,6 @@ pub async fn expire_loop(shard: Rc<Shard>) {
             let expired = g.expire(now, &partitions);
             if !expired.is_empty() {
                 tracing::info!(group = %g.name, ?expired, generation = g.generation, "members expired; rebalanced");
-                metrics::counter!("es_group_rebalances_total", "group" => g.name.clone()).increment(1);
-                group_metrics(g);
             }
         }
     }

@@ -104,10 +104,7 @@ pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<serde_json::Valu
         for (p, (start, hw)) in b {
             let key = (t.clone(), p as u64);
             let c = committed.get(&key).copied();
-            // Without a commit a consumer would start at the log start at best.
-            let lag = hw.saturating_sub(c.unwrap_or(start).max(start));
-            metrics::gauge!("es_group_lag", "group" => group.to_string(), "topic" => t.clone(), "partition" => p.to_string())
-                .set(lag as f64);
+            let lag = crate::coordinator::lag(start, hw, c);
             partitions.push(serde_json::json!({
                 "topic": t,
                 "partition": p,

@@ -54,6 +54,9 @@ pub enum Op {
     },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
+    /// This shard's part of a `/metrics` scrape (metrics_live.rs); replies
+    /// `Series`.
+    Series,
     /// The first offset at or after a timestamp (the high watermark if
     /// none); replies `Json({"offset": n})`.
     OffsetForTime {
@@ -163,6 +166,7 @@ pub enum Reply {
     Topic(Result<TopicMeta, ApiError>),
     Producer(Result<(i64, i16), ApiError>),
     Json(Result<serde_json::Value, ApiError>),
+    Series(Box<crate::metrics_live::ShardSeries>),
 }
 
 /// A forwarded operation and where to send its reply.

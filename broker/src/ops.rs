@@ -52,6 +52,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::AdoptConnection { .. } => "adopt_connection",
+        Op::Series => "series",
     }
 }
 
@@ -87,6 +88,7 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
             Reply::Json(Box::pin(crate::coordinator::run(&shard, &group, op)).await)
         }
+        Op::Series => Reply::Series(Box::new(crate::metrics_live::snapshot(&shard))),
         Op::ListGroups => Reply::Json(Ok(
             serde_json::json!({"groups": crate::coordinator::list(&shard)}),
         )),
@@ -160,9 +162,6 @@ async fn produce(
     };
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
     shard.hot.records_appended.increment(count);
-    if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
-        owned.high_watermark.set(log.durable_offset().0 as f64);
-    }
     Ok(appended.base_offset.0)
 }
 

@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use es_storage::PartitionLog;
 
-/// One owned partition.
+/// One owned partition. Its metrics (`es_partition_high_watermark`) are
+/// read from the log at each scrape (metrics_live.rs), not kept in the
+/// exporter's registry, so a removed partition leaves no series.
 pub struct Owned {
     pub log: PartitionLog,
-    /// `es_partition_high_watermark{topic, partition}`, registered once.
-    pub high_watermark: metrics::Gauge,
 }
 
 /// Owned partitions by topic, then partition.
@@ -23,18 +23,11 @@ impl OwnedPartitions {
         self.by_topic.get(topic)?.get(&partition)
     }
 
-    /// Adds a partition, setting its high-watermark gauge.
     pub fn insert(&mut self, topic: &str, partition: u32, log: PartitionLog) {
-        let high_watermark = metrics::gauge!(
-            "es_partition_high_watermark",
-            "topic" => topic.to_string(),
-            "partition" => partition.to_string()
-        );
-        high_watermark.set(log.durable_offset().0 as f64);
         self.by_topic
             .entry(topic.to_string())
             .or_default()
-            .insert(partition, Owned { log, high_watermark });
+            .insert(partition, Owned { log });
     }
 
     pub fn remove(&mut self, topic: &str, partition: u32) -> Option<PartitionLog> {
@@ -69,6 +62,15 @@ impl OwnedPartitions {
                     .map(move |(p, owned)| (topic.clone(), *p, owned.log.clone()))
             })
             .collect()
+    }
+
+    /// Every partition, by reference (for a pass that does not await).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u32, &Owned)> {
+        self.by_topic.iter().flat_map(|(topic, partitions)| {
+            partitions
+                .iter()
+                .map(move |(p, owned)| (topic.as_str(), *p, owned))
+        })
     }
 
     pub fn len(&self) -> usize {

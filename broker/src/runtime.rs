@@ -30,7 +30,8 @@ pub const IO_MEMORY_BYTES: usize = 256 << 10;
 const SHUTDOWN_POLL_MS: u64 = 20;
 /// Longest wait for open connections to finish at shutdown.
 pub const SHUTDOWN_DRAIN_MS: u64 = 30_000;
-/// How often shard 0 runs the Prometheus exporter's upkeep.
+/// How often shard 0 runs the Prometheus exporter's upkeep (draining its
+/// histograms' samples into their buckets between scrapes).
 const METRICS_UPKEEP_MS: u64 = 5_000;
 
 /// Runs the broker until shutdown; returns once every shard has stopped.
@@ -310,13 +311,11 @@ async fn drain_connections(shard: &Shard) {
     }
 }
 
-/// Every `METRICS_UPKEEP_MS`: the exporter's upkeep, and the shard's
-/// gauges that no request path sets.
+/// Every `METRICS_UPKEEP_MS`: the exporter's upkeep. (The shards' own
+/// gauges are read at each scrape: metrics_live.rs.)
 async fn metrics_upkeep(shard: Rc<Shard>) {
-    let recent = metrics::gauge!("es_recent_writes_bytes", "shard" => shard.id.to_string());
     while !shard.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(METRICS_UPKEEP_MS)).await;
-        recent.set(es_storage::recent_writes_shard_held_bytes() as f64);
         shard.metrics.run_upkeep();
     }
 }

@@ -49,7 +49,7 @@ async fn dispatch(shard: &Rc<Shard>, req: Request<Incoming>) -> Handled {
             Ok(response::text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                shard.metrics.render(),
+                crate::metrics_live::render(shard).await,
             )),
         ),
         (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard).await),
