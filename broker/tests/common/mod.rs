@@ -11,11 +11,19 @@
 //! talk to the broker from several threads. It keeps no idle connections, so a
 //! restarted or killed broker never leaves a stale pooled connection behind.
 //! `Broker` derefs to its `Client`.
+//!
+//! Nothing here asserts on time. Every wait ([`wait_for`], the wait for
+//! `/ready`, for an exit, a request's answer) stops early only when the
+//! broker has exited, and otherwise gives up only after the hang guard
+//! ([`hang_guard`]: 10 minutes, `ES_TEST_WAIT_SECS`).
 #![allow(dead_code)]
 
 mod port;
+mod wait;
 
 pub use port::free_port;
+#[allow(unused_imports)] // each test binary uses part of the harness
+pub use wait::{hang_guard, poll_until, wait_for};
 
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read, Write};
@@ -31,14 +39,11 @@ use tempfile::TempDir;
 
 /// Shard count used when a test does not choose one.
 pub const DEFAULT_SHARDS: usize = 2;
-/// How long the broker may take to answer `GET /ready` 200.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the broker may take to exit after a signal.
-const EXIT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Per-request limit of the HTTP client (long-polls in the tests wait 20 s).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one probe of `GET /ready` may take before it is tried again
+/// (a probe that times out is a "not yet", not a failure).
+const READY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Interval between two polls of `GET /ready` (and of other conditions).
-pub const POLL: Duration = Duration::from_millis(20);
+pub const POLL: Duration = wait::POLL;
 
 // ---------------------------------------------------------------------------
 // HTTP client
@@ -53,8 +58,9 @@ pub struct Client {
 
 impl Client {
     pub fn new(addr: SocketAddr) -> Client {
+        // The request timeout only guards against a hang.
         let agent = ureq::AgentBuilder::new()
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(hang_guard())
             .max_idle_connections(0)
             .max_idle_connections_per_host(0)
             .build();
@@ -380,37 +386,39 @@ impl Broker {
             .env("RUST_BACKTRACE", "1")
             .spawn()
             .unwrap_or_else(|e| panic!("spawn es-broker: {e}"));
+        wait::watch(child.id(), &self.log_path);
         self.child = Some(child);
         self.wait_ready();
     }
 
+    /// Waits until `GET /ready` answers 200; panics with the log if the
+    /// broker exits first.
     fn wait_ready(&mut self) {
-        let start = Instant::now();
-        let mut last = String::from("no answer yet");
-        loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().expect("try_wait")) {
-                self.child = None;
-                panic!(
-                    "es-broker exited with {status} before GET /ready answered 200 ({last}); its log:\n{}",
-                    self.stderr_text()
-                );
-            }
-            match self
-                .client
-                .try_request("GET", "/ready", None, Some(Duration::from_secs(5)))
-            {
-                Ok((200, _)) => return,
-                Ok((status, body)) => last = format!("last answer {status} {body}"),
-                Err(e) => last = e,
-            }
-            if start.elapsed() > READY_TIMEOUT {
-                panic!(
-                    "es-broker not ready after {READY_TIMEOUT:?} ({last}); its log:\n{}",
-                    self.stderr_text()
-                );
-            }
-            thread::sleep(POLL);
-        }
+        let last = std::cell::RefCell::new(String::from("no answer yet"));
+        let child = self.child.as_mut().expect("started");
+        let (client, log_path) = (&self.client, &self.log_path);
+        poll_until(
+            "es-broker to answer GET /ready 200",
+            || {
+                let status = child.try_wait().expect("try_wait")?;
+                Some(format!(
+                    "es-broker exited with {status} before GET /ready answered 200 ({}); its log:\n{}",
+                    last.borrow(),
+                    log_text(log_path)
+                ))
+            },
+            || match client.try_request("GET", "/ready", None, Some(READY_PROBE_TIMEOUT)) {
+                Ok((200, _)) => Some(()),
+                Ok((status, body)) => {
+                    *last.borrow_mut() = format!("last answer {status} {body}");
+                    None
+                }
+                Err(e) => {
+                    *last.borrow_mut() = e;
+                    None
+                }
+            },
+        );
     }
 
     /// `<tempdir>/data`, the broker's `--data-dir`.
@@ -460,54 +468,54 @@ impl Broker {
     }
 
     /// Sends `SIG<name>` (`"TERM"`, `"INT"`) with `kill` and waits for the
-    /// process to exit (panics with the log after 60 s).
+    /// process to exit (however long it takes, up to the hang guard; then
+    /// it is killed and the test fails with the log).
     pub fn signal_and_wait(&mut self, name: &str) -> ExitStatus {
         let pid = self.pid();
+        wait::unwatch(pid);
         let sent = Command::new("kill")
             .arg(format!("-{name}"))
             .arg(pid.to_string())
             .status()
             .unwrap_or_else(|e| panic!("run kill -{name} {pid}: {e}"));
         assert!(sent.success(), "kill -{name} {pid} failed: {sent}");
-        let start = Instant::now();
-        loop {
-            let child = self.child.as_mut().expect("running");
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                self.child = None;
-                return status;
-            }
-            if start.elapsed() > EXIT_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                self.child = None;
-                panic!(
-                    "es-broker did not exit within {EXIT_TIMEOUT:?} of SIG{name}; its log:\n{}",
-                    self.stderr_text()
-                );
-            }
-            thread::sleep(POLL);
-        }
+        let child = self.child.as_mut().expect("running");
+        // On the hang guard's panic, Drop kills the broker and prints its log.
+        let status = poll_until(
+            &format!("es-broker to exit after SIG{name}"),
+            || None,
+            || child.try_wait().expect("try_wait"),
+        );
+        self.child = None;
+        status
     }
 
     /// SIGKILL, then reaps the process.
     pub fn kill9(&mut self) {
         let mut child = self.child.take().expect("the broker is not running");
+        wait::unwatch(child.id());
         child.kill().expect("kill -9");
         child.wait().expect("wait after kill -9");
     }
 
     /// Everything the broker wrote to stdout and stderr, all runs.
     pub fn stderr_text(&self) -> String {
-        match std::fs::read(&self.log_path) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) => format!("(cannot read {}: {e})", self.log_path.display()),
-        }
+        log_text(&self.log_path)
+    }
+}
+
+/// The text of a broker log.
+fn log_text(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            wait::unwatch(child.id());
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -766,17 +774,11 @@ pub fn b64_decode(s: &str) -> Vec<u8> {
     out
 }
 
-/// Polls `cond` every 20 ms until it holds; panics with `what` after `limit`.
-/// A liveness wait for something asynchronous, never a speed assertion.
+/// [`wait_for`] for callers that name a limit: the limit is not used (a
+/// wait gives up only after [`hang_guard`], never sooner).
 #[track_caller]
-pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > limit {
-            panic!("gave up after {limit:?} waiting for {what}");
-        }
-        thread::sleep(POLL);
-    }
+pub fn wait_until(what: &str, _limit: Duration, cond: impl FnMut() -> bool) {
+    wait_for(what, cond)
 }
 
 /// Appends `bytes` to the file at `path`.
@@ -839,8 +841,9 @@ impl RawResponse {
 /// connection ends before a complete response.
 pub fn raw_exchange(addr: SocketAddr, request: Vec<u8>) -> Result<RawResponse, String> {
     let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+    // Only a guard against a broker that never answers nor closes.
     stream
-        .set_read_timeout(Some(REQUEST_TIMEOUT))
+        .set_read_timeout(Some(hang_guard()))
         .map_err(|e| e.to_string())?;
     let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
     let write_thread = thread::spawn(move || {
