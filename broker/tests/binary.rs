@@ -9,9 +9,9 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::Broker;
+use common::{hang_guard, wait_for, Broker};
 use es_protocol::client::{Client, ClientError, Options};
 use es_protocol::frame;
 use es_protocol::requests::fetch::Fetch;
@@ -19,6 +19,10 @@ use es_protocol::requests::hello::Hello;
 use es_protocol::requests::produce::{Produce, ProduceRecord};
 use es_protocol::{Kind, Request, Response};
 use serde_json::json;
+
+/// The largest `--frame-stall-ms` (an hour): for tests whose frames must
+/// never be refused as stalled, whatever the pauses of a slow machine.
+const FRAME_STALL_MS_MAX: &str = "3600000";
 
 fn connect(b: &Broker, gzip: bool) -> Client {
     Client::connect(
@@ -238,33 +242,63 @@ fn errors_carry_the_http_codes() {
     assert_eq!(fetch_all(&c, "errs", 0).len(), 1);
 }
 
+/// How long the long-poll test's parked fetch waits.
+const PARKED_WAIT_MS: u32 = 20_000;
+
 #[test]
 fn long_poll_returns_the_record_produced_while_it_waits() {
     let b = Broker::start(2);
     let (status, _) = b.post("/v1/topics", json!({"name": "lp", "partitions": 1}));
     assert_eq!(status, 201);
     let c = Arc::new(connect(&b, false));
-    let waiter = {
-        let c = c.clone();
-        std::thread::spawn(move || {
-            c.fetch(Fetch {
-                topic: "lp".into(),
-                partition: 0,
-                offset: Some(0),
-                max_records: 10,
-                max_bytes: 1 << 20,
-                wait_ms: 20_000,
-            })
-        })
-    };
-    std::thread::sleep(Duration::from_millis(200));
     let producer = connect(&b, false);
-    producer
-        .produce("lp", vec![record(None, b"wake up", None)])
-        .unwrap();
-    let got = waiter.join().unwrap().unwrap();
-    assert_eq!(got.record_count(), 1);
-    assert_eq!(got.to_records()[0].value, b"wake up");
+    // A round whose record was acknowledged only once the fetch's wait
+    // could have run out proves nothing (the machine was slow): it is done
+    // again, a record further.
+    for offset in 0u64.. {
+        let waiter = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let sent = Instant::now();
+                let got = c.fetch(Fetch {
+                    topic: "lp".into(),
+                    partition: 0,
+                    offset: Some(offset),
+                    max_records: 10,
+                    max_bytes: 1 << 20,
+                    wait_ms: PARKED_WAIT_MS,
+                });
+                (sent, got)
+            })
+        };
+        // Give the fetch time to park. This cannot change the verdict: a
+        // fetch that reaches the broker after the record returns it at once.
+        std::thread::sleep(Duration::from_millis(200));
+        producer
+            .produce("lp", vec![record(None, b"wake up", None)])
+            .unwrap();
+        let acked = Instant::now();
+        let (sent, got) = waiter.join().unwrap();
+        let got = got.unwrap();
+        if got.record_count() == 0 {
+            // The broker's wait began after `sent` and the record was
+            // durable before `acked`: within the wait, it had to come back.
+            let after = acked.saturating_duration_since(sent);
+            assert!(
+                after >= Duration::from_millis(u64::from(PARKED_WAIT_MS)),
+                "the parked fetch ran out empty, though the record was acknowledged {after:?} \
+                 after it was sent, within its {PARKED_WAIT_MS} ms wait"
+            );
+            continue;
+        }
+        assert_eq!(got.record_count(), 1);
+        let records = got.to_records();
+        assert_eq!(
+            (records[0].offset, records[0].value.as_slice()),
+            (offset, &b"wake up"[..])
+        );
+        return;
+    }
 }
 
 /// Sends raw bytes and returns the frames read back until the broker closes.
@@ -319,7 +353,7 @@ fn frames_larger_than_the_read_buffer_and_split_writes() {
     });
     stream.extend_from_slice(&last.to_frame(101, false));
     let mut s = TcpStream::connect(b.binary_addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(hang_guard())).unwrap();
     // Pieces that cut headers and payloads anywhere.
     for piece in stream.chunks(65_537) {
         s.write_all(piece).unwrap();
@@ -371,7 +405,9 @@ fn frames_larger_than_the_read_buffer_and_split_writes() {
 fn a_large_batch_that_trickles_in_or_is_cut_off() {
     use es_protocol::batch::BatchBuilder;
     use es_protocol::requests::produce_batch::ProduceBatch;
-    let b = Broker::start(2);
+    // A trickle never stalls long enough to be refused, however slow the
+    // machine (--frame-stall-ms at its largest, an hour).
+    let b = Broker::start_with(&["--shards", "2", "--frame-stall-ms", FRAME_STALL_MS_MAX]);
     let c = connect(&b, false);
     c.admin(Kind::CreateTopic, json!({"name": "slow", "partitions": 1}))
         .unwrap();
@@ -386,24 +422,44 @@ fn a_large_batch_that_trickles_in_or_is_cut_off() {
         .to_frame(id, false)
     };
     let value: Vec<u8> = (0..(300usize << 10)).map(|j| (j % 251) as u8).collect();
+    // The bytes the shards hold for large frames being received: a batch's
+    // once its header has been read, until it is handled or dropped.
+    let held = || b.metric_sum("es_binary_request_bytes_held").unwrap_or(0.0);
 
-    // Cut off: the frame's first 200 KiB, then the connection closes.
+    // Cut off: the frame's first 200 KiB, then, once the broker is
+    // receiving the batch, the connection closes.
     let mut cut = TcpStream::connect(b.binary_addr()).unwrap();
     cut.write_all(&hello_frame()).unwrap();
     cut.write_all(&frame_of(1, &value)[..200 << 10]).unwrap();
+    wait_for("the cut-off batch to be received", || {
+        held() >= value.len() as f64
+    });
     drop(cut);
+    wait_for("the cut-off batch's room to be freed", || held() == 0.0);
 
     // Trickling: 1000-byte pieces, a pause after each of the first 64,
-    // then after every 64th.
+    // then after every 64th. The broker starts its receive clock when it
+    // has read the batch header (and holds the batch's room, which is
+    // seen); from then on the test measures how long it takes to send the
+    // rest, which the broker cannot have received sooner.
     let mut s = TcpStream::connect(b.binary_addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(hang_guard())).unwrap();
     s.write_all(&hello_frame()).unwrap();
+    let mut sending = None;
     for (i, piece) in frame_of(7, &value).chunks(1000).enumerate() {
         s.write_all(piece).unwrap();
+        if i == 0 {
+            wait_for("the broker to read the trickled batch's header", || {
+                held() >= value.len() as f64
+            });
+            sending = Some(Instant::now());
+        }
         if i < 64 || i % 64 == 63 {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+    // At least 63 pauses of 2 ms.
+    let sent_in = sending.expect("a first piece").elapsed().as_secs_f64();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let answer = loop {
@@ -429,18 +485,21 @@ fn a_large_batch_that_trickles_in_or_is_cut_off() {
     let all = fetch_all(&c, "slow", 0);
     assert_eq!(all.len(), 1, "the cut-off batch wrote nothing");
     assert_eq!(all[0].2, value);
-    // The trickled batch took 64 pauses of 2 ms and more to arrive after
-    // its header, and the broker's receive histogram says so (the bound
-    // leaves room for a broker that sees the header late).
+    // The trickled batch took the pauses to arrive after its header was
+    // read, and the broker's receive histogram says so (the cut-off batch
+    // is not in it: it never finished arriving).
     let received = b
         .metric_sum("es_binary_batch_receive_duration_seconds_sum")
         .expect("es_binary_batch_receive_duration_seconds");
-    assert!(received >= 0.05, "{received} s receiving");
+    assert!(
+        received >= sent_in,
+        "{received} s receiving a batch whose last {sent_in} s of sending came after its header was read"
+    );
 }
 
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.set_read_timeout(Some(hang_guard())).unwrap();
     s.write_all(bytes).unwrap();
     let mut got = Vec::new();
     let _ = s.read_to_end(&mut got);
@@ -596,7 +655,7 @@ fn announced_frame_sizes_cost_the_broker_nothing_until_sent() {
     let mut held = Vec::new();
     for i in 0..64u64 {
         let mut s = TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_read_timeout(Some(hang_guard())).unwrap();
         let mut bytes = hello_frame();
         let mut big = frame::encode(Kind::Fetch, i, &vec![0u8; 15 << 20], false);
         big.truncate(frame::HEADER_BYTES + 100);
@@ -607,6 +666,10 @@ fn announced_frame_sizes_cost_the_broker_nothing_until_sent() {
         assert_eq!(head[4], 0x81, "HelloOk first");
         held.push(s);
     }
+    // Looked at twice, half a second apart, for a broker that would grow
+    // its buffers later. The pause cannot fail a broker that sizes them by
+    // what has arrived: with nothing more sent, there is nothing to grow by,
+    // however long the pause lasts or however slow the broker is.
     for _ in 0..2 {
         let grown = rss().saturating_sub(before);
         assert!(
@@ -648,7 +711,7 @@ fn idle_connections_hold_little_memory() {
     let mut held = Vec::new();
     for _ in 0..400 {
         let mut s = TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_read_timeout(Some(hang_guard())).unwrap();
         s.write_all(&hello_frame()).unwrap();
         held.push(s);
     }
@@ -691,6 +754,8 @@ fn idle_connections_hold_little_memory() {
 fn large_requests_wait_for_the_shards_request_budget() {
     use es_protocol::batch::BatchBuilder;
     use es_protocol::requests::produce_batch::ProduceBatch;
+    // A's frame stays unfinished as long as the test needs, however slow
+    // the machine: --frame-stall-ms at its largest (an hour).
     let b = Broker::start_with(&[
         "--shards",
         "1",
@@ -698,6 +763,8 @@ fn large_requests_wait_for_the_shards_request_budget() {
         "1048576",
         "--request-shard-bytes",
         "1048576",
+        "--frame-stall-ms",
+        FRAME_STALL_MS_MAX,
     ]);
     let c = connect(&b, false);
     c.admin(Kind::CreateTopic, json!({"name": "rb", "partitions": 1}))
@@ -732,40 +799,43 @@ fn large_requests_wait_for_the_shards_request_budget() {
     let mut a = handshaken();
     let frame_a = large(1);
     a.write_all(&frame_a[..frame_a.len() - 1000]).unwrap();
-    wait_until("A's frame is charged", || held() >= frame_a.len() as f64);
+    wait_for("A's frame is charged", || held() >= frame_a.len() as f64);
 
     // B: a whole 600 KB frame, which does not fit beside A's.
     let mut bc = handshaken();
     bc.write_all(&large(2)).unwrap();
-    wait_until("B's frame waits", || {
+    wait_for("B's frame waits", || {
         b.metric("es_binary_request_budget_waits_total").unwrap_or(0.0) >= 1.0
     });
-    bc.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-    let mut byte = [0u8; 1];
-    let e = bc.read(&mut byte).unwrap_err();
-    assert!(
-        matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ),
-        "no answer while the budget is held: {e}"
-    );
-    // Small requests still flow.
+    // Small requests still flow, and are appended before B's frame (its
+    // records would come first otherwise).
     assert_eq!(
         c.produce("rb", vec![record(None, b"small", None)]).unwrap(),
         vec![(0, 0)]
     );
+    // No answer to B while the budget is held: after the broker has
+    // answered a request that came later, B's connection has nothing to
+    // read (looked at without waiting).
+    bc.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let e = bc.read(&mut byte).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock,
+        "no answer while the budget is held: {e}"
+    );
+    bc.set_nonblocking(false).unwrap();
 
     // A goes away: B's frame is read, appended and answered.
     drop(a);
-    bc.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    bc.set_read_timeout(Some(hang_guard())).unwrap();
     let mut head = [0u8; frame::HEADER_BYTES];
     bc.read_exact(&mut head).unwrap();
     assert_eq!(head[4], Kind::ProduceBatchOk as u8, "B's answer");
     let mut rest = vec![0u8; u32::from_be_bytes(head[..4].try_into().unwrap()) as usize + 4 - 16];
     bc.read_exact(&mut rest).unwrap();
     assert_eq!(fetch_all(&c, "rb", 0).len(), 601, "the small record and B's 600");
-    wait_until("every charge is released", || held() == 0.0);
+    wait_for("every charge is released", || held() == 0.0);
 }
 
 /// A client that sends most of a large frame and then nothing is closed
@@ -799,7 +869,7 @@ fn a_large_frame_that_stops_arriving_is_refused_and_its_room_freed() {
         bytes.extend_from_slice(&frame[..frame.len() - 1000]);
         let got = raw_exchange(&b.binary_addr(), &bytes);
         assert_eq!(last_error_code(&got), "frame_stalled", "frame {i}: {got:?}");
-        wait_until("the stalled frame's room is freed", || {
+        wait_for("the stalled frame's room is freed", || {
             b.metric(r#"es_binary_request_bytes_held{shard="0"}"#)
                 .unwrap_or(0.0)
                 == 0.0
@@ -808,18 +878,6 @@ fn a_large_frame_that_stops_arriving_is_refused_and_its_room_freed() {
     assert_eq!(b.metric("es_binary_stalled_frames_total"), Some(2.0));
     // Nothing was appended.
     assert!(fetch_all(&c, "st", 0).is_empty());
-}
-
-/// Polls `cond` until it holds; panics after 30 s.
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// ProduceBatch: a batch the producer built is appended as it came (same
@@ -1074,9 +1132,10 @@ fn acknowledged_batches_survive_kill9_mid_load() {
             })
         })
         .collect();
-    while acks.load(Ordering::Relaxed) < 300 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // (Or every producer has stopped: the assertion below says so.)
+    wait_for("300 acknowledged batches", || {
+        acks.load(Ordering::Relaxed) >= 300 || producers.iter().all(|p| p.is_finished())
+    });
     b.kill9();
     stop.store(true, Ordering::Relaxed);
     for p in producers {

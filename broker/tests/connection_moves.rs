@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::VecDeque;
 
-use common::Broker;
+use common::{hang_guard, last_segment, wait_for, Broker};
 use es_protocol::batch::BatchBuilder;
 use es_protocol::client::{Client, Options, PendingResponse};
 use es_protocol::requests::fetch::Fetch;
@@ -215,8 +215,7 @@ fn bytes_read_before_a_move_are_handled_after_it() {
     for attempt in 0..40u32 {
         let partition = attempt % 2;
         let (mut s, _) = es_protocol::client::connect(&b.binary_addr(), &Options::default()).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
+        s.set_read_timeout(Some(hang_guard())).unwrap();
         let before = metrics.metric("es_binary_connections_moved_total").unwrap_or(0.0);
         let frames: Vec<Vec<u8>> = (1..=10).map(|id| frame(partition, id)).collect();
         let half = frames[8].len() / 2;
@@ -248,16 +247,24 @@ fn bytes_read_before_a_move_are_handled_after_it() {
 fn a_batch_that_trickles_in_is_written_while_it_arrives() {
     // One shard: every connection is on its partition's shard. Batches of
     // ~1.2 MB arrive in 128 KiB pieces 20 ms apart, so the broker waits for
-    // each one nine times and writes what it has (512 KiB or more) twice;
-    // they read back whole, before and after a kill -9.
+    // each one nine times and writes what it has (512 KiB or more) early.
+    // After the first five pieces (640 KiB) the test sends nothing until
+    // the broker has written some early (the segment file grows past where
+    // the log ended), so each large batch has early pages however slow the
+    // machine; they read back whole, before and after a kill -9.
     use std::io::Write;
     let mut b = Broker::start(1);
     connect(&b)
         .admin(Kind::CreateTopic, json!({"name": "mv", "partitions": 1}))
         .unwrap();
     let (mut s, _) = es_protocol::client::connect(&b.binary_addr(), &Options::default()).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
+    s.set_read_timeout(Some(hang_guard())).unwrap();
+    let dir = b.partition_dir("mv", 0);
+    let file_len = || {
+        std::fs::metadata(last_segment(&dir))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
     let mut acked = Vec::new();
     let large = |seed: u32| -> Vec<Vec<u8>> {
         (0..400u32)
@@ -266,8 +273,16 @@ fn a_batch_that_trickles_in_is_written_while_it_arrives() {
     };
     for (id, vals) in [(1u64, values(0, 0)), (2, large(1)), (3, large(2))] {
         let frame = produce_batch(0, &vals).to_frame(id, false);
-        for piece in frame.chunks(128 << 10) {
+        let before = file_len();
+        for (i, piece) in frame.chunks(128 << 10).enumerate() {
             s.write_all(piece).unwrap();
+            if i == 4 && id > 1 {
+                wait_for(&format!("batch {id}'s first pages to be written early"), || {
+                    file_len() > before
+                });
+            }
+            // More waits, more early writes; the verdict rests on the one
+            // waited for above.
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         match es_protocol::client::read_response(&mut s) {

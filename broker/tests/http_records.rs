@@ -30,7 +30,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::{json, Value};
@@ -545,54 +545,90 @@ fn bad_produce_requests_are_refused_and_write_nothing() {
     );
 }
 
+/// How long each parked fetch of the long-poll test waits.
+const PARKED_WAIT_MS: u64 = 20_000;
+
 #[test]
 fn long_poll_returns_the_record_produced_while_it_waits() {
     let b = Broker::start(2);
     create_topic(&b, "lp", 4);
-    // Partition 0 already has a record, so the parked fetch is at offset 1.
+    // Partition 0 already has a record, so its parked fetches are one
+    // record further than the others'.
     produce_values(&b, "lp", 0, &["first".to_string()]);
+    // A round where a record was acknowledged only once its fetch's wait
+    // could have run out proves nothing (the machine was slow): it is done
+    // again, a record further.
+    let mut round = 0;
+    while !parked_fetches_return_the_records_produced(&b, round) {
+        round += 1;
+    }
 
-    // One parked fetch per partition (their owners differ with two shards),
-    // plus a second one on partition 0.
+    // An expired wait: no records, next_offset == offset.
+    let hw = high_watermarks(&b, "lp")[1];
+    let (status, body) = fetch(&b, "lp", 1, &format!("offset={hw}&wait_ms=200"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({ "records": [], "next_offset": hw, "high_watermark": hw })
+    );
+}
+
+/// One round of the long-poll test: a fetch parked at the high watermark
+/// of every partition of `lp` (their owners differ with two shards), plus a
+/// second one on partition 0, then one record produced to each partition.
+/// Every fetch must return its partition's new record. False when the
+/// round proves nothing: a fetch ran out empty, and its record was
+/// acknowledged only after `PARKED_WAIT_MS` had passed since the fetch was
+/// sent (so the wait may have ended first).
+fn parked_fetches_return_the_records_produced(b: &Broker, round: u32) -> bool {
+    let hws = high_watermarks(b, "lp");
     let mut waiters = Vec::new();
-    for (p, offset) in [(0u32, 1u64), (1, 0), (2, 0), (3, 0), (0, 1)] {
-        let c = b.client();
+    for p in [0u32, 1, 2, 3, 0] {
+        let (c, offset) = (b.client(), hws[p as usize]);
         waiters.push(thread::spawn(move || {
-            (
-                p,
-                offset,
-                fetch(&c, "lp", p, &format!("offset={offset}&wait_ms=20000")),
-            )
+            let sent = Instant::now();
+            let got = fetch(&c, "lp", p, &format!("offset={offset}&wait_ms={PARKED_WAIT_MS}"));
+            (p, offset, sent, got)
         }));
     }
     // Give the fetches time to park. This only makes the test meaningful; it
-    // passes or fails the same way however long it takes.
+    // cannot change the verdict: a fetch that reaches the broker after its
+    // record returns that record at once, which passes the same checks.
     thread::sleep(Duration::from_millis(500));
+    let mut acked = Vec::new();
     for p in 0..4u32 {
-        produce_values(&b, "lp", p, &[format!("wake-{p}")]);
+        produce_values(b, "lp", p, &[format!("wake-{round}-{p}")]);
+        acked.push(Instant::now());
     }
+    let mut conclusive = true;
     for w in waiters {
-        let (p, offset, (status, body)) = w.join().expect("fetch thread");
+        let (p, offset, sent, (status, body)) = w.join().expect("fetch thread");
         assert_eq!(status, 200, "partition {p}: {body}");
         let records = body["records"].as_array().expect("records");
+        if records.is_empty() {
+            // The broker's wait began after `sent`, and the record was
+            // durable before `acked`: within the wait, the fetch had to
+            // return it.
+            let after = acked[p as usize].saturating_duration_since(sent);
+            assert!(
+                after >= Duration::from_millis(PARKED_WAIT_MS),
+                "the parked fetch on {p} ran out empty, though its record was acknowledged \
+                 {after:?} after the fetch was sent, within its {PARKED_WAIT_MS} ms wait: {body}"
+            );
+            conclusive = false;
+            continue;
+        }
         assert_eq!(
             records.len(),
             1,
             "the parked fetch on {p} must return the new record: {body}"
         );
         assert_eq!(records[0]["offset"], offset);
-        assert_eq!(records[0]["value"], format!("wake-{p}"));
+        assert_eq!(records[0]["value"], format!("wake-{round}-{p}"));
         assert_eq!(body["next_offset"], offset + 1);
         assert_eq!(body["high_watermark"], offset + 1);
     }
-
-    // An expired wait: no records, next_offset == offset.
-    let (status, body) = fetch(&b, "lp", 1, "offset=1&wait_ms=200");
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        body,
-        json!({ "records": [], "next_offset": 1, "high_watermark": 1 })
-    );
+    conclusive
 }
 
 #[test]
@@ -721,11 +757,9 @@ fn metrics_report_high_watermarks_requests_and_fsyncs() {
         0,
         &["a".to_string(), "b".to_string(), "c".to_string()],
     );
-    wait_until(
-        "es_partition_high_watermark of orders/0 to reach 3",
-        Duration::from_secs(10),
-        || b.metric(r#"es_partition_high_watermark{topic="orders",partition="0"}"#) == Some(3.0),
-    );
+    wait_for("es_partition_high_watermark of orders/0 to reach 3", || {
+        b.metric(r#"es_partition_high_watermark{topic="orders",partition="0"}"#) == Some(3.0)
+    });
     // Label order does not matter to the helper.
     assert_eq!(
         b.metric(r#"es_partition_high_watermark{partition="0",topic="orders"}"#),
@@ -750,11 +784,9 @@ fn metrics_report_high_watermarks_requests_and_fsyncs() {
     // Bytes held in memory for tailing readers: a gauge the shards refresh
     // every few seconds (0 where the filesystem refuses direct I/O, as
     // tmpfs does: the page cache holds them then).
-    wait_until(
-        "es_recent_writes_bytes to be reported",
-        Duration::from_secs(30),
-        || b.metric_sum("es_recent_writes_bytes").is_some(),
-    );
+    wait_for("es_recent_writes_bytes to be reported", || {
+        b.metric_sum("es_recent_writes_bytes").is_some()
+    });
     let (status, body) = b.get("/health");
     assert_eq!((status, body), (200, json!({ "status": "ok" })));
     let (status, body) = b.get("/ready");
