@@ -6,8 +6,11 @@
 //!   are created, written, read and found again after a restart (glommio
 //!   cannot open relative paths, so the broker resolves them at start).
 
+#[path = "common/wait.rs"]
+mod wait;
+
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Kills the broker if the test fails before stopping it.
 struct Guard(std::process::Child);
@@ -35,7 +38,7 @@ fn default_shard_count_becomes_ready_and_serves() {
     let mut cmd = broker_command(http, binary);
     cmd.args(["--data-dir", data.to_str().unwrap()]);
     let mut guard = Guard(cmd.spawn().unwrap());
-    wait_ready(http);
+    wait_ready(&mut guard, http);
     create_and_check(http);
     stop(&mut guard);
 }
@@ -50,7 +53,7 @@ fn default_data_dir_is_relative_to_the_working_directory() {
         cmd.spawn().unwrap()
     };
     let mut guard = Guard(start());
-    wait_ready(http);
+    wait_ready(&mut guard, http);
     create_and_check(http);
     stop(&mut guard);
     assert!(
@@ -58,7 +61,7 @@ fn default_data_dir_is_relative_to_the_working_directory() {
         "data went to ./data"
     );
     let mut guard = Guard(start());
-    wait_ready(http);
+    wait_ready(&mut guard, http);
     for p in 0..8 {
         assert_eq!(
             read_first(http, p),
@@ -83,17 +86,20 @@ fn url(http: u16, p: &str) -> String {
     format!("http://127.0.0.1:{http}{p}")
 }
 
-fn wait_ready(http: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = ureq::get(&url(http, "/ready")).call() {
-            if r.status() == 200 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "never ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits until the broker answers `GET /ready` 200 (however long it
+/// takes, up to the hang guard); panics at once if it exits first.
+fn wait_ready(guard: &mut Guard, http: u16) {
+    wait::poll_until(
+        "GET /ready to answer 200",
+        || {
+            let status = guard.0.try_wait().expect("try_wait")?;
+            Some(format!("es-broker exited with {status} before it was ready"))
+        },
+        || {
+            let probe = ureq::get(&url(http, "/ready")).timeout(Duration::from_secs(5));
+            probe.call().is_ok_and(|r| r.status() == 200).then_some(())
+        },
+    )
 }
 
 /// Creates topic `d` with 8 partitions, writes one record to each and reads
@@ -129,5 +135,10 @@ fn read_first(http: u16, p: u32) -> String {
 fn stop(guard: &mut Guard) {
     let pid = guard.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert_eq!(guard.0.wait().unwrap().code(), Some(0));
+    let status = wait::poll_until(
+        "es-broker to exit after SIGTERM",
+        || None,
+        || guard.0.try_wait().expect("try_wait"),
+    );
+    assert_eq!(status.code(), Some(0));
 }

@@ -8,8 +8,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::Broker;
+use common::{poll_until, Broker};
 use serde_json::{json, Value};
+
+/// A member's session that outlasts any test (the broker's largest): it
+/// never expires because the machine is slow.
+const LONG_SESSION_MS: u64 = 300_000;
 
 fn assignment(v: &Value) -> BTreeSet<(String, u64)> {
     v["assignments"]
@@ -48,39 +52,58 @@ fn two_members_split_four_partitions_and_a_silent_one_is_replaced() {
         b.post("/v1/topics", json!({"name": "orders", "partitions": 4})).0,
         201
     );
-    let a = join(&b, "billing", &["orders"], 30_000);
-    let a_id = a["member_id"].as_str().unwrap().to_string();
-    assert_eq!(assignment(&a).len(), 4, "alone, a member holds everything");
-    let c = join(&b, "billing", &["orders"], 500);
-    let c_id = c["member_id"].as_str().unwrap().to_string();
-    assert_eq!(assignment(&c).len(), 2);
-    let (status, hb) = heartbeat(&b, "billing", &a_id);
-    assert_eq!(status, 200);
-    let a_now = assignment(&hb);
-    assert_eq!(a_now.len(), 2, "rebalanced evenly");
-    assert!(
-        a_now.is_subset(&assignment(&a)),
-        "a keeps partitions it had (sticky)"
-    );
-    assert!(a_now.is_disjoint(&assignment(&c)));
-    assert_eq!(hb["generation"], c["generation"]);
+    // c's session is short, so that it expires within the test; a's
+    // heartbeat right after c joins must come before that. A round where
+    // c's join and a's heartbeat took longer than c's session proves
+    // nothing (c may have expired first): it is done again on a fresh
+    // group, with a session twice as long.
+    let mut session_ms = 500;
+    let (group, a_id, a_now, c_id) = loop {
+        let group = format!("billing-{session_ms}");
+        let a = join(&b, &group, &["orders"], LONG_SESSION_MS);
+        let a_id = a["member_id"].as_str().unwrap().to_string();
+        assert_eq!(assignment(&a).len(), 4, "alone, a member holds everything");
+        let asked = Instant::now();
+        let c = join(&b, &group, &["orders"], session_ms);
+        let (status, hb) = heartbeat(&b, &group, &a_id);
+        let took = asked.elapsed();
+        if took >= Duration::from_millis(session_ms) {
+            assert!(
+                session_ms < LONG_SESSION_MS,
+                "c's join and a's heartbeat took {took:?}, longer than the longest session: a hang"
+            );
+            session_ms = (session_ms * 2).min(LONG_SESSION_MS);
+            continue;
+        }
+        let c_id = c["member_id"].as_str().unwrap().to_string();
+        assert_eq!(assignment(&c).len(), 2);
+        assert_eq!(status, 200);
+        let a_now = assignment(&hb);
+        assert_eq!(a_now.len(), 2, "rebalanced evenly");
+        assert!(
+            a_now.is_subset(&assignment(&a)),
+            "a keeps partitions it had (sticky)"
+        );
+        assert!(a_now.is_disjoint(&assignment(&c)));
+        assert_eq!(hb["generation"], c["generation"]);
+        break (group, a_id, a_now, c_id);
+    };
 
     // c stops heartbeating; a keeps going and takes c's partitions over.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let taken_over = loop {
-        let (status, hb) = heartbeat(&b, "billing", &a_id);
-        assert_eq!(status, 200, "{hb}");
-        if assignment(&hb).len() == 4 {
-            break hb;
-        }
-        assert!(Instant::now() < deadline, "c's session never expired");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let taken_over = poll_until(
+        "c's session to expire",
+        || None,
+        || {
+            let (status, hb) = heartbeat(&b, &group, &a_id);
+            assert_eq!(status, 200, "{hb}");
+            (assignment(&hb).len() == 4).then_some(hb)
+        },
+    );
     assert!(
         a_now.is_subset(&assignment(&taken_over)),
         "a kept its own while taking c's"
     );
-    let (status, err) = heartbeat(&b, "billing", &c_id);
+    let (status, err) = heartbeat(&b, &group, &c_id);
     assert_eq!(status, 404);
     assert_eq!(err["error"]["code"], "unknown_member");
 }
@@ -101,7 +124,7 @@ fn commit_rules_and_durability_across_kill9() {
             200
         );
     }
-    let a = join(&b, "g", &["ev"], 30_000);
+    let a = join(&b, "g", &["ev"], LONG_SESSION_MS);
     let a_id = a["member_id"].as_str().unwrap().to_string();
     let gen1 = a["generation"].as_u64().unwrap();
     let (status, v) = b.post(
@@ -110,7 +133,7 @@ fn commit_rules_and_durability_across_kill9() {
     );
     assert_eq!(status, 200, "{v}");
     // A second member joins: a's generation is now stale.
-    let c = join(&b, "g", &["ev"], 30_000);
+    let c = join(&b, "g", &["ev"], LONG_SESSION_MS);
     let (status, v) = b.post(
         "/v1/groups/g/commits",
         json!({"member_id": a_id, "generation": gen1, "offsets": [{"topic": "ev", "partition": 0, "offset": 5}]}),
@@ -208,7 +231,7 @@ fn reset_list_and_delete() {
     let (_, list) = b.get("/v1/groups");
     assert_eq!(list["groups"].as_array().unwrap().len(), 1);
     assert_eq!(list["groups"][0]["name"], "r");
-    let m = join(&b, "r", &["logs"], 30_000);
+    let m = join(&b, "r", &["logs"], LONG_SESSION_MS);
     let (status, v) = b.delete("/v1/groups/r");
     assert_eq!(status, 409, "{v}");
     let (status, _) = b.delete(&format!(

@@ -27,14 +27,9 @@ use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
-
-/// How long the concurrent-produce tests wait for their producers to reach
-/// the target (a liveness bound, not a speed requirement).
-const PRODUCE_LIMIT: Duration = Duration::from_secs(300);
 
 fn segment_count(dir: &std::path::Path) -> usize {
     fs::read_dir(dir)
@@ -396,7 +391,7 @@ fn kill9_under_concurrent_produce_loses_no_acknowledged_record() {
         unexpected: Mutex::new(Vec::new()),
     });
     let producers = spawn_producers(&b, "crash", PARTITIONS, THREADS, &shared, false);
-    wait_until("2000 acknowledged records", PRODUCE_LIMIT, || {
+    wait_for("2000 acknowledged records", || {
         shared.count.load(Ordering::SeqCst) >= TARGET_ACKS || !shared.unexpected.lock().unwrap().is_empty()
     });
     shared.stopping.store(true, Ordering::SeqCst);
@@ -437,7 +432,7 @@ fn sigterm_under_concurrent_produce_exits_zero_and_loses_no_acknowledged_record(
         unexpected: Mutex::new(Vec::new()),
     });
     let producers = spawn_producers(&b, "graceful", PARTITIONS, 4, &shared, true);
-    wait_until("300 acknowledged records", PRODUCE_LIMIT, || {
+    wait_for("300 acknowledged records", || {
         shared.count.load(Ordering::SeqCst) >= 300 || !shared.unexpected.lock().unwrap().is_empty()
     });
     shared.stopping.store(true, Ordering::SeqCst);

@@ -26,7 +26,6 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// The full config a topic reports: these two keys as given, every other
 /// key at its default.
@@ -437,9 +436,7 @@ fn a_deleted_topic_is_freed_in_the_background_and_a_restart_empties_the_trash() 
         !b.data_dir().join("topics").join("big").exists(),
         "the topic's directory is gone"
     );
-    wait_until("the trash to be freed", Duration::from_secs(60), || {
-        trash_entries(&b) == 0
-    });
+    wait_for("the trash to be freed", || trash_entries(&b) == 0);
     // The name is free: created again, empty.
     let got = b.post("/v1/topics", json!({ "name": "big", "partitions": 2 }));
     assert_eq!(got.0, 201, "{}", got.1);

@@ -9,16 +9,34 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 
-use common::free_port;
+use common::{free_port, poll_until};
+
+/// Kills the broker, and prints its log, if the test fails first.
+struct Guard(Child, PathBuf);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "----- es-broker log -----\n{}",
+                std::fs::read_to_string(&self.1).unwrap_or_default()
+            );
+        }
+    }
+}
 
 #[test]
 fn a_shard_thread_that_dies_stops_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("broker.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
+    let child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
         .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
         .args(["--http-addr", &format!("127.0.0.1:{}", free_port())])
         .args(["--binary-addr", &format!("127.0.0.1:{}", free_port())])
@@ -28,21 +46,14 @@ fn a_shard_thread_that_dies_stops_the_broker() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the broker kept running with a dead shard; its log:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut broker = Guard(child, log.clone());
+    // However long it takes; a broker that keeps running with a dead shard
+    // fails at the hang guard.
+    let status = poll_until(
+        "the broker to exit after its shard thread died",
+        || None,
+        || broker.0.try_wait().unwrap(),
+    );
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!status.success(), "exited with {status}; log:\n{text}");
     assert!(text.contains("shard thread ended"), "{text}");
