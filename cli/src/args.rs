@@ -53,6 +53,11 @@ pub enum Command {
     /// List, describe, reset and delete consumer groups.
     #[command(subcommand)]
     Group(GroupCommand),
+    /// Print a shell completion script, e.g. `es completions bash > ~/.local/share/bash-completion/completions/es`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -16,7 +16,7 @@ use es_protocol::requests::fetch::{Fetch, FetchOk};
 use es_protocol::{Request, Response};
 
 use crate::args::{ConsumeArgs, Global};
-use crate::error::{request_error, CliError, Result};
+use crate::error::{code, request_error, CliError, Result};
 use crate::output::note;
 use crate::printer::Printer;
 use crate::session::Session;
@@ -171,7 +171,12 @@ impl Reader<'_> {
                 .name(format!("es-follow-{}", c.partition))
                 .stack_size(256 << 10)
                 .spawn(move || follow_partition(client, first, tx))
-                .map_err(|e| CliError::new(format!("cannot start a thread to follow a partition: {e}")))?;
+                .map_err(|e| {
+                    CliError::new(
+                        code::INTERNAL,
+                        format!("cannot start a thread to follow a partition: {e}"),
+                    )
+                })?;
         }
         drop(tx);
         while let Ok(batch) = rx.recv() {
@@ -181,7 +186,7 @@ impl Reader<'_> {
                 return Ok(());
             }
         }
-        Err(CliError::new("every partition reader stopped"))
+        Err(CliError::new(code::INTERNAL, "every partition reader stopped"))
     }
 }
 
@@ -208,13 +213,19 @@ fn follow_partition(client: Arc<Client>, mut fetch: Fetch, tx: mpsc::SyncSender<
 }
 
 pub fn unexpected(r: &Response) -> CliError {
-    CliError::new(format!("the broker answered a fetch with {:?}", r.kind()))
+    CliError::new(
+        code::PROTOCOL_ERROR,
+        format!("the broker answered a fetch with {:?}", r.kind()),
+    )
 }
 
 pub fn stuck(partition: u32, ok: &FetchOk) -> CliError {
-    CliError::new(format!(
+    CliError::new(
+        code::PROTOCOL_ERROR,
+        format!(
         "the broker returned no records for partition {partition} at offset {} below its high watermark {} \
          (a broker bug; please report it)",
         ok.next_offset, ok.high_watermark
-    ))
+    ),
+    )
 }

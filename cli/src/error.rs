@@ -1,14 +1,41 @@
 //! What went wrong, said so that the user knows what to do next. Every
 //! error ends the command with exit code 1 and one message on stderr
-//! (`es: ...`); clap's own usage errors exit 2.
+//! (`es: ...`, or with `--json` the broker's error shape
+//! `{"error":{"code":...,"message":...}}`); clap's own usage errors exit 2.
+//!
+//! Every error has a code: the broker's where the broker refused a
+//! request, else one of the `code` constants below (docs/cli.md lists them).
 
 use std::fmt;
 use std::io;
 
 use es_protocol::client::ClientError;
+use serde_json::{json, Value};
+
+/// The codes of errors found by `es` itself (the broker's own codes pass
+/// through unchanged).
+pub mod code {
+    /// A flag's value, read after parsing, is wrong (`--broker`, say).
+    pub const INVALID_ARGUMENT: &str = "invalid_argument";
+    /// A line of stdin cannot be produced as it is.
+    pub const INVALID_INPUT: &str = "invalid_input";
+    /// No connection to the broker could be made.
+    pub const BROKER_UNREACHABLE: &str = "broker_unreachable";
+    /// The connection was lost during a command.
+    pub const CONNECTION_LOST: &str = "connection_lost";
+    /// The other end did not speak es's protocol, or answered out of turn.
+    pub const PROTOCOL_ERROR: &str = "protocol_error";
+    /// Writing stdout or reading stdin failed.
+    pub const IO_ERROR: &str = "io_error";
+    /// es could not start a thread or handle a signal.
+    pub const INTERNAL: &str = "internal";
+    /// clap's usage errors (exit code 2).
+    pub const USAGE: &str = "usage";
+}
 
 #[derive(Debug)]
 pub struct CliError {
+    code: String,
     message: String,
     /// Stop without a message and with exit code 0: whoever read our
     /// output closed the pipe (`es consume t | head -3`).
@@ -18,8 +45,9 @@ pub struct CliError {
 pub type Result<T> = std::result::Result<T, CliError>;
 
 impl CliError {
-    pub fn new(message: impl Into<String>) -> CliError {
+    pub fn new(code: &str, message: impl Into<String>) -> CliError {
         CliError {
+            code: code.to_string(),
             message: message.into(),
             quiet: false,
         }
@@ -28,6 +56,24 @@ impl CliError {
     pub fn is_quiet(&self) -> bool {
         self.quiet
     }
+
+    /// The same error with more said after its message.
+    pub fn and(self, more: &str) -> CliError {
+        CliError {
+            message: format!("{}{more}", self.message),
+            ..self
+        }
+    }
+
+    /// The error as `--json` prints it (the broker's error shape).
+    pub fn to_json(&self) -> Value {
+        error_json(&self.code, &self.message)
+    }
+}
+
+/// `{"error":{"code":...,"message":...}}`, the broker's error shape.
+pub fn error_json(code: &str, message: &str) -> Value {
+    json!({ "error": { "code": code, "message": message } })
 }
 
 impl fmt::Display for CliError {
@@ -41,57 +87,90 @@ const BROKER_HINT: &str = "Is es-broker running? Set --broker or ES_BROKER.";
 /// A failure to connect or shake hands with the broker at `addr`.
 pub fn connect_error(addr: &str, e: ClientError) -> CliError {
     match e {
-        ClientError::Io(e) => CliError::new(format!(
-            "cannot reach the broker at {addr}: {}. {BROKER_HINT}",
-            io_reason(&e)
-        )),
-        ClientError::Broker { code, message } => CliError::new(format!(
-            "the broker at {addr} refused the connection: {message} ({code})"
-        )),
-        ClientError::Protocol(m) if m.contains("resolves to no address") => {
-            CliError::new(format!("cannot reach the broker at {addr}: {m}. {BROKER_HINT}"))
-        }
-        ClientError::Protocol(_) | ClientError::Closed => CliError::new(format!(
-            "{addr} did not answer as an es broker ({e}). --broker takes the broker's binary protocol \
-             address (es-broker --binary-addr, default 127.0.0.1:9090), not its HTTP address."
-        )),
+        ClientError::Io(e) => CliError::new(
+            code::BROKER_UNREACHABLE,
+            format!(
+                "cannot reach the broker at {addr}: {}. {BROKER_HINT}",
+                io_reason(&e)
+            ),
+        ),
+        ClientError::Broker { code, message } => CliError::new(
+            &code,
+            format!("the broker at {addr} refused the connection: {message} ({code})"),
+        ),
+        ClientError::Protocol(m) if m.contains("resolves to no address") => CliError::new(
+            code::BROKER_UNREACHABLE,
+            format!("cannot reach the broker at {addr}: {m}. {BROKER_HINT}"),
+        ),
+        ClientError::Protocol(_) | ClientError::Closed => CliError::new(
+            code::PROTOCOL_ERROR,
+            format!(
+                "{addr} did not answer as an es broker ({e}). --broker takes the broker's binary protocol \
+                 address (es-broker --binary-addr, default 127.0.0.1:9090), not its HTTP address."
+            ),
+        ),
     }
+}
+
+/// What to suggest when the topic a command names does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Create it (a command that reads, writes or describes the topic).
+    Create,
+    /// See the topics there are (deleting it, resetting a group on it).
+    List,
 }
 
 /// A failure of a request about `topic`, after the connection was made.
 pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
+    request_error_in(addr, topic, Missing::Create, e)
+}
+
+/// [`request_error`], with `missing` saying what to suggest for a topic
+/// that does not exist.
+pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientError) -> CliError {
+    let lost = |m: String| CliError::new(code::CONNECTION_LOST, m);
     let (code, message) = match e {
         ClientError::Broker { code, message } => (code, message),
         ClientError::Io(e) => {
-            return CliError::new(format!(
+            return lost(format!(
                 "lost the connection to the broker at {addr}: {}. Is es-broker still running?",
                 io_reason(&e)
             ))
         }
         ClientError::Closed => {
-            return CliError::new(format!(
+            return lost(format!(
                 "the broker at {addr} closed the connection. Is es-broker still running?"
             ))
         }
         ClientError::Protocol(m) if m.starts_with("connection lost") => {
-            return CliError::new(format!(
+            return lost(format!(
                 "lost the connection to the broker at {addr} ({m}). Is es-broker still running?"
             ))
         }
         ClientError::Protocol(m) => {
-            return CliError::new(format!("protocol error with the broker at {addr}: {m}"))
+            return CliError::new(
+                code::PROTOCOL_ERROR,
+                format!("protocol error with the broker at {addr}: {m}"),
+            )
         }
     };
     let hint = match code.as_str() {
         "topic_not_found" => {
-            return CliError::new(format!(
-                "topic {topic:?} does not exist (topic_not_found). Create it with: es topic create {topic} --partitions N"
-            ))
+            let hint = match missing {
+                Missing::Create => format!("Create it with: es topic create {topic} --partitions N"),
+                Missing::List => "See the topics with: es topic list".to_string(),
+            };
+            return CliError::new(
+                &code,
+                format!("topic {topic:?} does not exist (topic_not_found). {hint}"),
+            );
         }
         "topic_exists" => {
-            return CliError::new(format!(
-                "topic {topic:?} already exists (topic_exists). See it with: es topic describe {topic}"
-            ))
+            return CliError::new(
+                &code,
+                format!("topic {topic:?} already exists (topic_exists). See it with: es topic describe {topic}"),
+            )
         }
         "partition_not_found" => format!(" See the partitions with: es topic describe {topic}"),
         "offset_out_of_range" => format!(
@@ -116,30 +195,43 @@ pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
         }
         _ => String::new(),
     };
-    CliError::new(format!("{message} ({code}).{hint}"))
+    CliError::new(&code, format!("{message} ({code}).{hint}"))
 }
 
 /// A failure of a request about consumer group `group` (and `topic`,
 /// where there is one).
 pub fn group_error(addr: &str, group: &str, topic: &str, e: ClientError) -> CliError {
+    group_error_in(addr, group, topic, Missing::Create, e)
+}
+
+/// [`group_error`], with `missing` saying what to suggest for a topic
+/// that does not exist.
+pub fn group_error_in(addr: &str, group: &str, topic: &str, missing: Missing, e: ClientError) -> CliError {
     let (code, message) = match &e {
         ClientError::Broker { code, message } => (code.as_str(), message.as_str()),
-        _ => return request_error(addr, topic, e),
+        _ => return request_error_in(addr, topic, missing, e),
     };
     match code {
-        "group_not_found" => CliError::new(format!(
-            "group {group:?} does not exist (group_not_found). See the groups with: es group list"
-        )),
-        "group_not_empty" => CliError::new(format!(
-            "group {group:?} has members, and only a group without members can be reset or deleted \
-             (group_not_empty). Stop its consumers first: es consume --group leaves the group when it exits, \
-             and a killed one is dropped after its session timeout. See the members with: es group describe {group}"
-        )),
-        "inconsistent_topics" => CliError::new(format!(
-            "{message} (inconsistent_topics). Use another group for this topic, or wait until the group's \
-             members leave."
-        )),
-        _ => request_error(addr, topic, e),
+        "group_not_found" => CliError::new(
+            code,
+            format!("group {group:?} does not exist (group_not_found). See the groups with: es group list"),
+        ),
+        "group_not_empty" => CliError::new(
+            code,
+            format!(
+                "group {group:?} has members, and only a group without members can be reset or deleted \
+                 (group_not_empty). Stop its consumers first: es consume --group leaves the group when it exits, \
+                 and a killed one is dropped after its session timeout. See the members with: es group describe {group}"
+            ),
+        ),
+        "inconsistent_topics" => CliError::new(
+            code,
+            format!(
+                "{message} (inconsistent_topics). Use another group for this topic, or wait until the group's \
+                 members leave."
+            ),
+        ),
+        _ => request_error_in(addr, topic, missing, e),
     }
 }
 
@@ -158,11 +250,12 @@ pub fn is_transient(e: &ClientError) -> bool {
 pub fn output_error(e: io::Error) -> CliError {
     if e.kind() == io::ErrorKind::BrokenPipe {
         return CliError {
+            code: code::IO_ERROR.to_string(),
             message: String::new(),
             quiet: true,
         };
     }
-    CliError::new(format!("cannot write the output: {e}"))
+    CliError::new(code::IO_ERROR, format!("cannot write the output: {e}"))
 }
 
 /// A short, lower-case reason for an I/O error.

@@ -9,8 +9,8 @@ use es_protocol::Kind;
 use serde_json::{json, Value};
 
 use crate::args::{Global, GroupCommand, ResetArgs};
-use crate::error::{group_error, CliError, Result};
-use crate::output::{cell, note, to_stdout, Table};
+use crate::error::{code, group_error, group_error_in, CliError, Missing, Result};
+use crate::output::{cell, note, plural, to_stdout, Table};
 use crate::session::Session;
 
 pub fn run(global: &Global, cmd: GroupCommand) -> Result<()> {
@@ -19,10 +19,12 @@ pub fn run(global: &Global, cmd: GroupCommand) -> Result<()> {
     match cmd {
         GroupCommand::List => {
             let doc = request(&session, Kind::ListGroups, json!({}), "", "")?;
-            let groups = doc
-                .get("groups")
-                .and_then(Value::as_array)
-                .ok_or_else(|| CliError::new(format!("the broker's group list has no \"groups\": {doc}")))?;
+            let groups = doc.get("groups").and_then(Value::as_array).ok_or_else(|| {
+                CliError::new(
+                    code::PROTOCOL_ERROR,
+                    format!("the broker's group list has no \"groups\": {doc}"),
+                )
+            })?;
             if json {
                 return to_stdout(|w| {
                     for g in groups {
@@ -94,6 +96,7 @@ fn reset(session: &Session, json: bool, args: ResetArgs) -> Result<()> {
         // clap requires one of them
         _ => {
             return Err(CliError::new(
+                code::USAGE,
                 "say where to: --to-earliest, --to-latest, --to-offset N or --to-timestamp MS",
             ))
         }
@@ -101,7 +104,11 @@ fn reset(session: &Session, json: bool, args: ResetArgs) -> Result<()> {
     let mut body = body;
     body["group"] = Value::from(args.group.as_str());
     body["topic"] = Value::from(args.topic.as_str());
-    let doc = request(session, Kind::ResetGroup, body, &args.group, &args.topic)?;
+    // A missing topic: list the topics (creating one to reset a group on it helps nobody).
+    let doc = session
+        .client
+        .admin(Kind::ResetGroup, body)
+        .map_err(|e| group_error_in(&session.addr, &args.group, &args.topic, Missing::List, e))?;
     if json {
         return print_doc(&doc);
     }
@@ -151,18 +158,32 @@ fn describe_tables(group: &str, doc: &Value, w: &mut dyn Write) -> std::io::Resu
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let partitions = doc
+        .get("partitions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     writeln!(
         w,
-        "group {group}: generation {}, {} member{}, topics {}",
+        "group {group}: generation {}, {}, topics {}",
         field(doc, "generation"),
-        members.len(),
-        if members.len() == 1 { "" } else { "s" },
+        plural(members.len() as u64, "member"),
         list(doc.get("topics"))
     )?;
     writeln!(w)?;
+    let committed = partitions
+        .iter()
+        .any(|p| !matches!(p.get("committed_offset"), None | Some(Value::Null)));
+    if members.is_empty() && !committed {
+        return writeln!(
+            w,
+            "group {group} is empty: no members and no committed offsets. A consumer joins it with: \
+             es consume TOPIC --group {group}"
+        );
+    }
     let mut table = Table::new(&["MEMBER", "SESSION TIMEOUT MS", "PARTITIONS"]);
     for m in &members {
-        let partitions: Vec<String> = m
+        let assigned: Vec<String> = m
             .get("assignments")
             .and_then(Value::as_array)
             .into_iter()
@@ -172,15 +193,18 @@ fn describe_tables(group: &str, doc: &Value, w: &mut dyn Write) -> std::io::Resu
         table.row(vec![
             field(m, "member_id"),
             field(m, "session_timeout_ms"),
-            if partitions.is_empty() {
+            if assigned.is_empty() {
                 "-".into()
             } else {
-                partitions.join(",")
+                assigned.join(",")
             },
         ]);
     }
     table.write(w)?;
     writeln!(w)?;
+    if partitions.is_empty() {
+        return writeln!(w, "no partitions: the group's topics no longer exist");
+    }
     let mut table = Table::new(&[
         "TOPIC",
         "PARTITION",
@@ -189,12 +213,7 @@ fn describe_tables(group: &str, doc: &Value, w: &mut dyn Write) -> std::io::Resu
         "HIGH WATERMARK",
         "LAG",
     ]);
-    for p in doc
-        .get("partitions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for p in &partitions {
         table.row(vec![
             field(p, "topic"),
             field(p, "partition"),
@@ -246,5 +265,33 @@ mod tests {
             "{text}"
         );
         assert_eq!(list(Some(&json!(["a", "b"]))), "a,b");
+    }
+
+    #[test]
+    fn an_empty_group_says_so() {
+        let doc = json!({"name":"g","generation":2,"topics":["t"],"members":[],
+            "partitions":[{"topic":"t","partition":0,"member_id":null,"committed_offset":null,
+                           "high_watermark":4,"lag":4}]});
+        let mut out = Vec::new();
+        describe_tables("g", &doc, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "group g: generation 2, 0 members, topics t\n\ngroup g is empty: no members and no committed \
+             offsets. A consumer joins it with: es consume TOPIC --group g\n"
+        );
+        // Commits but no members: the tables, the commits in them.
+        let mut doc = doc;
+        doc["partitions"][0]["committed_offset"] = json!(3);
+        let mut out = Vec::new();
+        describe_tables("g", &doc, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("MEMBER"), "{text}");
+        assert_eq!(lines[4].split_whitespace().next(), Some("TOPIC"), "{text}");
+        assert_eq!(
+            lines[5].split_whitespace().collect::<Vec<_>>(),
+            ["t", "0", "-", "3", "4", "4"]
+        );
     }
 }

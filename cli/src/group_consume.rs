@@ -34,7 +34,7 @@ use es_protocol::{Request, Response};
 
 use crate::args::{ConsumeArgs, Global};
 use crate::consume::{fetch_bytes, stuck, unexpected, RECORDS_PER_FETCH};
-use crate::error::{group_error, CliError, Result};
+use crate::error::{code, group_error, CliError, Result};
 use crate::heartbeat::{Heartbeats, News};
 use crate::member::{is_lost, is_rebalanced, Assignment, Member};
 use crate::output::note;
@@ -75,7 +75,7 @@ pub fn run(global: &Global, args: ConsumeArgs, group: String) -> Result<()> {
         .map_err(|e| group_error(&session.addr, &group, &args.topic, e))?;
     let every = Duration::from_millis((args.session_timeout_ms / 3).max(1));
     let heartbeats = Heartbeats::start(member.clone(), first.member_id.clone(), every)
-        .map_err(|e| CliError::new(format!("cannot start the heartbeat thread: {e}")))?;
+        .map_err(|e| CliError::new(code::INTERNAL, format!("cannot start the heartbeat thread: {e}")))?;
     let mut consumer = GroupConsumer {
         session: &session,
         group: &group,
@@ -105,7 +105,7 @@ fn on_signals() -> Result<Arc<AtomicBool>> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())
             .and_then(|_| signal_hook::flag::register(signal, stop.clone()))
-            .map_err(|e| CliError::new(format!("cannot handle signal {signal}: {e}")))?;
+            .map_err(|e| CliError::new(code::INTERNAL, format!("cannot handle signal {signal}: {e}")))?;
     }
     Ok(stop)
 }

@@ -13,9 +13,12 @@
 //! - `group`: `es group list|describe|reset|delete`
 //! - `topic_info`, `config_value`: reading describe answers, `key=value` entries
 //! - `output`, `encoding`: tables, JSON lines, base64
-//! - `error`: messages that say what to do
+//! - `error`: messages that say what to do (and their codes, for `--json`)
+//! - `addr`: `--broker HOST:PORT` checked before connecting
+//! - `main`: parsing, errors (as JSON with `--json`), `es completions`
 
 mod acks;
+mod addr;
 mod args;
 mod config_value;
 mod consume;
@@ -35,27 +38,105 @@ mod session;
 mod topic;
 mod topic_info;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::args::{Cli, Command};
+use crate::error::{code, error_json, CliError};
 
 fn main() -> ExitCode {
     es_protocol::client::keep_large_buffers();
-    let cli = Cli::parse();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let json = wants_json(&argv);
+    let parsed = Cli::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => return usage_error(e, json),
+    };
     let result = match cli.command {
-        Command::Topic(cmd) => topic::run(&cli.global, cmd),
-        Command::Produce(args) => produce::run(&cli.global, args),
-        Command::Consume(args) => consume::run(&cli.global, args),
-        Command::Group(cmd) => group::run(&cli.global, cmd),
+        Command::Completions { shell } => completions(shell),
+        command => match broker_problem(&cli.global.broker, &matches) {
+            Some(e) => Err(e),
+            None => run(&cli.global, command),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_quiet() => ExitCode::SUCCESS,
         Err(e) => {
-            output::note(&format!("es: {e}"));
+            if cli.global.json {
+                output::note(&e.to_json().to_string());
+            } else {
+                output::note(&format!("es: {e}"));
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+fn run(global: &args::Global, command: Command) -> error::Result<()> {
+    match command {
+        Command::Topic(cmd) => topic::run(global, cmd),
+        Command::Produce(args) => produce::run(global, args),
+        Command::Consume(args) => consume::run(global, args),
+        Command::Group(cmd) => group::run(global, cmd),
+        Command::Completions { shell } => completions(shell),
+    }
+}
+
+/// `--json` among the arguments (before a `--`): clap's own errors are
+/// then JSON too, even when parsing failed before it got to `--json`.
+fn wants_json(argv: &[OsString]) -> bool {
+    argv.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A clap error: help and version as clap prints them; a usage error
+/// as clap prints it, or with `--json` as `{"error":{"code":"usage",...}}`
+/// on stderr; exit code 2 either way.
+fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    if !json || !e.use_stderr() {
+        e.exit();
+    }
+    let text = e.to_string();
+    let text = text.trim_start_matches("error: ");
+    // The first paragraph (the tips and usage follow a blank line), on one line.
+    let first = text.split("\n\n").next().unwrap_or_default();
+    let message = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    output::note(&error_json(code::USAGE, &message).to_string());
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// Whether `--broker` (or `ES_BROKER`) is not HOST:PORT, checked before
+/// anything connects.
+fn broker_problem(broker: &str, matches: &clap::ArgMatches) -> Option<CliError> {
+    let problem = addr::problem(broker)?;
+    let from_env = matches.value_source("broker") == Some(ValueSource::EnvVariable)
+        || matches
+            .subcommand()
+            .is_some_and(|(_, m)| m.value_source("broker") == Some(ValueSource::EnvVariable));
+    let given = if from_env {
+        format!("ES_BROKER={broker:?}")
+    } else {
+        format!("--broker {broker:?}")
+    };
+    Some(CliError::new(
+        code::INVALID_ARGUMENT,
+        format!("{given}: {problem}"),
+    ))
+}
+
+/// `es completions SHELL`: the completion script on stdout.
+fn completions(shell: clap_complete::Shell) -> error::Result<()> {
+    output::to_stdout(|w| {
+        clap_complete::generate(shell, &mut Cli::command(), "es", w);
+        Ok(())
+    })
 }

@@ -66,6 +66,16 @@ pub fn json_line(fields: &[(&str, Value)]) -> String {
     s
 }
 
+/// `n` and the noun, plural unless `n` is 1: "1 record", "2 records".
+pub fn plural(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// A JSON value or a cell as people read it: strings without quotes.
 pub fn cell(v: &Value) -> String {
     match v {
@@ -101,6 +111,13 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "NAME    PARTITIONS\norders  3\na       12\n"
         );
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(0u64, "record"), "0 records");
+        assert_eq!(plural(1u64, "partition"), "1 partition");
+        assert_eq!(plural(2u32, "member"), "2 members");
     }
 
     #[test]

@@ -17,9 +17,10 @@ use es_protocol::HEADER_BYTES;
 
 use crate::acks::Acks;
 use crate::args::{Global, ProduceArgs};
-use crate::error::{is_transient, request_error, CliError, Result};
+use crate::error::{code, is_transient, request_error, CliError, Result};
 use crate::idempotent::{IdempotentProducer, Settings, RECONNECT_ATTEMPTS};
 use crate::link::ClientLink;
+use crate::output::{note, plural};
 use crate::partitioner::Partitioner;
 use crate::session::Session;
 
@@ -38,7 +39,10 @@ const PRODUCER_FIELDS_BYTES: usize = 8 + 2 + 4;
 
 pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
     if args.key_separator.as_deref() == Some("") {
-        return Err(CliError::new("--key-separator must not be empty"));
+        return Err(CliError::new(
+            code::INVALID_ARGUMENT,
+            "--key-separator must not be empty",
+        ));
     }
     args.key_separator = args.key_separator.as_deref().map(unescape_separator);
     let session = Session::open(global, args.gzip)?;
@@ -55,7 +59,12 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
         let partitions = u32::try_from(info.partitions.len())
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| CliError::new(format!("topic {:?} has no partitions", args.topic)))?;
+            .ok_or_else(|| {
+                CliError::new(
+                    code::PROTOCOL_ERROR,
+                    format!("topic {:?} has no partitions", args.topic),
+                )
+            })?;
         let settings = Settings {
             batch_bytes,
             linger: LINGER,
@@ -83,6 +92,12 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
         idempotent,
         unflushed: 0,
     };
+    if interactive {
+        note(&format!(
+            "es: reading records for {} from the terminal, one per line; Ctrl-D ends the input.",
+            args.topic
+        ));
+    }
     let lines = read_lines();
     let mut line_no: u64 = 0;
     loop {
@@ -102,7 +117,10 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
         line_no += 1;
         let line = match line {
             Ok(line) => line,
-            Err(e) => return flusher.fail(&mut producer, &mut acks, format!("cannot read stdin: {e}")),
+            Err(e) => {
+                let msg = format!("cannot read stdin: {e}");
+                return flusher.fail(&mut producer, &mut acks, code::IO_ERROR, msg);
+            }
         };
         let record = match to_record(line, &args) {
             Some(r) => r,
@@ -111,7 +129,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
                 let msg = format!(
                     "line {line_no} has no key separator {sep:?} (with --key-separator every line must be KEY{sep}VALUE)"
                 );
-                return flusher.fail(&mut producer, &mut acks, msg);
+                return flusher.fail(&mut producer, &mut acks, code::INVALID_INPUT, msg);
             }
         };
         let producer_fields = if idempotent { PRODUCER_FIELDS_BYTES } else { 0 };
@@ -127,7 +145,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
                 "line {line_no} makes a request of {size} bytes, over the broker's frame limit of {frame_max} \
                  bytes (es-broker --frame-bytes-max)"
             );
-            return flusher.fail(&mut producer, &mut acks, msg);
+            return flusher.fail(&mut producer, &mut acks, code::INVALID_INPUT, msg);
         }
         if record_bytes(&record) >= batch_bytes {
             // Alone in its batch, so that no batch outgrows a frame.
@@ -199,13 +217,15 @@ impl Flusher<'_> {
 
     /// A failure on a line: what came before it is flushed, then the
     /// message says how much of the input was produced.
-    fn fail(&mut self, producer: &mut Sink, acks: &mut Acks, message: String) -> Result<()> {
+    fn fail(&mut self, producer: &mut Sink, acks: &mut Acks, code: &str, message: String) -> Result<()> {
         self.flush(producer, acks)?;
         acks.finish(self.topic);
-        Err(CliError::new(format!(
-            "{message}. The {} record(s) before it were produced.",
-            acks.total()
-        )))
+        let before = match acks.total() {
+            0 => "Nothing before it was produced.".to_string(),
+            1 => "The 1 record before it was produced.".to_string(),
+            n => format!("The {n} records before it were produced."),
+        };
+        Err(CliError::new(code, format!("{message}. {before}")))
     }
 
     fn error(&self, e: ClientError, acks: &Acks) -> CliError {
@@ -216,11 +236,14 @@ impl Flusher<'_> {
         } else {
             String::new()
         };
-        let err = request_error(&self.session.addr, self.topic, e);
-        CliError::new(format!(
-            "{err}{gave_up} {} record(s) had been acknowledged before the failure.",
-            acks.total()
-        ))
+        let acked = match acks.total() {
+            0 => "No record had been acknowledged before the failure.".to_string(),
+            n => format!(
+                "{} had been acknowledged before the failure.",
+                plural(n, "record")
+            ),
+        };
+        request_error(&self.session.addr, self.topic, e).and(&format!("{gave_up} {acked}"))
     }
 }
 

@@ -1,5 +1,7 @@
 //! A connection to the broker, and the requests every command makes.
 
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use es_protocol::Kind;
 use serde_json::{json, Value};
 
 use crate::args::Global;
-use crate::error::{connect_error, request_error, Result};
+use crate::error::{code, connect_error, request_error, CliError, Result};
 use crate::topic_info::TopicInfo;
 
 pub struct Session {
@@ -27,8 +29,16 @@ impl Session {
             gzip,
             connect_timeout: Duration::from_secs(10),
         };
-        let client =
-            Client::connect(&global.broker, options.clone()).map_err(|e| connect_error(&global.broker, e))?;
+        let addrs = resolve(&global.broker).map_err(|e| {
+            CliError::new(
+                code::BROKER_UNREACHABLE,
+                format!(
+                    "cannot find the broker's host in {}: {e}. Set --broker or ES_BROKER to the broker's HOST:PORT.",
+                    global.broker
+                ),
+            )
+        })?;
+        let client = connect_any(&addrs, &options).map_err(|e| connect_error(&global.broker, e))?;
         Ok(Session {
             client: Arc::new(client),
             addr: global.broker.clone(),
@@ -38,7 +48,7 @@ impl Session {
 
     /// A new connection with the same options (after the first one was lost).
     pub fn reconnect(&self) -> std::result::Result<Client, ClientError> {
-        Client::connect(&self.addr, self.options.clone())
+        connect_any(&resolve(&self.addr)?, &self.options)
     }
 
     /// A topic request; `topic` names the topic in error messages.
@@ -58,5 +68,70 @@ impl Session {
     /// The largest frame the broker takes (from the handshake).
     pub fn frame_bytes_max(&self) -> usize {
         self.client.hello().frame_bytes_max as usize
+    }
+}
+
+/// The addresses `addr` (HOST:PORT) resolves to.
+fn resolve(addr: &str) -> io::Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
+    if addrs.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "the name resolves to no address",
+        ));
+    }
+    Ok(addrs)
+}
+
+/// Connects to the first of `addrs` that takes a connection: `localhost`
+/// resolves to `::1` and `127.0.0.1`, and a broker listens on one of them
+/// (es-broker's default `--binary-addr` is `127.0.0.1:9090`). A broker
+/// that answers but refuses the handshake is not passed over.
+fn connect_any(addrs: &[SocketAddr], options: &Options) -> std::result::Result<Client, ClientError> {
+    let mut last = None;
+    for a in addrs {
+        match Client::connect(&a.to_string(), options.clone()) {
+            Ok(client) => return Ok(client),
+            Err(ClientError::Io(e)) => last = Some(ClientError::Io(e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or(ClientError::Closed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    use es_protocol::requests::hello::HelloOk;
+    use es_protocol::Response;
+
+    #[test]
+    fn connects_to_the_address_that_listens() {
+        // Nothing listens on the first address (as on ::1 when `localhost`
+        // also resolves to 127.0.0.1, where the broker listens).
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = listener.local_addr().unwrap();
+        let broker = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let hello = Response::HelloOk(HelloOk {
+                version: es_protocol::PROTOCOL_VERSION,
+                frame_bytes_max: 1 << 20,
+                inflight_requests_max: 8,
+                broker_version: "test".into(),
+            });
+            s.write_all(&hello.to_frame(0, false)).unwrap();
+            s
+        });
+        let client = connect_any(&[closed, open], &Options::default()).expect("connected to the second");
+        assert_eq!(client.hello().broker_version, "test");
+        drop(broker.join());
+        match connect_any(&[closed], &Options::default()) {
+            Err(ClientError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 }

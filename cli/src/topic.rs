@@ -7,8 +7,8 @@ use serde_json::{json, Map, Value};
 
 use crate::args::{Global, TopicCommand};
 use crate::config_value::to_object;
-use crate::error::{CliError, Result};
-use crate::output::{cell, note, to_stdout, Table};
+use crate::error::{code, request_error_in, CliError, Missing, Result};
+use crate::output::{cell, note, plural, to_stdout, Table};
 use crate::session::Session;
 use crate::topic_info::TopicInfo;
 
@@ -36,10 +36,16 @@ pub fn run(global: &Global, cmd: TopicCommand) -> Result<()> {
                 return print_doc(&doc);
             }
             to_stdout(|w| {
+                let partitions = match doc.get("partitions").and_then(Value::as_u64) {
+                    Some(n) => plural(n, "partition"),
+                    None => format!(
+                        "{} partitions",
+                        cell(doc.get("partitions").unwrap_or(&Value::Null))
+                    ),
+                };
                 writeln!(
                     w,
-                    "created topic {name}: {} partitions, replication factor {}",
-                    cell(doc.get("partitions").unwrap_or(&Value::Null)),
+                    "created topic {name}: {partitions}, replication factor {}",
                     cell(doc.get("replication_factor").unwrap_or(&Value::Null))
                 )?;
                 config_table(doc.get("config")).write(w)
@@ -47,10 +53,12 @@ pub fn run(global: &Global, cmd: TopicCommand) -> Result<()> {
         }
         TopicCommand::List => {
             let doc = session.admin(Kind::ListTopics, json!({}), "")?;
-            let topics = doc
-                .get("topics")
-                .and_then(Value::as_array)
-                .ok_or_else(|| CliError::new(format!("the broker's topic list has no \"topics\": {doc}")))?;
+            let topics = doc.get("topics").and_then(Value::as_array).ok_or_else(|| {
+                CliError::new(
+                    code::PROTOCOL_ERROR,
+                    format!("the broker's topic list has no \"topics\": {doc}"),
+                )
+            })?;
             if json {
                 return to_stdout(|w| {
                     for t in topics {
@@ -80,7 +88,11 @@ pub fn run(global: &Global, cmd: TopicCommand) -> Result<()> {
             to_stdout(|w| describe_tables(&info, w))
         }
         TopicCommand::Delete { name } => {
-            let doc = session.admin(Kind::DeleteTopic, json!({ "name": name }), &name)?;
+            // A missing topic: nothing to create, so the hint lists the topics.
+            let doc = session
+                .client
+                .admin(Kind::DeleteTopic, json!({ "name": name }))
+                .map_err(|e| request_error_in(&session.addr, &name, Missing::List, e))?;
             if json {
                 return print_doc(&doc);
             }
@@ -116,9 +128,9 @@ fn print_doc(doc: &Value) -> Result<()> {
 fn describe_tables(info: &TopicInfo, w: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         w,
-        "topic {}: {} partitions, replication factor {}",
+        "topic {}: {}, replication factor {}",
         info.name,
-        info.partitions.len(),
+        plural(info.partitions.len() as u64, "partition"),
         cell(&info.replication_factor)
     )?;
     writeln!(w)?;

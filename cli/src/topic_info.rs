@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::error::{CliError, Result};
+use crate::error::{code, CliError, Result};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionInfo {
@@ -27,9 +27,10 @@ pub struct TopicInfo {
 impl TopicInfo {
     pub fn parse(doc: &Value) -> Result<TopicInfo> {
         let bad = |what: &str| {
-            CliError::new(format!(
-                "the broker's topic description has no valid {what}: {doc}"
-            ))
+            CliError::new(
+                code::PROTOCOL_ERROR,
+                format!("the broker's topic description has no valid {what}: {doc}"),
+            )
         };
         let name = doc
             .get("name")
@@ -75,13 +76,19 @@ impl TopicInfo {
 
     /// The error for a partition this topic does not have.
     pub fn no_partition(&self, p: u32) -> CliError {
-        CliError::new(format!(
-            "topic {:?} has no partition {p}; it has {} (0 to {}). See them with: es topic describe {}",
-            self.name,
-            self.partitions.len(),
-            self.partitions.len().saturating_sub(1),
-            self.name
-        ))
+        let n = self.partitions.len();
+        let which = match n {
+            0 => "no partitions".to_string(),
+            1 => "1 partition (0)".to_string(),
+            n => format!("{n} partitions (0 to {})", n - 1),
+        };
+        CliError::new(
+            "partition_not_found",
+            format!(
+                "topic {:?} has no partition {p}; it has {which}. See them with: es topic describe {}",
+                self.name, self.name
+            ),
+        )
     }
 }
 

@@ -1,0 +1,306 @@
+//! What a new user meets first: `--broker` forms, hints that fit the
+//! command, plurals, an empty group, errors as JSON with `--json`, the
+//! hint of `es produce` on a terminal, and shell completions. The real
+//! `es` against the real `es-broker`; the harness is in common/mod.rs.
+
+mod common;
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+
+use es_protocol::client::{Client, Options};
+use es_protocol::Kind;
+use serde_json::{json, Value};
+
+use common::*;
+
+/// The one JSON error line `es --json` wrote on stderr.
+#[track_caller]
+fn json_error(o: &std::process::Output, exit: i32) -> Value {
+    let err = fails(o, exit);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let doc: Value = serde_json::from_str(err.trim_end()).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
+    assert!(doc["error"]["code"].is_string(), "{doc}");
+    assert!(doc["error"]["message"].is_string(), "{doc}");
+    assert_eq!(doc.as_object().map(|o| o.len()), Some(1), "{doc}");
+    doc
+}
+
+#[test]
+fn broker_address_forms_say_what_is_wrong() {
+    let cases = [
+        ("localhost", "missing port (e.g. localhost:9090)"),
+        ("localhost:", "missing port (e.g. localhost:9090)"),
+        (":9090", "missing host (e.g. 127.0.0.1:9090)"),
+        ("[::1]", "missing port (e.g. [::1]:9090)"),
+        (
+            "::1",
+            "an IPv6 address goes in brackets, the port after them (e.g. [::1]:9090)",
+        ),
+        (
+            "localhost:90x",
+            "the port \"90x\" is not a number from 1 to 65535 (e.g. localhost:9090)",
+        ),
+        (
+            "localhost:70000",
+            "the port \"70000\" is not a number from 1 to 65535 (e.g. localhost:9090)",
+        ),
+    ];
+    for (addr, reason) in cases {
+        let out = run_es(&["--broker", addr, "topic", "list"], b"", &[]);
+        assert_eq!(fails(&out, 1), format!("es: --broker {addr:?}: {reason}\n"));
+        let out = run_es(&["consume", "t"], b"", &[("ES_BROKER", addr)]);
+        assert_eq!(fails(&out, 1), format!("es: ES_BROKER={addr:?}: {reason}\n"));
+    }
+    let out = run_es(&["--broker", "http://127.0.0.1:8080", "topic", "list"], b"", &[]);
+    let err = fails(&out, 1);
+    assert!(
+        err.contains("a URL, but --broker takes the HOST:PORT") && err.contains("(e.g. 127.0.0.1:9090)"),
+        "{err}"
+    );
+    let doc = json_error(
+        &run_es(&["--json", "--broker", "localhost", "topic", "list"], b"", &[]),
+        1,
+    );
+    assert_eq!(
+        doc,
+        json!({"error": {"code": "invalid_argument",
+                         "message": "--broker \"localhost\": missing port (e.g. localhost:9090)"}})
+    );
+}
+
+#[test]
+fn hints_fit_the_command() {
+    let b = Broker::start();
+    let err = fails(&b.es(&["topic", "delete", "nope"]), 1);
+    assert_eq!(
+        err,
+        "es: topic \"nope\" does not exist (topic_not_found). See the topics with: es topic list\n"
+    );
+    assert!(!err.contains("create"), "{err}");
+    let err = fails(
+        &b.es(&["group", "reset", "g", "--topic", "nope", "--to-earliest"]),
+        1,
+    );
+    assert_eq!(
+        err,
+        "es: topic \"nope\" does not exist (topic_not_found). See the topics with: es topic list\n"
+    );
+    // Where creating it is what to do, the hint still says so.
+    let err = fails(&b.es_stdin(&["produce", "nope"], b"x\n"), 1);
+    assert!(
+        err.contains("Create it with: es topic create nope --partitions N"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plurals_in_human_output() {
+    let b = Broker::start();
+    let out = stdout(&ok(b.es(&["topic", "create", "one", "--partitions", "1"])));
+    assert!(
+        out.starts_with("created topic one: 1 partition, replication factor 1\n"),
+        "{out}"
+    );
+    let out = stdout(&ok(b.es(&["topic", "create", "two", "--partitions", "2"])));
+    assert!(
+        out.starts_with("created topic two: 2 partitions, replication factor 1\n"),
+        "{out}"
+    );
+    let out = stdout(&ok(b.es(&["topic", "describe", "one"])));
+    assert!(
+        out.starts_with("topic one: 1 partition, replication factor 1\n"),
+        "{out}"
+    );
+
+    let err = fails(&b.es(&["consume", "one", "--partition", "1"]), 1);
+    assert!(err.contains("it has 1 partition (0)."), "{err}");
+    let err = fails(&b.es(&["consume", "two", "--partition", "2"]), 1);
+    assert!(err.contains("it has 2 partitions (0 to 1)."), "{err}");
+
+    let produce = |input: &[u8]| b.es_stdin(&["produce", "one", "--key-separator", ":"], input);
+    let err = fails(&produce(b"k:v\nno separator\n"), 1);
+    assert!(err.starts_with("produced 1 record to one\n"), "{err}");
+    assert!(err.contains(". The 1 record before it was produced.\n"), "{err}");
+    let err = fails(&produce(b"no separator\n"), 1);
+    assert!(err.contains(". Nothing before it was produced.\n"), "{err}");
+    let err = fails(&produce(b"a:1\nb:2\nno separator\n"), 1);
+    assert!(
+        err.contains(". The 2 records before it were produced.\n"),
+        "{err}"
+    );
+    assert!(!err.contains("(s)"), "{err}");
+}
+
+#[test]
+fn an_empty_group_says_it_is_empty() {
+    let b = Broker::start();
+    ok(b.es(&["topic", "create", "t", "--partitions", "2"]));
+    // A member joins and leaves without committing anything.
+    let client = Client::connect(&b.addr, Options::default()).expect("connect");
+    let joined = client
+        .admin(Kind::JoinGroup, json!({"group": "idle", "topics": ["t"]}))
+        .expect("join");
+    let member = joined["member_id"].as_str().expect("member_id").to_string();
+    client
+        .admin(Kind::LeaveGroup, json!({"group": "idle", "member_id": member}))
+        .expect("leave");
+
+    let out = stdout(&ok(b.es(&["group", "describe", "idle"])));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("group idle: generation "), "{out}");
+    assert!(lines[0].contains(", 0 members, topics "), "{out}");
+    assert_eq!(
+        &lines[1..],
+        [
+            "",
+            "group idle is empty: no members and no committed offsets. A consumer joins it with: \
+             es consume TOPIC --group idle"
+        ],
+        "{out}"
+    );
+    // Once it has commits, it is not empty: the tables, with the commits.
+    ok(b.es_stdin(&["produce", "t", "--partition", "0"], b"a\nb\n"));
+    ok(b.es(&["consume", "t", "--group", "idle", "--from-beginning"]));
+    let out = stdout(&ok(b.es(&["group", "describe", "idle"])));
+    assert!(!out.contains("is empty"), "{out}");
+    assert!(has_row(&out, &["t", "0", "-", "2", "2", "0"]), "{out}");
+}
+
+#[test]
+fn with_json_errors_are_json() {
+    let b = Broker::start();
+    let doc = json_error(&b.es(&["--json", "topic", "describe", "nope"]), 1);
+    assert_eq!(doc["error"]["code"], "topic_not_found");
+    assert_eq!(
+        doc["error"]["message"],
+        "topic \"nope\" does not exist (topic_not_found). Create it with: es topic create nope --partitions N"
+    );
+    // --json after the command, and an error from the broker's own message.
+    let doc = json_error(
+        &b.es(&["topic", "create", "bad/name", "--partitions", "1", "--json"]),
+        1,
+    );
+    assert_eq!(doc["error"]["code"], "invalid_topic_name");
+    ok(b.es(&["topic", "create", "t", "--partitions", "1"]));
+    let doc = json_error(&b.es(&["--json", "consume", "t", "--offset", "5"]), 1);
+    assert_eq!(doc["error"]["code"], "offset_out_of_range");
+    // An error of es's own: a line without the separator.
+    let doc = json_error(
+        &b.es_stdin(&["--json", "produce", "t", "--key-separator", ":"], b"nope\n"),
+        1,
+    );
+    assert_eq!(doc["error"]["code"], "invalid_input");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("line 1 has no key separator")),
+        "{doc}"
+    );
+
+    // No broker there.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let doc = json_error(
+        &run_es(&["--json", "--broker", &addr, "topic", "list"], b"", &[]),
+        1,
+    );
+    assert_eq!(doc["error"]["code"], "broker_unreachable");
+    // clap's usage errors: exit code 2 as before, the first paragraph as the message.
+    let doc = json_error(&run_es(&["--json", "topic", "create", "x"], b"", &[]), 2);
+    assert_eq!(
+        doc,
+        json!({"error": {"code": "usage",
+            "message": "the following required arguments were not provided: --partitions <PARTITIONS>"}})
+    );
+    let doc = json_error(
+        &run_es(&["topic", "list", "--no-such-flag", "--json"], b"", &[]),
+        2,
+    );
+    assert_eq!(doc["error"]["code"], "usage");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--no-such-flag")),
+        "{doc}"
+    );
+    // Without --json, still text; help is still help.
+    let err = fails(&b.es(&["topic", "describe", "nope"]), 1);
+    assert!(err.starts_with("es: topic \"nope\" does not exist"), "{err}");
+    assert!(fails(&run_es(&["topic", "create", "x"], b"", &[]), 2).starts_with("error: "));
+    let help = stdout(&ok(run_es(&["--json", "--help"], b"", &[])));
+    assert!(help.contains("Usage: es"), "{help}");
+}
+
+/// A pseudo-terminal: (master, slave).
+fn pty() -> (File, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the two ints; the
+    // other arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    unsafe { (File::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+#[test]
+fn produce_from_a_terminal_says_how_to_end() {
+    let b = Broker::start();
+    ok(b.es(&["topic", "create", "t", "--partitions", "1"]));
+    let hint = "es: reading records for t from the terminal, one per line; Ctrl-D ends the input.";
+
+    let (mut master, slave) = pty();
+    let mut cmd = Command::new(es_path());
+    cmd.args(["--broker", &b.addr, "produce", "t"])
+        .env_remove("ES_BROKER")
+        .env_remove("ES_API_KEY")
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("start es");
+    drop(cmd); // closes our copy of the terminal's slave end
+               // A line, then Ctrl-D at the start of the next: end of input, as typed.
+    master.write_all(b"typed\n\x04").expect("type");
+    let out = child.wait_with_output().expect("es output");
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.lines().next(), Some(hint), "{err}");
+    assert!(err.contains("ok: partition 0, offset 0"), "{err}");
+    drop(master);
+    assert_eq!(
+        stdout(&ok(b.es(&["consume", "t", "--from-beginning"]))),
+        "typed\n"
+    );
+
+    // Not from a pipe.
+    let out = ok(b.es_stdin(&["produce", "t"], b"piped\n"));
+    assert!(!stderr(&out).contains("Ctrl-D"), "{}", stderr(&out));
+}
+
+#[test]
+fn shell_completions() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ok(run_es(&["completions", shell], b"", &[]));
+        let script = stdout(&out);
+        assert!(!script.is_empty(), "{shell}");
+        for word in ["topic", "produce", "consume", "group", "completions"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    // No broker is needed, nor a valid --broker.
+    ok(run_es(
+        &["completions", "bash"],
+        b"",
+        &[("ES_BROKER", "nonsense")],
+    ));
+    fails(&run_es(&["completions", "tcsh"], b"", &[]), 2);
+}
