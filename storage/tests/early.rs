@@ -242,13 +242,11 @@ fn a_crash_after_the_early_pages_but_before_the_first_page_loses_only_that_batch
         // Let the detached writes land: the file grows to the batch's
         // last whole page (waiting as long as a slow disk needs).
         let last_page = (FIRST_END + bytes.len() as u64) / PAGE_BYTES * PAGE_BYTES;
-        for _ in 0..6000 {
+        common::wait_for("the early pages to land", || {
             // blocking-ok: a test's look at the file between steps
-            if segment_bytes(dir.path()).len() as u64 >= last_page {
-                break;
-            }
-            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
-        }
+            segment_bytes(dir.path()).len() as u64 >= last_page
+        })
+        .await;
         std::mem::forget(early);
         model
     });

@@ -5,6 +5,32 @@ use std::future::Future;
 
 use es_storage::Record;
 
+/// How long [`wait_for`] may wait before the test gives up as hung:
+/// `ES_TEST_WAIT_SECS`, else 10 minutes. A guard, not a limit on speed.
+pub fn hang_guard() -> std::time::Duration {
+    let secs = std::env::var("ES_TEST_WAIT_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(600);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Polls `cond` every 10 ms, letting the executor run meanwhile, until it
+/// holds; gives up only after [`hang_guard`]. The one wait of these tests.
+pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let guard = hang_guard();
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < guard,
+            "gave up waiting for {what} after {guard:?} (a guard against a hang, \
+             not a limit on speed: ES_TEST_WAIT_SECS sets it)"
+        );
+        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Runs `fut` on a fresh glommio executor, as a shard would.
 pub fn run<T>(fut: impl Future<Output = T>) -> T {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
