@@ -125,6 +125,11 @@ pub struct ProduceArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(group(
+    ArgGroup::new("start")
+        .multiple(false)
+        .args(["offset", "from_beginning", "from_time", "last"])
+))]
 pub struct ConsumeArgs {
     /// Topic to consume.
     pub topic: String,
@@ -132,17 +137,25 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "P")]
     pub partition: Option<u32>,
     /// Start at this offset (in every partition read).
-    #[arg(long, value_name = "N", conflicts_with = "from_beginning")]
+    #[arg(long, value_name = "N")]
     pub offset: Option<u64>,
     /// Start at the log start offset (default: the high watermark, i.e. only new records). With --group:
     /// where a partition the group never committed starts.
     #[arg(long)]
     pub from_beginning: bool,
+    /// Start each partition at its first record with a timestamp at or after TIME: RFC 3339
+    /// (2024-05-01T12:00:00Z, 2024-05-01T14:00:00+02:00, 2024-05-01) or milliseconds since the Unix epoch.
+    /// Found by a binary search that assumes timestamps grow with offsets (see docs/cli.md).
+    #[arg(long, value_name = "TIME", value_parser = crate::time::parse_time)]
+    pub from_time: Option<i64>,
+    /// Print the last N records of each partition (from its high watermark minus N, not before its log start).
+    #[arg(long, value_name = "N")]
+    pub last: Option<u64>,
     /// Consume as a member of consumer group G: only the partitions the group assigns to this member,
     /// from the group's committed offsets, committing after each page is printed and on exit (Ctrl-C or
     /// SIGTERM: finish the page, commit, leave). Delivery is at-least-once: after a rebalance or a crash,
     /// records printed but not yet committed are printed again (by this member or another), never skipped.
-    #[arg(long, value_name = "G", conflicts_with_all = ["partition", "offset"])]
+    #[arg(long, value_name = "G", conflicts_with_all = ["partition", "offset", "from_time", "last"])]
     pub group: Option<String>,
     /// With --group: the member's session timeout; the broker drops a member silent this long
     /// (es heartbeats every third of it). 100 to 300000.

@@ -1,6 +1,8 @@
 //! `es consume TOPIC`: reads one partition or all of them, from the high
 //! watermark (only new records, the default), the log start
-//! (`--from-beginning`) or an offset (`--offset`).
+//! (`--from-beginning`), an offset (`--offset`), the last N records
+//! (`--last`) or the first record at or after a time (`--from-time`,
+//! found by `timeseek`).
 //!
 //! Without `--follow` it reads in rounds: one fetch per partition not yet
 //! caught up, all pipelined on the connection, printed in partition order
@@ -20,6 +22,8 @@ use crate::error::{code, request_error, CliError, Result};
 use crate::output::note;
 use crate::printer::Printer;
 use crate::session::Session;
+use crate::time::{looks_like_seconds, to_rfc3339};
+use crate::timeseek;
 
 /// Records per fetch: the most the broker gives; `max_bytes` bounds the page.
 pub const RECORDS_PER_FETCH: u64 = 10_000;
@@ -54,12 +58,33 @@ pub fn run(global: &Global, args: ConsumeArgs) -> Result<()> {
         Some(p) => vec![info.partition(p).ok_or_else(|| info.no_partition(p))?.clone()],
         None => info.partitions.clone(),
     };
+    let from_time = match args.from_time {
+        Some(t) => {
+            if looks_like_seconds(t) {
+                note(&format!(
+                    "es: --from-time {t} is read as milliseconds since the epoch ({}); for seconds, add 000",
+                    to_rfc3339(t)
+                ));
+            }
+            let bounds: Vec<(u32, u64, u64)> = chosen
+                .iter()
+                .map(|p| (p.partition, p.log_start_offset, p.high_watermark))
+                .collect();
+            Some(timeseek::starts(&session, &args.topic, t, &bounds)?)
+        }
+        None => None,
+    };
     let cursors: Vec<Cursor> = chosen
         .iter()
-        .map(|p| Cursor {
+        .enumerate()
+        .map(|(i, p)| Cursor {
             partition: p.partition,
             offset: if args.from_beginning {
                 None
+            } else if let Some(starts) = &from_time {
+                Some(starts[i])
+            } else if let Some(n) = args.last {
+                Some(p.high_watermark.saturating_sub(n).max(p.log_start_offset))
             } else {
                 Some(args.offset.unwrap_or(p.high_watermark))
             },
@@ -78,11 +103,18 @@ pub fn run(global: &Global, args: ConsumeArgs) -> Result<()> {
         reader.follow(cursors, &mut printer)
     } else {
         reader.catch_up(cursors, &mut printer)?;
-        if printer.printed() == 0 && !args.from_beginning && args.offset.is_none() {
+        let from_now = !args.from_beginning && args.offset.is_none() && args.last.is_none();
+        if printer.printed() == 0 && from_now && args.from_time.is_none() {
             note(&format!(
                 "no new records in {} (es consume starts at the high watermark). Add --from-beginning to read \
                  what is stored, or --follow to wait for new records.",
                 args.topic
+            ));
+        } else if let (0, Some(t)) = (printer.printed(), args.from_time) {
+            note(&format!(
+                "no records in {} at or after {} (the latest are older). Add --follow to wait for new records.",
+                args.topic,
+                to_rfc3339(t)
             ));
         }
         Ok(())

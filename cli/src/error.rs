@@ -57,6 +57,10 @@ impl CliError {
         self.quiet
     }
 
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
     /// The same error with more said after its message.
     pub fn and(self, more: &str) -> CliError {
         CliError {

@@ -15,6 +15,8 @@
 //! - `output`, `encoding`: tables, JSON lines, base64
 //! - `error`: messages that say what to do (and their codes, for `--json`)
 //! - `addr`: `--broker HOST:PORT` checked before connecting
+//! - `time`, `timeseek`: `es consume --from-time` (parsing, and finding the
+//!   start of each partition)
 //! - `main`: parsing, errors (as JSON with `--json`), `es completions`
 
 mod acks;
@@ -35,6 +37,8 @@ mod partitioner;
 mod printer;
 mod produce;
 mod session;
+mod time;
+mod timeseek;
 mod topic;
 mod topic_info;
 

@@ -1,7 +1,8 @@
 //! What a new user meets first: `--broker` forms, hints that fit the
 //! command, plurals, an empty group, errors as JSON with `--json`, the
-//! hint of `es produce` on a terminal, and shell completions. The real
-//! `es` against the real `es-broker`; the harness is in common/mod.rs.
+//! hint of `es produce` on a terminal, `es consume --from-time` and
+//! `--last`, and shell completions. The real `es` against the real
+//! `es-broker`; the harness is in common/mod.rs.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
 use es_protocol::client::{Client, Options};
+use es_protocol::requests::produce::ProduceRecord;
 use es_protocol::Kind;
 use serde_json::{json, Value};
 
@@ -286,13 +288,121 @@ fn produce_from_a_terminal_says_how_to_end() {
     assert!(!stderr(&out).contains("Ctrl-D"), "{}", stderr(&out));
 }
 
+/// 2024-05-01T12:00:00Z in milliseconds.
+const NOON: i64 = 1_714_564_800_000;
+
+/// Produces `n` records to `partition` in batches of `per`, record `i`
+/// with value `{prefix}{i}` and timestamp `NOON + i * step_ms`.
+fn produce_timed(client: &Client, topic: &str, partition: u32, n: i64, per: i64, step_ms: i64, prefix: &str) {
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<ProduceRecord> = (i..(i + per).min(n))
+            .map(|j| ProduceRecord {
+                partition: Some(partition),
+                timestamp_ms: Some(NOON + j * step_ms),
+                key: None,
+                value: format!("{prefix}{j}").into_bytes(),
+            })
+            .collect();
+        client.produce(topic, batch).expect("produce");
+        i += per;
+    }
+}
+
+/// The values `es consume ARGS` printed, one per line.
+fn values(b: &Broker, args: &[&str]) -> Vec<String> {
+    stdout(&ok(b.es(args))).lines().map(String::from).collect()
+}
+
+fn range(prefix: &str, from: i64, to: i64) -> Vec<String> {
+    (from..to).map(|i| format!("{prefix}{i}")).collect()
+}
+
+#[test]
+fn consume_from_a_time_and_the_last_records() {
+    let b = Broker::start();
+    ok(b.es(&["topic", "create", "t", "--partitions", "2"]));
+    let client = Client::connect(&b.addr, Options::default()).expect("connect");
+    // Partition 0: 60 records a second apart, in 12 batches; partition 1:
+    // 30 records two seconds apart, in batches of 7.
+    produce_timed(&client, "t", 0, 60, 5, 1000, "a");
+    produce_timed(&client, "t", 1, 30, 7, 2000, "b");
+
+    let p0 = |time: &str| values(&b, &["consume", "t", "--partition", "0", "--from-time", time]);
+    assert_eq!(p0("2024-05-01T12:00:17Z"), range("a", 17, 60));
+    assert_eq!(p0("2024-05-01T14:00:17+02:00"), range("a", 17, 60));
+    assert_eq!(p0(&(NOON + 17_000).to_string()), range("a", 17, 60));
+    // Between two records: the later one. At a batch's first record.
+    assert_eq!(p0("2024-05-01T12:00:17.500Z"), range("a", 18, 60));
+    assert_eq!(p0("2024-05-01T12:00:35Z"), range("a", 35, 60));
+    assert_eq!(p0("2024-05-01T12:00:59Z"), range("a", 59, 60));
+    // Before everything: all of it; after everything: nothing, and why.
+    assert_eq!(p0("2024-05-01"), range("a", 0, 60));
+    let out = ok(b.es(&["consume", "t", "--from-time", "2024-05-02T00:00:00Z"]));
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("no records in t at or after 2024-05-02T00:00:00Z"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Every partition from its own start.
+    let records = json_lines(&ok(b.es(&[
+        "--json",
+        "consume",
+        "t",
+        "--from-time",
+        "2024-05-01T12:00:41Z",
+    ])));
+    let first = |p: u64| {
+        records
+            .iter()
+            .find(|r| r["partition"] == p)
+            .map(|r| (r["offset"].as_u64(), r["timestamp"].as_i64()))
+    };
+    assert_eq!(first(0), Some((Some(41), Some(NOON + 41_000))));
+    assert_eq!(first(1), Some((Some(21), Some(NOON + 42_000))));
+    assert_eq!(records.len(), 19 + 9);
+
+    // --last N of each partition; more than there are: from the log start.
+    assert_eq!(
+        values(&b, &["consume", "t", "--partition", "0", "--last", "3"]),
+        range("a", 57, 60)
+    );
+    let both = values(&b, &["consume", "t", "--last", "2"]);
+    assert_eq!(both, ["a58", "a59", "b28", "b29"]);
+    assert_eq!(
+        values(&b, &["consume", "t", "--partition", "1", "--last", "1000"]),
+        range("b", 0, 30)
+    );
+    assert_eq!(values(&b, &["consume", "t", "--last", "0"]), Vec::<String>::new());
+
+    // Start positions exclude each other, and --group has its own.
+    for args in [
+        &["--from-time", "0", "--offset", "1"][..],
+        &["--from-time", "0", "--from-beginning"],
+        &["--from-time", "0", "--last", "1"],
+        &["--last", "1", "--offset", "1"],
+        &["--last", "1", "--from-beginning"],
+        &["--group", "g", "--last", "1"],
+        &["--group", "g", "--from-time", "0"],
+    ] {
+        let mut all = vec!["consume", "t"];
+        all.extend_from_slice(args);
+        let err = fails(&b.es(&all), 2);
+        assert!(err.contains("cannot be used with"), "{args:?}: {err}");
+    }
+    let err = fails(&b.es(&["consume", "t", "--from-time", "yesterday"]), 2);
+    assert!(err.contains("expected an RFC 3339 time"), "{err}");
+}
+
 #[test]
 fn shell_completions() {
     for shell in ["bash", "zsh", "fish"] {
         let out = ok(run_es(&["completions", shell], b"", &[]));
         let script = stdout(&out);
         assert!(!script.is_empty(), "{shell}");
-        for word in ["topic", "produce", "consume", "group", "completions"] {
+        for word in ["topic", "produce", "consume", "group", "completions", "from-time"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
         }
     }
