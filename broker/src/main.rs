@@ -26,6 +26,7 @@ mod listener;
 mod lock;
 mod logging;
 mod memlock;
+mod mesh;
 mod message;
 mod metrics_help;
 mod metrics_live;

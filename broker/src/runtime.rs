@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
 use crate::catalog::Catalog;
@@ -48,7 +47,10 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
-    let meshes = Arc::new(std::sync::Mutex::new(mesh_builders(shards))); // blocking-ok: taken once per shard at thread start, before its executor runs
+    let meshes = Arc::new(std::sync::Mutex::new(crate::mesh::build::<Envelope>(
+        shards,
+        MESH_CHANNEL_DEPTH,
+    ))); // blocking-ok: taken once per shard at thread start, before its executor runs
     let shards_state = state.clone();
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("es-shard")
@@ -61,8 +63,8 @@ pub fn run(
                 shards_state.clone(),
                 metrics.clone(),
             );
-            // Taken by move: no MeshBuilder is cloned on a shard thread.
-            let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop().flatten(); // blocking-ok: start-up, uncontended
+            // Taken by move: each shard's ends go to exactly one thread.
+            let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop(); // blocking-ok: start-up, uncontended
             async move { shard_main(config, catalog, state, metrics, mesh).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;
@@ -95,26 +97,6 @@ pub fn run(
     } else {
         Ok(())
     }
-}
-
-/// One mesh builder per shard, all cloned here on the calling thread.
-///
-/// glommio 0.9's `MeshBuilder` is `Send` but holds an `Rc`: cloning or
-/// dropping copies on several threads at once races its reference count,
-/// and a lost increment frees the peer list while shards still use it (the
-/// heap corruption behind rare `malloc(): unaligned tcache chunk detected`
-/// aborts at start with two or more shards). So every clone is made here,
-/// before any shard runs; shards take theirs by move and only drop them
-/// (a lost decrement merely leaks), and one clone is leaked so the count
-/// never reaches zero while a shard still joins.
-fn mesh_builders(shards: usize) -> Vec<Option<MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>>> {
-    if shards <= 1 {
-        return vec![None; shards.max(1)];
-    }
-    let mesh = MeshBuilder::<Envelope, _>::full(shards, MESH_CHANNEL_DEPTH);
-    let builders = (0..shards).map(|_| Some(mesh.clone())).collect();
-    std::mem::forget(mesh);
-    builders
 }
 
 /// Stops the broker when a shard's thread ends. A shard never ends on its
@@ -152,20 +134,16 @@ async fn shard_main(
     catalog: Arc<Catalog>,
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
-    mesh: Option<MeshBuilder<Envelope, glommio::channels::channel_mesh::Full>>,
+    mesh: Option<crate::mesh::MeshEnds<Envelope>>,
 ) {
-    let (id, senders, receivers) = match mesh {
-        Some(mesh) => {
-            let Ok((senders, receivers)) = mesh.join().await else {
-                tracing::error!("joining the shard mesh failed");
-                state.shard_failed.store(true, Ordering::Release);
-                state.closed_shards.store(usize::MAX, Ordering::Release);
-                return;
-            };
-            (senders.peer_id(), Some(senders), Some(receivers))
-        }
-        None => (0, None, None),
+    let Some(mesh) = mesh else {
+        tracing::error!("a shard started without its mesh ends");
+        state.shard_failed.store(true, Ordering::Release);
+        state.closed_shards.store(usize::MAX, Ordering::Release);
+        return;
     };
+    let (senders, receivers) = mesh.connect().await;
+    let id = senders.peer_id();
     SHARD_THREAD_GUARD.with(|g| {
         *g.borrow_mut() = Some(ShardThreadGuard {
             id,
@@ -185,10 +163,15 @@ async fn shard_main(
         state.closed_shards.store(usize::MAX, Ordering::Release);
         return;
     }
-    let shard = Rc::new(Shard::new(id, config, catalog, state.clone(), metrics, senders));
-    if let Some(receivers) = receivers {
-        crate::shard::serve_mesh(shard.clone(), receivers);
-    }
+    let shard = Rc::new(Shard::new(
+        id,
+        config,
+        catalog,
+        state.clone(),
+        metrics,
+        Some(senders),
+    ));
+    crate::shard::serve_mesh(shard.clone(), receivers);
     glommio::spawn_local(watch_shutdown(shard.clone())).detach();
     let served = serve(&shard).await;
     if let Err(e) = &served {

@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use es_storage::{FsyncBatcher, Watermark};
 use futures::channel::oneshot;
-use glommio::channels::channel_mesh::Senders;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::idempotence::ProducerTable;
+use crate::mesh::Senders;
 use crate::message::{Envelope, Op, Reply};
 use crate::placement::{self, ShardId};
 use crate::state::BrokerState;
@@ -149,8 +149,14 @@ impl Shard {
 
 /// Serves operations other shards forward to this one, each in its own task
 /// so a slow one (a long-poll fetch) never holds up the rest.
-pub fn serve_mesh(shard: Rc<Shard>, mut receivers: glommio::channels::channel_mesh::Receivers<Envelope>) {
-    for (_peer, rx) in receivers.streams() {
+pub fn serve_mesh(
+    shard: Rc<Shard>,
+    receivers: Vec<(
+        ShardId,
+        glommio::channels::shared_channel::ConnectedReceiver<Envelope>,
+    )>,
+) {
+    for (_peer, rx) in receivers {
         let shard = shard.clone();
         glommio::spawn_local(async move {
             while let Some(env) = rx.recv().await {
