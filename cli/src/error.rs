@@ -178,8 +178,8 @@ pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientErro
         }
         "partition_not_found" => format!(" See the partitions with: es topic describe {topic}"),
         "offset_out_of_range" => format!(
-            " Use --from-beginning, or an --offset between the log start offset and the high watermark \
-             (es topic describe {topic})."
+            " Use --from-beginning, --last N, --from-time TIME, or an --offset between the log start offset \
+             and the high watermark (es topic describe {topic})."
         ),
         "unavailable" => {
             " The broker is shutting down, or the partition refuses writes after a disk error until the broker \

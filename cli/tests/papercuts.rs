@@ -189,6 +189,11 @@ fn with_json_errors_are_json() {
     ok(b.es(&["topic", "create", "t", "--partitions", "1"]));
     let doc = json_error(&b.es(&["--json", "consume", "t", "--offset", "5"]), 1);
     assert_eq!(doc["error"]["code"], "offset_out_of_range");
+    let err = fails(&b.es(&["consume", "t", "--offset", "5"]), 1);
+    assert!(
+        err.contains("Use --from-beginning, --last N, --from-time TIME, or an --offset between"),
+        "{err}"
+    );
     // An error of es's own: a line without the separator.
     let doc = json_error(
         &b.es_stdin(&["--json", "produce", "t", "--key-separator", ":"], b"nope\n"),
