@@ -5,7 +5,7 @@ HTTP_ADDR ?= 127.0.0.1:8080
 
 BINARY_ADDR ?= 127.0.0.1:9090
 
-.PHONY: build run-broker demo test test-loaded lint fmt audit bench bench-storage fuzz
+.PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz
 
 # Every binary (es-broker, es, es-bench) in release, with one feature set:
 # run-broker, the demo and the CLI all use this one build.
@@ -31,6 +31,13 @@ test:
 test-loaded:
 	$(CARGO) test --workspace --no-run
 	./scripts/loaded.sh ./scripts/test.sh $(ARGS)
+
+# Start-up stress: 300 starts with --shards 8 and 1000 with the default
+# shards, each ready, serving and stopped by SIGTERM (scripts/start_stress.py).
+stress-start:
+	$(CARGO) test --workspace --no-run
+	./scripts/start_stress.py --starts 300 --shards 8
+	./scripts/start_stress.py --starts 1000 --shards $$(nproc)
 
 lint:
 	$(CARGO) fmt --all -- --check
