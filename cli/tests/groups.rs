@@ -139,6 +139,8 @@ fn two_group_consumers_split_the_partitions() {
     let b = Broker::start();
     ok(b.es(&["topic", "create", "t", "--partitions", "3"]));
     produce_keyed(&b, "t", 0, 30);
+    // Sessions of 10 s (heartbeats every 3.3 s): a member of a slow run is
+    // not expired between two heartbeats (were it, es would join again).
     let args = [
         "--json",
         "consume",
@@ -148,7 +150,7 @@ fn two_group_consumers_split_the_partitions() {
         "--from-beginning",
         "--follow",
         "--session-timeout-ms",
-        "1000",
+        "10000",
     ];
     let one = Running::start(&b, &args);
     one.wait_for_lines("the first consumer to read the 30 records", |l| l.len() >= 30);

@@ -4,14 +4,26 @@
 //! Each test starts its own broker on a temporary data directory and free
 //! ports, waits for `GET /ready`, runs `es` as a user would (flags, stdin,
 //! stdout, stderr, exit code) and kills the broker at the end. Nothing here
-//! asserts on time: the deadlines below only turn a hang into a failure.
+//! asserts on time: every wait polls until its condition holds, stops at
+//! once if the broker (or the `es` waited on) has exited, and otherwise
+//! gives up only after the hang guard ([`hang_guard`]: 10 minutes,
+//! `ES_TEST_WAIT_SECS`), which turns a hang into a failure.
+//!
+//! Nothing here builds anything either: `es-broker` is the binary that
+//! `cargo test --workspace` builds beside these tests (or `ES_BROKER_BIN`).
 
 #![allow(dead_code)] // each test binary uses part of the harness
 
+#[path = "../../../broker/tests/common/broker_bin.rs"]
+mod broker_bin;
 #[path = "../../../broker/tests/common/port.rs"]
 mod port;
+#[path = "../../../broker/tests/common/wait.rs"]
+mod wait;
 
 pub use port::free_port;
+#[allow(unused_imports)] // each test binary uses part of the harness
+pub use wait::hang_guard;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -20,7 +32,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -28,36 +40,12 @@ pub fn es_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_es"))
 }
 
-/// `target/<profile>/es-broker`, next to `es`. Cargo builds it only for the
-/// broker's own tests, so it is built here: `cargo build -p es-broker` is a
-/// no-op when the binary is fresh and rebuilds a stale one. If that build
-/// fails but a binary is there, that binary is used (with a warning).
+/// `target/<profile>/es-broker`, which `cargo test --workspace` builds
+/// beside these tests (or `$ES_BROKER_BIN`); never built here. Panics,
+/// saying how to build it, when it is missing.
 pub fn broker_path() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let es = es_path();
-        let dir = es.parent().expect("es has a directory");
-        let broker = dir.join("es-broker");
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "-p", "es-broker"]).current_dir(&workspace);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let built = build.status().is_ok_and(|s| s.success());
-        match (built, broker.exists()) {
-            (true, true) => {}
-            (false, true) => eprintln!(
-                "warning: cargo build -p es-broker failed; testing against the existing {}",
-                broker.display()
-            ),
-            (_, false) => panic!(
-                "{} is missing and cargo build -p es-broker failed",
-                broker.display()
-            ),
-        }
-        broker
-    })
+    PATH.get_or_init(broker_bin::broker_bin)
 }
 
 pub fn temp_dir() -> PathBuf {
@@ -85,20 +73,40 @@ impl Broker {
         let http_port = free_port();
         let addr = format!("127.0.0.1:{}", free_port());
         let child = spawn_broker(&dir, http_port, &addr);
-        Broker {
+        let mut b = Broker {
             child,
             dir,
             http_port,
             addr,
-        }
+        };
+        b.wait_ready();
+        b
     }
 
     /// `kill -9` the broker, then start it again on the same data
     /// directory and ports, and wait until it is ready.
     pub fn kill9_and_restart(&mut self) {
+        wait::unwatch(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.child = spawn_broker(&self.dir, self.http_port, &self.addr);
+        self.wait_ready();
+    }
+
+    /// Waits until `GET /ready` answers 200; panics with the log if the
+    /// broker exits first. (Should the hang guard give up, dropping the
+    /// broker kills it.)
+    fn wait_ready(&mut self) {
+        let (child, dir, http_port) = (&mut self.child, &self.dir, self.http_port);
+        wait::poll_until(
+            "es-broker to answer GET /ready 200",
+            || {
+                let status = child.try_wait().ok()??;
+                let log = std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default();
+                Some(format!("es-broker exited before it was ready ({status}):\n{log}"))
+            },
+            || ready(http_port).then_some(()),
+        );
     }
 
     /// `es --broker <this broker> ARGS` with an empty stdin.
@@ -114,14 +122,16 @@ impl Broker {
     }
 }
 
-/// Starts es-broker and waits until it is ready.
+/// Starts es-broker (see [`Broker::wait_ready`]); every later wait on this
+/// thread stops at once if it exits.
 fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
+    let log_path = dir.join("broker.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("broker.log"))
+        .open(&log_path)
         .expect("broker log");
-    let mut child = Command::new(broker_path())
+    let child = Command::new(broker_path())
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
@@ -130,34 +140,21 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
         .stderr(log)
         .spawn()
         .expect("start es-broker");
-    // A deadline for start-up, not an assertion on speed: a broker that
-    // never gets ready fails the test instead of hanging it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let log = std::fs::read_to_string(dir.join("broker.log")).unwrap_or_default();
-            panic!("es-broker exited before it was ready ({status}):\n{log}");
-        }
-        if ready(http_port) {
-            return child;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("es-broker was not ready after 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait::watch(child.id(), &log_path);
+    child
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
+        wait::unwatch(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-/// GET /ready over a raw HTTP/1.0 request: true on 200.
+/// GET /ready over a raw HTTP/1.0 request: true on 200. (A probe: one
+/// that times out after 5 s is a "not yet", tried again.)
 pub fn ready(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -308,14 +305,24 @@ impl Running {
         self.lines.lock().expect("lines").clone()
     }
 
-    /// Waits (at most two minutes: a guard, not an assertion) until
-    /// `done` holds for the stdout lines so far.
+    /// Waits until `done` holds for the stdout lines so far (see
+    /// [`wait_until`]); panics at once if `es` exits before.
     #[track_caller]
     pub fn wait_for_lines(&self, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-        wait_until(what, || {
-            let lines = self.lines();
-            done(&lines).then_some(lines)
-        })
+        let pid = self.pid();
+        wait::poll_until(
+            what,
+            || {
+                // Exited, and every line it printed read: it never will.
+                let over = wait::has_exited(pid) && self.reader.iter().all(|r| r.is_finished());
+                (over && !done(&self.lines()))
+                    .then(|| format!("es (pid {pid}) exited; its stdout:\n{}", self.lines().join("\n")))
+            },
+            || {
+                let lines = self.lines();
+                done(&lines).then_some(lines)
+            },
+        )
     }
 
     pub fn write(&mut self, input: &[u8]) {
@@ -337,8 +344,9 @@ impl Running {
         assert!(status.success(), "kill -TERM {}", self.pid());
     }
 
-    /// Waits for the exit (at most two minutes, then kills it): the exit
-    /// status, every stdout line and stderr.
+    /// Waits for the exit (see [`wait_until`]; should the hang guard give
+    /// up, dropping it kills it): the exit status, every stdout line and
+    /// stderr.
     pub fn wait(mut self) -> (ExitStatus, Vec<String>, String) {
         let pid = self.pid();
         let status = wait_until(&format!("es (pid {pid}) to exit"), || {
@@ -364,18 +372,13 @@ impl Drop for Running {
     }
 }
 
-/// Polls `f` until it returns something. The two-minute deadline is a
-/// guard against a hang, not an assertion on speed.
+/// Polls `f` until it returns something: the one wait of these tests. It
+/// stops at once, with the broker's log, if a broker started on this
+/// thread exits, and otherwise gives up only after [`hang_guard`] (a
+/// guard against a hang, not an assertion on speed).
 #[track_caller]
-pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub fn wait_until<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    wait::poll_until(what, || None, f)
 }
 
 /// Parses JSON lines.
