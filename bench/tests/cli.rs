@@ -1,45 +1,16 @@
 //! es-bench end to end: each command against a broker it starts itself,
 //! checked for the shape of its JSON and for counts above zero. No timed
-//! assertions: the figures depend on the machine.
+//! assertions: the figures depend on the machine. The broker is the
+//! es-broker that `cargo test --workspace` builds beside this test (or
+//! `ES_BROKER_BIN`); nothing is built here.
 
-use std::path::{Path, PathBuf};
+#[path = "../../broker/tests/common/broker_bin.rs"]
+mod broker_bin;
+
 use std::process::Command;
-use std::sync::OnceLock;
 
+use broker_bin::broker_bin;
 use serde_json::Value;
-
-/// es-broker next to es-bench, (re)built with the same profile first so a
-/// stale binary is never measured; if that build fails, an existing binary
-/// is used.
-fn broker_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bench = PathBuf::from(env!("CARGO_BIN_EXE_es-bench"));
-        let dir = bench.parent().expect("es-bench has a directory");
-        let bin = dir.join("es-broker");
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace).args(["build", "-p", "es-broker"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let built = cmd.status().is_ok_and(|s| s.success());
-        assert!(
-            bin.is_file(),
-            "{} missing (cargo build -p es-broker succeeded: {built})",
-            bin.display()
-        );
-        if !built {
-            eprintln!(
-                "cargo build -p es-broker failed; using the existing {}",
-                bin.display()
-            );
-        }
-        bin
-    })
-}
 
 /// Runs es-bench with `args` plus a started broker and `--json`.
 fn bench(args: &[&str]) -> Value {
