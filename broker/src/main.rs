@@ -197,9 +197,19 @@ fn start(config: config::Config) -> Result<(), String> {
     std::thread::Builder::new()
         .name("es-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            let mut signals = signals.forever();
+            if let Some(sig) = signals.next() {
                 tracing::info!(signal = sig, "shutting down: finishing in-flight requests");
                 signals_state.shutting_down.store(true, Ordering::Release);
+            }
+            // A second signal is an operator who will not wait: stop now.
+            // Whatever was acknowledged is on disk; the next start recovers
+            // the partitions that were not closed.
+            if let Some(sig) = signals.next() {
+                eprintln!(
+                    "es-broker: signal {sig} again: exiting now without closing partitions; the next start recovers them"
+                );
+                std::process::exit(1);
             }
         })
         .map_err(|e| format!("starting the signal thread: {e}"))?;

@@ -420,11 +420,15 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
 
 /// Closes every partition this shard owns: final fsync and sealed index, so
 /// the next start scans nothing.
-pub async fn close_all(shard: &Shard) {
+/// Closes every partition of the shard (the last fsync, the clean-close
+/// marks); returns how many did not close cleanly (each logged).
+pub async fn close_all(shard: &Shard) -> usize {
     let logs = shard.partitions.borrow_mut().drain();
+    let mut unclean = 0;
     for (topic, p, log) in logs {
         if let Err(e) = log.close().await {
             tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
+            unclean += 1;
             continue;
         }
         // Every placed batch is durable now: the snapshot covers the log.
@@ -437,4 +441,5 @@ pub async fn close_all(shard: &Shard) {
             }
         }
     }
+    unclean
 }

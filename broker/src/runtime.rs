@@ -94,6 +94,10 @@ pub fn run(
         ))
     } else if state.shard_failed.load(Ordering::Acquire) {
         Err("a shard failed; see the log above".into())
+    } else if let unclean @ 1.. = state.unclean_partitions.load(Ordering::Acquire) {
+        Err(format!(
+            "{unclean} partition(s) did not close cleanly (see the log above); the next start recovers them"
+        ))
     } else {
         Ok(())
     }
@@ -187,7 +191,16 @@ async fn shard_main(
     while state.drained_shards.load(Ordering::Acquire) < shard.shards {
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
     }
-    crate::ops::close_all(&shard).await;
+    let unclean = crate::ops::close_all(&shard).await;
+    // Debug builds only, for broker/tests/startup.rs: partitions counted as
+    // not closed cleanly, as a failed last fsync would leave them.
+    #[cfg(debug_assertions)]
+    let unclean = unclean
+        + std::env::var("ES_TEST_UNCLEAN_CLOSE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
+    state.unclean_partitions.fetch_add(unclean, Ordering::AcqRel);
     tracing::info!(shard = id, "shard stopped");
     if let Err(e) = &served {
         tracing::error!(shard = id, error = %e, "shard failed");
@@ -234,14 +247,19 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }
     crate::cleanup::spawn(shard.clone());
-    let recovered = match recover(shard).await {
-        Ok(()) => crate::coordinator::load(shard)
-            .await
-            .map_err(|e| format!("loading consumer groups: {e}")),
-        Err(e) => Err(e),
+    let (recovered, complete) = match recover(shard).await {
+        Ok(true) => (
+            crate::coordinator::load(shard)
+                .await
+                .map_err(|e| format!("loading consumer groups: {e}")),
+            true,
+        ),
+        // Shutdown came first: a clean stop, never ready.
+        Ok(false) => (Ok(()), false),
+        Err(e) => (Err(e), false),
     };
     glommio::spawn_local(crate::coordinator::expire_loop(shard.clone())).detach();
-    if recovered.is_ok() {
+    if recovered.is_ok() && complete {
         shard.state.ready_shards.fetch_add(1, Ordering::AcqRel);
         tracing::info!(
             shard = shard.id,
@@ -258,16 +276,49 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     recovered
 }
 
-/// Opens every partition this shard owns, recovering each.
-async fn recover(shard: &Rc<Shard>) -> Result<(), String> {
-    for meta in shard.catalog.snapshot().values() {
+/// Opens every partition this shard owns, recovering each; `Ok(false)` when
+/// it stopped early. Stops between topics once shutdown starts (a SIGTERM during a long recovery stops the
+/// broker instead of waiting for every partition): what is open is closed
+/// cleanly, the rest was never touched.
+async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
+    let topics = shard.catalog.snapshot();
+    for (done, meta) in topics.values().enumerate() {
+        #[cfg(debug_assertions)]
+        test_hold_recovery(shard).await;
+        if shard.state.is_shutting_down() {
+            tracing::info!(
+                shard = shard.id,
+                topics_opened = done,
+                topics = topics.len(),
+                "shutdown during recovery: the remaining topics stay as they are"
+            );
+            return Ok(false);
+        }
         if let Some(mine) = by_owner(shard, &meta.name, meta.partitions).remove(&shard.id) {
             crate::ops::open(shard, meta, &mine)
                 .await
                 .map_err(|e| format!("recovering topic {}: {e}", meta.name))?;
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Debug builds only, for broker/tests/startup.rs: with
+/// `ES_TEST_HOLD_RECOVERY` set, every shard waits before opening each
+/// topic until shutdown starts, as a recovery of many partitions on a slow
+/// disk would keep it busy.
+#[cfg(debug_assertions)]
+async fn test_hold_recovery(shard: &Shard) {
+    if std::env::var_os("ES_TEST_HOLD_RECOVERY").is_none() {
+        return;
+    }
+    tracing::info!(
+        shard = shard.id,
+        "ES_TEST_HOLD_RECOVERY: recovery waits for shutdown"
+    );
+    while !shard.state.is_shutting_down() {
+        glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
+    }
 }
 
 async fn watch_shutdown(shard: Rc<Shard>) {

@@ -15,6 +15,9 @@ pub struct BrokerState {
     pub closed_shards: AtomicUsize,
     /// A shard failed (its error is in the log).
     pub shard_failed: AtomicBool,
+    /// Partitions that did not close cleanly at shutdown (the next start
+    /// recovers them); a stop with any is not a clean one.
+    pub unclean_partitions: AtomicUsize,
     /// One more than the id of a shard whose thread ended (a panic); 0
     /// while none has.
     pub shard_thread_ended: AtomicUsize,
