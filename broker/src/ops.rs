@@ -419,9 +419,8 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
 }
 
 /// Closes every partition this shard owns: final fsync and sealed index, so
-/// the next start scans nothing.
-/// Closes every partition of the shard (the last fsync, the clean-close
-/// marks); returns how many did not close cleanly (each logged).
+/// the next start scans nothing. Returns how many did not close cleanly
+/// (each logged).
 pub async fn close_all(shard: &Shard) -> usize {
     let logs = shard.partitions.borrow_mut().drain();
     let mut unclean = 0;
