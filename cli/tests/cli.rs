@@ -308,7 +308,7 @@ fn key_and_partition_flags_and_bad_lines() {
     );
     let err = fails(&out, 1);
     assert!(err.contains("es: line 3 has no key separator \"=\""), "{err}");
-    assert!(err.contains("The 2 record(s) before it were produced"), "{err}");
+    assert!(err.contains("The 2 records before it were produced"), "{err}");
     let got = stdout(&ok(b.es(&[
         "consume",
         "t",
@@ -449,14 +449,18 @@ fn follow_picks_up_a_record_produced_after_it_started() {
 }
 
 #[test]
-fn unknown_topic_says_how_to_create_it() {
+fn unknown_topic_says_what_to_do() {
     let b = Broker::start();
     let want =
         "es: topic \"nope\" does not exist (topic_not_found). Create it with: es topic create nope --partitions N\n";
     assert_eq!(fails(&b.es_stdin(&["produce", "nope"], b"x\n"), 1), want);
     assert_eq!(fails(&b.es(&["consume", "nope", "--from-beginning"]), 1), want);
     assert_eq!(fails(&b.es(&["topic", "describe", "nope"]), 1), want);
-    assert_eq!(fails(&b.es(&["topic", "delete", "nope"]), 1), want);
+    // Deleting a topic that does not exist suggests listing, not creating.
+    assert_eq!(
+        fails(&b.es(&["topic", "delete", "nope"]), 1),
+        "es: topic \"nope\" does not exist (topic_not_found). See the topics with: es topic list\n"
+    );
     assert_eq!(
         fails(&b.es(&["topic", "config", "nope", "segment_ms=1"]), 1),
         want
