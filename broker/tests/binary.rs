@@ -818,12 +818,10 @@ fn large_requests_wait_for_the_shards_request_budget() {
     // read (looked at without waiting).
     bc.set_nonblocking(true).unwrap();
     let mut byte = [0u8; 1];
-    let e = bc.read(&mut byte).unwrap_err();
-    assert_eq!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock,
-        "no answer while the budget is held: {e}"
-    );
+    match bc.read(&mut byte) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("no answer while the budget is held, got {other:?}"),
+    }
     bc.set_nonblocking(false).unwrap();
 
     // A goes away: B's frame is read, appended and answered.
