@@ -5,6 +5,7 @@
 //! long-polling readers for it to pass the offset they want.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 
 use futures::channel::oneshot;
 
@@ -15,15 +16,23 @@ pub enum WaitError {
     Failed(String),
 }
 
-/// One waiter: its target and where to tell it.
-type Waiter = (u64, oneshot::Sender<Result<(), WaitError>>);
+/// A waiter's key: its target, then a sequence number that tells apart
+/// waiters with the same target. Ordered by target, so the waiters a move
+/// of the mark wakes are one range.
+type WaiterKey = (u64, u64);
 
 /// A value that only grows, with waiters woken when it reaches their target.
+///
+/// Invariant: `waiters` holds exactly the waits in progress; a wait whose
+/// future is dropped before the mark reaches its target (a long-poll that
+/// timed out, a connection that closed) removes itself, so the map never
+/// grows with abandoned waits.
 #[derive(Debug, Default)]
 pub struct Watermark {
     value: Cell<u64>,
     failed: RefCell<Option<String>>,
-    waiters: RefCell<Vec<Waiter>>,
+    waiters: RefCell<BTreeMap<WaiterKey, oneshot::Sender<Result<(), WaitError>>>>,
+    next_waiter: Cell<u64>,
 }
 
 impl Watermark {
@@ -42,26 +51,30 @@ impl Watermark {
     pub fn advance(&self, value: u64) {
         assert!(value >= self.value.get(), "watermark moved backwards");
         self.value.set(value);
-        self.waiters.borrow_mut().retain_mut(|(target, tx)| {
-            if *target <= value {
-                let tx = std::mem::replace(tx, oneshot::channel().0);
-                let _ = tx.send(Ok(()));
-                false
-            } else {
-                true
-            }
-        });
+        let reached = {
+            let mut waiters = self.waiters.borrow_mut();
+            let above = match value.checked_add(1) {
+                Some(next) => waiters.split_off(&(next, 0)),
+                None => BTreeMap::new(),
+            };
+            std::mem::replace(&mut *waiters, above)
+        };
+        for (_, tx) in reached {
+            let _ = tx.send(Ok(()));
+        }
     }
 
     /// Fails every current and future waiter whose target is above the mark.
     pub fn fail(&self, reason: &str) {
         self.failed.borrow_mut().get_or_insert_with(|| reason.to_string());
-        for (_, tx) in self.waiters.borrow_mut().drain(..) {
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for (_, tx) in waiters {
             let _ = tx.send(Err(WaitError::Failed(reason.to_string())));
         }
     }
 
-    /// Resolves once the mark is at least `target`.
+    /// Resolves once the mark is at least `target`. Dropping the future
+    /// before then withdraws the wait.
     pub async fn wait_for(&self, target: u64) -> Result<(), WaitError> {
         if self.value.get() >= target {
             return Ok(());
@@ -69,10 +82,35 @@ impl Watermark {
         if let Some(reason) = self.failed.borrow().as_ref() {
             return Err(WaitError::Failed(reason.clone()));
         }
+        let key = (target, self.next_waiter.get());
+        self.next_waiter.set(key.1.wrapping_add(1));
         let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push((target, tx));
+        self.waiters.borrow_mut().insert(key, tx);
+        let _withdraw = Withdraw { mark: self, key };
         rx.await
             .unwrap_or_else(|_| Err(WaitError::Failed("watermark dropped".into())))
+    }
+
+    /// Waits in progress.
+    pub fn waiting(&self) -> usize {
+        self.waiters.borrow().len()
+    }
+}
+
+/// Removes a wait's entry when its future ends or is dropped (a no-op when
+/// `advance` or `fail` already took it).
+struct Withdraw<'a> {
+    mark: &'a Watermark,
+    key: WaiterKey,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        // Never borrowed across an await or a drop of a wait, so the borrow
+        // is free; if it were not, leaving the entry is only a leak.
+        if let Ok(mut waiters) = self.mark.waiters.try_borrow_mut() {
+            waiters.remove(&self.key);
+        }
     }
 }
 
@@ -101,6 +139,35 @@ mod tests {
         w.fail("disk gone");
         assert!(matches!(f.now_or_never(), Some(Err(WaitError::Failed(_)))));
         assert!(matches!(w.wait_for(1).now_or_never(), Some(Err(_))));
+    }
+
+    /// Waits abandoned before the mark reaches them (a long-poll that timed
+    /// out, a connection gone) leave nothing behind.
+    #[test]
+    fn dropped_waits_leave_no_waiter() {
+        let w = Watermark::new(0);
+        for i in 0..10_000u64 {
+            let mut f = Box::pin(w.wait_for(1 + i % 7));
+            assert!(f.as_mut().now_or_never().is_none());
+            assert_eq!(w.waiting(), 1);
+            drop(f);
+        }
+        assert_eq!(w.waiting(), 0);
+        // Those still waiting are woken in order of target; the rest wait on.
+        let mut low = Box::pin(w.wait_for(3));
+        let mut same = Box::pin(w.wait_for(3));
+        let mut high = Box::pin(w.wait_for(9));
+        for f in [&mut low, &mut same, &mut high] {
+            assert!(f.as_mut().now_or_never().is_none());
+        }
+        w.advance(3);
+        assert_eq!(low.now_or_never(), Some(Ok(())));
+        assert_eq!(same.now_or_never(), Some(Ok(())));
+        assert_eq!(w.waiting(), 1);
+        assert!(high.as_mut().now_or_never().is_none());
+        w.advance(u64::MAX);
+        assert_eq!(high.now_or_never(), Some(Ok(())));
+        assert_eq!(w.waiting(), 0);
     }
 
     #[test]
