@@ -5,13 +5,78 @@ use std::path::{Path, PathBuf};
 
 use crate::{Offset, Result, StorageError};
 
-/// Creates `dir` and its parents.
+/// Creates `dir` and its missing parents, durably: the parent of every
+/// directory created is fsynced once it holds the new entry, so a power
+/// loss cannot take the directory away with the files later made durable in
+/// it. Runs on glommio's blocking pool.
 pub async fn create_dir_all(dir: &Path) -> Result<()> {
     let d = dir.to_path_buf();
     glommio::executor()
-        .spawn_blocking(move || std::fs::create_dir_all(&d)) // blocking-ok: on the blocking pool
+        .spawn_blocking(move || create_dir_all_durable(&d).map(drop)) // blocking-ok: on the blocking pool
         .await
         .map_err(|e| StorageError::io(dir, e))
+}
+
+/// [`create_dir_all`] with std I/O, for the main thread before the shards
+/// run and for offline tools: returns the directories it created, from the
+/// outermost in.
+pub fn create_dir_all_durable(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    create_dir_all_with(dir, &mut fsync_dir_std)
+}
+
+/// fsyncs a directory with std I/O (blocking).
+fn fsync_dir_std(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all() // blocking-ok: callers run off the shards
+}
+
+/// Creates the missing directories of `dir`, outermost first, calling `sync`
+/// on the parent of each right after creating it (the seam the tests
+/// watch). A directory that another thread created first gets its parent
+/// synced too: that thread may not have synced it yet.
+fn create_dir_all_with(
+    dir: &Path,
+    sync: &mut dyn FnMut(&Path) -> std::io::Result<()>,
+) -> std::io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    loop {
+        let found = std::fs::metadata(at); // blocking-ok: callers run off the shards
+        match found {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a directory", at.display()),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(at),
+            Err(e) => return Err(e),
+        }
+        match at.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => at = parent,
+            // The filesystem root, or the working directory of a relative path.
+            _ => break,
+        }
+    }
+    let mut created = Vec::new();
+    for d in missing.into_iter().rev() {
+        let made = std::fs::create_dir(d); // blocking-ok: callers run off the shards
+        match made {
+            Ok(()) => created.push(d.to_path_buf()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+        sync(parent_or_cwd(d))?;
+    }
+    Ok(created)
+}
+
+/// The parent of `d`; `.` for a relative path of one component.
+fn parent_or_cwd(d: &Path) -> &Path {
+    match d.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// fsyncs a directory, so that files created, renamed or removed in it stay so.
@@ -147,6 +212,72 @@ pub fn deleting_log_path(dir: &Path, base: Offset) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every directory `create_dir_all` makes has its parent fsynced after
+    /// it appears there; an existing directory costs no fsync.
+    #[test]
+    fn each_created_directory_has_its_parent_fsynced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let leaf = root.join("data").join("topics").join("t").join("0");
+        let mut synced: Vec<PathBuf> = Vec::new();
+        let created = create_dir_all_with(&leaf, &mut |p: &Path| {
+            fsync_dir_std(p)?;
+            synced.push(p.to_path_buf());
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<PathBuf> = ["data", "data/topics", "data/topics/t", "data/topics/t/0"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+        assert_eq!(created, want, "every missing directory, outermost first");
+        let parents: Vec<PathBuf> = want.iter().map(|d| d.parent().unwrap().to_path_buf()).collect();
+        assert_eq!(synced, parents, "the parent of each created directory is fsynced");
+        assert!(leaf.is_dir());
+
+        synced.clear();
+        let again = create_dir_all_with(&leaf, &mut |p: &Path| {
+            synced.push(p.to_path_buf());
+            Ok(())
+        })
+        .unwrap();
+        assert!(
+            again.is_empty() && synced.is_empty(),
+            "nothing created, nothing synced"
+        );
+
+        // One more level under an existing directory: only its parent.
+        let deeper = leaf.join("x");
+        let mut synced = Vec::new();
+        create_dir_all_with(&deeper, &mut |p: &Path| {
+            synced.push(p.to_path_buf());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(synced, vec![leaf.clone()]);
+
+        // A file in the way is an error, not a silent success.
+        std::fs::write(root.join("f"), b"").unwrap();
+        assert!(create_dir_all_durable(&root.join("f").join("g")).is_err());
+    }
+
+    /// A failing fsync of a parent fails the create (it is not ignored).
+    #[test]
+    fn a_failed_parent_fsync_fails_the_create() {
+        let tmp = tempfile::tempdir().unwrap();
+        let got = create_dir_all_with(&tmp.path().join("a"), &mut |_: &Path| {
+            Err(std::io::Error::other("injected"))
+        });
+        assert!(got.is_err());
+    }
+
+    /// A relative directory of one component has `.` synced.
+    #[test]
+    fn relative_parent_is_the_working_directory() {
+        assert_eq!(parent_or_cwd(Path::new("data")), Path::new("."));
+        assert_eq!(parent_or_cwd(Path::new("/data")), Path::new("/"));
+    }
 
     #[test]
     fn names() {

@@ -50,7 +50,7 @@ pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
-pub use dirs::{create_dir_all, index_path, log_path, rename_if_exists, sync_dir};
+pub use dirs::{create_dir_all, create_dir_all_durable, index_path, log_path, rename_if_exists, sync_dir};
 pub use disk_threads::{
     start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
 };
