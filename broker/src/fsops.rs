@@ -76,3 +76,56 @@ pub async fn read_small(path: &Path) -> Result<Option<Vec<u8>>, ApiError> {
     let _ = file.close().await;
     Ok(Some(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Ways of creating a directory that do not fsync its parent.
+    const BARE_CREATES: &[&str] = &["fs::create_dir", "DirBuilder", "Directory::create"];
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Every directory the broker or storage creates has its parent fsynced:
+    /// they create directories only through storage's `create_dir_all` (or
+    /// `create_dir_all_durable` before the shards run), whose own tests
+    /// (storage/src/dirs.rs) watch the parent fsync. Test set-up marked
+    /// `test setup` may create them bare.
+    #[test]
+    fn directories_are_created_only_through_the_durable_create() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut files = Vec::new();
+        for src in ["broker/src", "storage/src"] {
+            rust_files(&root.join(src), &mut files);
+        }
+        let own = Path::new(file!()).file_name().unwrap();
+        let mut bare = Vec::new();
+        for file in &files {
+            if file.ends_with("storage/src/dirs.rs") || file.file_name() == Some(own) {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if BARE_CREATES.iter().any(|p| line.contains(p)) && !line.contains("test setup") {
+                    bare.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            bare.is_empty(),
+            "directories created without fsyncing their parent (use es_storage::create_dir_all, \
+             or create_dir_all_durable before the shards run):\n{}",
+            bare.join("\n")
+        );
+        assert!(files.len() > 20, "the sources were found: {}", files.len());
+    }
+}

@@ -13,7 +13,8 @@ pub struct DataDirLock {
 }
 
 pub fn lock(data_dir: &Path) -> Result<DataDirLock, String> {
-    std::fs::create_dir_all(data_dir) // blocking-ok: start-up, before the shards run
+    // Durably: the parent of each directory created is fsynced.
+    es_storage::create_dir_all_durable(data_dir) // blocking-ok: start-up, before the shards run
         .map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
     let path = data_dir.join(".lock");
     let file = std::fs::OpenOptions::new() // blocking-ok: start-up, before the shards run

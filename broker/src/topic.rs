@@ -258,7 +258,7 @@ pub fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
 /// skipped with a warning: it is a create that did not finish, or damage.
 pub fn load_all(data_dir: &Path) -> std::io::Result<Vec<TopicMeta>> {
     let dir = topics_dir(data_dir);
-    std::fs::create_dir_all(&dir)?; // blocking-ok: start-up, before the shards run
+    es_storage::create_dir_all_durable(&dir)?; // blocking-ok: start-up, before the shards run
     let mut out = Vec::new();
     let entries = std::fs::read_dir(&dir)?; // blocking-ok: start-up, before the shards run
     for entry in entries {
@@ -284,14 +284,12 @@ pub fn load_all(data_dir: &Path) -> std::io::Result<Vec<TopicMeta>> {
     Ok(out)
 }
 
-/// Writes `meta.json` for `meta` atomically, from a shard.
+/// Writes `meta.json` for `meta` atomically, from a shard. (The topic's
+/// directory, when it is created, is made durable in `topics/` too.)
 pub async fn write_meta(data_dir: &Path, meta: &TopicMeta) -> Result<(), ApiError> {
     let dir = topic_dir(data_dir, &meta.name);
     let bytes = serde_json::to_vec_pretty(meta).expect("meta serializes");
-    crate::fsops::write_atomic(&dir, "meta.json", bytes).await?;
-    es_storage::sync_dir(&topics_dir(data_dir))
-        .await
-        .map_err(ApiError::storage)
+    crate::fsops::write_atomic(&dir, "meta.json", bytes).await
 }
 
 #[cfg(test)]
