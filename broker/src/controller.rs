@@ -2,10 +2,12 @@
 //! shard (shard 0), one at a time, and are the only writers of the catalog.
 //!
 //! Crash safety: a topic exists once its `meta.json` is renamed into place.
-//! Create writes it only after clearing any leftover directory, then opens
-//! the partitions (a crash in between reopens them, empty, at start). Delete
-//! removes `meta.json` first, so a crash mid-delete never brings the topic
-//! back; leftover partition directories are cleared by the next create.
+//! Create writes it only after clearing what the broker itself left in the
+//! directory, refusing records no create wrote (`topic::clear_for_create`),
+//! then opens the partitions (a crash in between reopens them, empty, at
+//! start). Delete first renames `meta.json` to `meta.json.deleted`, so a
+//! crash mid-delete never brings the topic back and the next start (or
+//! create) finishes it.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -58,7 +60,7 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
         ));
     }
     let dir = topic::topic_dir(shard.data_dir(), &meta.name);
-    crate::fsops::remove_dir_all(&dir).await?;
+    topic::clear_for_create(shard.data_dir(), &meta.name).await?;
     // Cold segments a crash in the middle of deleting an earlier topic of
     // this name left behind.
     let cold = crate::cleanup::cold_store(&shard.config);
@@ -97,19 +99,7 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError>
         .ok_or_else(|| ApiError::topic_not_found(name))?;
     shard.catalog.remove(name);
     let dir = topic::topic_dir(shard.data_dir(), name);
-    match glommio::io::remove(dir.join("meta.json"))
-        .await
-        .map_err(std::io::Error::from)
-    {
-        Ok(()) => es_storage::sync_dir(&dir).await.map_err(ApiError::storage)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(ApiError::internal(format!(
-                "removing {}/meta.json: {e}",
-                dir.display()
-            )))
-        }
-    }
+    topic::mark_deleted(shard.data_dir(), name).await?;
     on_owners(shard, name, meta.partitions, |partitions| Op::Remove {
         topic: name.to_string(),
         partitions,

@@ -253,35 +253,209 @@ pub fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
     topic_dir(data_dir, topic).join(partition.to_string())
 }
 
+/// What `meta.json` is renamed to when its topic is deleted (durable before
+/// anything else of the topic goes): a topic directory holding it is the
+/// broker's own deleted data, whatever a crash left of it.
+pub const DELETED_META: &str = "meta.json.deleted";
+
+/// What a topic directory holds besides records.
+enum MetaFound {
+    Meta(TopicMeta),
+    /// A delete that a crash cut short.
+    Deleted,
+    /// No `meta.json`: a create cut short before it, or metadata lost.
+    Missing,
+}
+
 /// Reads every topic's `meta.json` at start-up, before any shard runs (so
-/// std I/O is fine here). A topic directory without a readable meta.json is
-/// skipped with a warning: it is a create that did not finish, or damage.
+/// std I/O is fine here). A damaged `meta.json` (unreadable, not JSON, or
+/// not matching its directory) stops the start with an error naming every
+/// such file and what to do, changing nothing: serving without the topic,
+/// and a later create of the name, would lose its records. A delete that a
+/// crash cut short is finished here. A directory whose `meta.json` is
+/// missing while it holds records is left alone, said at error level, and
+/// never served; a create of its name is refused ([`clear_for_create`]).
 pub fn load_all(data_dir: &Path) -> std::io::Result<Vec<TopicMeta>> {
     let dir = topics_dir(data_dir);
     es_storage::create_dir_all_durable(&dir)?; // blocking-ok: start-up, before the shards run
     let mut out = Vec::new();
+    let mut damaged = Vec::new();
     let entries = std::fs::read_dir(&dir)?; // blocking-ok: start-up, before the shards run
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path().join("meta.json");
-        match std::fs::read(&path) // blocking-ok: start-up, before the shards run
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<TopicMeta>(&b).map_err(|e| e.to_string()))
-        {
-            Ok(meta) if meta.name == name && validate_name(&name).is_ok() && meta.partitions >= 1 => {
-                out.push(meta)
-            }
-            Ok(_) => {
-                tracing::warn!(path = %path.display(), "meta.json does not match its directory; topic skipped")
-            }
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "no readable meta.json; topic skipped")
-            }
+        let path = entry.path();
+        if !path.is_dir() || validate_name(&name).is_err() {
+            tracing::warn!(path = %path.display(), "not a topic directory; ignored");
+            continue;
         }
+        match read_meta(&path, &name) {
+            Ok(MetaFound::Meta(meta)) => out.push(meta),
+            Ok(MetaFound::Deleted) => finish_delete(data_dir, &name)?,
+            Ok(MetaFound::Missing) => match first_record_file(&path)? {
+                Some(file) => tracing::error!(
+                    dir = %path.display(),
+                    file = %file.display(),
+                    "topic directory holds records but no meta.json: not served, and a create of \
+                     this name is refused; restore meta.json to serve it, or move the directory away"
+                ),
+                None => {
+                    tracing::info!(dir = %path.display(), "a create cut short before its meta.json; a create of this name clears it")
+                }
+            },
+            Err(why) => damaged.push(why),
+        }
+    }
+    if !damaged.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{}. Nothing was changed and the records are intact, but the broker cannot know \
+             these topics' partitions and config: restore each meta.json (from a backup, or \
+             rewrite it), or move its topic directory out of {} to start without that topic",
+            damaged.join("; "),
+            dir.display()
+        )));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
+}
+
+/// The `meta.json` of the topic directory `dir` named `name`; `Err` says
+/// why it is damaged, naming the file.
+fn read_meta(dir: &Path, name: &str) -> Result<MetaFound, String> {
+    let path = dir.join("meta.json");
+    let read = std::fs::read(&path); // blocking-ok: start-up, before the shards run
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let marker = dir.join(DELETED_META).exists(); // blocking-ok: start-up, before the shards run
+            return Ok(if marker {
+                MetaFound::Deleted
+            } else {
+                MetaFound::Missing
+            });
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let meta = serde_json::from_slice::<TopicMeta>(&bytes)
+        .map_err(|e| format!("{} is damaged: {e}", path.display()))?;
+    if meta.name != name {
+        return Err(format!(
+            "{} is damaged: it names topic {:?}, its directory {name:?}",
+            path.display(),
+            meta.name
+        ));
+    }
+    if meta.partitions == 0 || meta.partitions > PARTITIONS_MAX {
+        return Err(format!(
+            "{} is damaged: {} partitions (1 to {PARTITIONS_MAX})",
+            path.display(),
+            meta.partitions
+        ));
+    }
+    Ok(MetaFound::Meta(meta))
+}
+
+/// The first non-empty file in a partition directory of the topic
+/// directory `dir`: records that no create of the name wrote. (A create
+/// cut short leaves only empty segments behind.)
+fn first_record_file(dir: &Path) -> std::io::Result<Option<PathBuf>> {
+    let partitions = std::fs::read_dir(dir)?; // blocking-ok: start-up or the blocking pool
+    for p in partitions {
+        let p = p?.path();
+        if !p.is_dir() {
+            continue;
+        }
+        let files = std::fs::read_dir(&p)?; // blocking-ok: start-up or the blocking pool
+        for f in files {
+            let f = f?;
+            if f.metadata()?.len() > 0 {
+                return Ok(Some(f.path()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Finishes a delete that a crash cut short: the topic's directory and
+/// producer snapshots go. Start-up only.
+fn finish_delete(data_dir: &Path, name: &str) -> std::io::Result<()> {
+    let dir = topic_dir(data_dir, name);
+    std::fs::remove_dir_all(&dir)?; // blocking-ok: start-up, before the shards run
+    std::fs::File::open(topics_dir(data_dir))?.sync_all()?; // blocking-ok: start-up, before the shards run
+    let snapshots = data_dir.join("producers").join(name);
+    let removed = std::fs::remove_dir_all(&snapshots); // blocking-ok: start-up, before the shards run
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    tracing::info!(topic = %name, "finished deleting a topic whose delete was cut short");
+    Ok(())
+}
+
+/// What a create finds in its topic's directory.
+enum Leftover {
+    Nothing,
+    /// The broker's own: a deleted topic's data, or a create cut short.
+    Clearable,
+    /// Records no create wrote (the first such file).
+    Records(PathBuf),
+}
+
+/// Before a create of `name`, from the controller shard: clears what the
+/// broker itself left in the topic's directory (a delete or a create that
+/// a crash cut short), and refuses, changing nothing, when the directory
+/// holds records that no create wrote (a topic whose `meta.json` was lost).
+pub async fn clear_for_create(data_dir: &Path, name: &str) -> Result<(), ApiError> {
+    let dir = topic_dir(data_dir, name);
+    let d = dir.clone();
+    let found = glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<Leftover> {
+            let present = d.exists(); // blocking-ok: on the blocking pool
+            if !present {
+                return Ok(Leftover::Nothing);
+            }
+            let deleted = d.join(DELETED_META).exists() && !d.join("meta.json").exists(); // blocking-ok: on the blocking pool
+            if deleted {
+                return Ok(Leftover::Clearable);
+            }
+            Ok(match first_record_file(&d)? {
+                Some(file) => Leftover::Records(file),
+                None => Leftover::Clearable,
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("reading {}: {e}", dir.display())))?;
+    match found {
+        Leftover::Nothing => Ok(()),
+        Leftover::Clearable => crate::fsops::remove_dir_all(&dir).await,
+        Leftover::Records(file) => {
+            tracing::error!(topic = %name, file = %file.display(), "create refused: the topic directory holds records of a topic not in the catalog");
+            Err(ApiError::new(
+                hyper::StatusCode::CONFLICT,
+                "topic_data_exists",
+                format!(
+                    "{} holds records of a topic named {name:?} that the broker does not know (its meta.json is missing), e.g. {}; \
+                     nothing was changed. Restore its meta.json and restart to serve it, or move the directory away to reuse the name",
+                    dir.display(),
+                    file.display()
+                ),
+            ))
+        }
+    }
+}
+
+/// Marks topic `name` deleted: `meta.json` is renamed to [`DELETED_META`],
+/// durably, so a crash at any later step of the delete never brings the
+/// topic back, and what is left is known to be the broker's own.
+pub async fn mark_deleted(data_dir: &Path, name: &str) -> Result<(), ApiError> {
+    let dir = topic_dir(data_dir, name);
+    if es_storage::rename_if_exists(&dir.join("meta.json"), &dir.join(DELETED_META))
+        .await
+        .map_err(ApiError::storage)?
+    {
+        es_storage::sync_dir(&dir).await.map_err(ApiError::storage)?;
+    }
+    Ok(())
 }
 
 /// Writes `meta.json` for `meta` atomically, from a shard. (The topic's
