@@ -117,7 +117,7 @@ pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(
     let loaded = shard.producer_registry.borrow_mut().take();
     let mut registry = match loaded {
         Some(r) => r,
-        None => crate::producer_ids::Registry::load(shard.data_dir()).await?,
+        None => crate::producer_ids::Registry::load(shard).await?,
     };
     let result = registry.init(shard.data_dir(), existing).await;
     *shard.producer_registry.borrow_mut() = Some(registry);

@@ -149,6 +149,11 @@ impl ProducerTable {
         }
     }
 
+    /// The largest producer id this table knows, if any.
+    pub fn largest_producer_id(&self) -> Option<i64> {
+        self.producers.keys().copied().max()
+    }
+
     /// Feeds a batch found in the log at start-up.
     pub fn rebuild(&mut self, stamp: es_storage::ProducerStamp, count: u32, base_offset: u64) {
         if stamp.producer_id < 0 {

@@ -91,5 +91,9 @@ pub async fn load(
         }
         from = next;
     }
+    // The producer id registry's next id stays past every id seen here.
+    if let Some(id) = table.largest_producer_id() {
+        crate::producer_ids::note_partition_producer_id(id);
+    }
     Ok(table)
 }
