@@ -157,7 +157,7 @@ impl BatchReader {
             path: &self.path,
             recent: None,
         };
-        let got = segment::read_batches(
+        let (got, damaged) = segment::read_batches(
             &src,
             &self.path,
             self.pos,
@@ -166,6 +166,11 @@ impl BatchReader {
             |_| Scan::Take,
         )
         .await?;
+        // Compaction never rewrites past damage: the batches before it now,
+        // the error on the next call.
+        if let Some(d) = damaged.filter(|_| got.is_empty()) {
+            return Err(d.error());
+        }
         self.pos += got.iter().map(|b| b.bytes.len() as u64).sum::<u64>();
         if got.is_empty() {
             self.pos = self.end;

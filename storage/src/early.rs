@@ -35,6 +35,7 @@
 //!   pages again.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -68,6 +69,8 @@ static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
 #[derive(Default)]
 pub(crate) struct Writes {
     done: RefCell<Vec<oneshot::Receiver<bool>>>,
+    /// Writes issued and not yet finished, whoever waits for them.
+    in_flight: Rc<Cell<usize>>,
 }
 
 impl Writes {
@@ -81,11 +84,23 @@ impl Writes {
         ok
     }
 
-    /// Whether no write is in flight any more (forgetting finished ones).
+    /// Whether no write is in flight any more.
     fn settled(&self) -> bool {
-        let mut done = self.done.borrow_mut();
-        done.retain_mut(|rx| matches!(rx.try_recv(), Ok(None)));
-        done.is_empty()
+        self.in_flight.get() == 0
+    }
+
+    /// Keeps track of one write issued, whose end `rx` says.
+    fn track(&self, rx: oneshot::Receiver<bool>) {
+        let (tx, done) = oneshot::channel();
+        let in_flight = self.in_flight.clone();
+        in_flight.set(in_flight.get() + 1);
+        glommio::spawn_local(async move {
+            let ok = rx.await.unwrap_or(false);
+            in_flight.set(in_flight.get() - 1);
+            let _ = tx.send(ok);
+        })
+        .detach();
+        self.done.borrow_mut().push(done);
     }
 }
 
@@ -116,11 +131,51 @@ struct Current {
 pub(crate) struct EarlyState {
     current: Option<Current>,
     ended: Vec<Rc<Writes>>,
+    /// Ended early writes whose writes may still be in flight: no new
+    /// early write begins until they are done, or its pages could land
+    /// before theirs on the same pages.
+    unsettled: Vec<Rc<Writes>>,
+    /// Per segment, the first page of the lowest early pages written for
+    /// a batch that did not land there (void, or never placed): bytes a
+    /// client chose, past the log's written end, until the write loop cuts
+    /// them off (`cut_stale_early` in partition.rs) or the segment is
+    /// sealed.
+    stale: BTreeMap<Offset, u64>,
+    /// The write loop is cutting them off: no early write begins.
+    cutting: bool,
 }
 
 impl EarlyState {
-    pub fn is_busy(&self) -> bool {
-        self.current.is_some()
+    /// Whether a new early write must wait: one is under way, an ended
+    /// one's writes are still in flight, or stale pages are being cut.
+    pub fn is_busy(&mut self) -> bool {
+        self.unsettled.retain(|w| !w.settled());
+        self.current.is_some() || !self.unsettled.is_empty() || self.cutting
+    }
+
+    /// Where stale early pages of segment `segment` start, if any lie
+    /// past its written end.
+    pub fn stale(&self, segment: Offset) -> Option<u64> {
+        self.stale.get(&segment).copied()
+    }
+
+    /// Forgets stale pages of segments before `segment`: they were sealed
+    /// (rolled), which cuts a file to the bytes written.
+    pub fn sealed_before(&mut self, segment: Offset) {
+        self.stale.retain(|&s, _| s >= segment);
+    }
+
+    /// The write loop starts cutting stale pages off: ends the early write
+    /// under way (its pages may lie in the cut) and holds new ones off.
+    pub fn begin_cut(&mut self) {
+        self.end();
+        self.cutting = true;
+    }
+
+    /// The stale pages of `segment` are cut off.
+    pub fn end_cut(&mut self, segment: Offset) {
+        self.cutting = false;
+        self.stale.remove(&segment);
     }
 
     fn is_current(&self, ticket: EarlyTicket) -> bool {
@@ -132,8 +187,13 @@ impl EarlyState {
     pub fn end(&mut self) {
         if let Some(c) = self.current.take() {
             metrics::counter!("es_early_writes_total", "outcome" => "void").increment(1);
+            if c.to.get() > c.from {
+                let from = self.stale.entry(c.segment).or_insert(c.from);
+                *from = (*from).min(c.from);
+            }
             self.ended.retain(|w| !w.settled());
-            self.ended.push(c.writes);
+            self.ended.push(c.writes.clone());
+            self.unsettled.push(c.writes);
         }
     }
 
@@ -272,7 +332,7 @@ impl EarlyWrite {
             let done = self
                 .writer
                 .write_pages_detached(&arrived[at..at + n as usize], next);
-            self.writes.done.borrow_mut().push(done);
+            self.writes.track(done);
             next += n;
         }
         self.to.set(next);

@@ -37,6 +37,14 @@ pub enum StorageError {
         position: u64,
         reason: String,
     },
+    /// Opening a partition found damage that only dropping acknowledged
+    /// data would get past (corruption with intact batches after it, or in
+    /// a sealed segment; a missing segment), and recovery was not allowed
+    /// to drop data (`set_accept_data_loss`). Nothing was changed on disk.
+    #[error(
+        "refusing to open {path}: {what}; nothing was changed (allowing data loss, es-broker --accept-data-loss, copies the damage aside, cuts it off and goes on)"
+    )]
+    DataLoss { path: PathBuf, what: String },
 }
 
 impl StorageError {

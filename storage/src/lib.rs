@@ -69,7 +69,7 @@ pub use recent_budget::{
 };
 pub use reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
 pub use record::{ProducerStamp, Record, StoredRecord};
-pub use recovery::Trimmed;
+pub use recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
 pub use segment::RawBatch;
 pub use swap::{Leftovers, MANIFEST_NAME};
 pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};

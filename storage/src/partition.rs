@@ -15,7 +15,7 @@
 //! it refuses writes until restart, when recovery decides what survived.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -33,7 +33,7 @@ use crate::fsync::{FsyncBatcher, SyncTarget};
 use crate::index::IndexEntry;
 use crate::recent::RecentWrites;
 use crate::record::{ProducerStamp, Record};
-use crate::recovery::{self, Trimmed};
+use crate::recovery::{self, Quarantined, Shape, Trimmed};
 use crate::segment::{self, Segment};
 use crate::swap::{self, Leftovers};
 use crate::tier::{ColdState, ColdTier};
@@ -68,6 +68,13 @@ pub struct OpenReport {
     pub leftovers: Leftovers,
     /// Segments found in the cold tier.
     pub cold_segments: usize,
+    /// Corrupt data copied aside and cut off (only when recovery may drop
+    /// data: `set_accept_data_loss`; otherwise open fails).
+    pub quarantined: Vec<Quarantined>,
+    /// Offset ranges no segment held (a segment file gone): filled with an
+    /// empty segment (only when recovery may drop data; otherwise open
+    /// fails).
+    pub missing: Vec<(Offset, Offset)>,
 }
 
 pub(crate) struct Shared {
@@ -87,6 +94,8 @@ pub(crate) struct Shared {
     /// `es_segment_write_duration_seconds`: one write of the write loop
     /// (the fsync that follows is `es_fsync_duration_seconds`).
     write_duration: metrics::Histogram,
+    /// Places of corruption reads met and reported (`report_damage`).
+    pub damage_reported: RefCell<HashSet<(PathBuf, u64)>>,
 }
 
 pub(crate) struct Inner {
@@ -162,20 +171,45 @@ impl PartitionLog {
             }
             segments.insert(seg.base, seg);
         }
+        let mut prev_scan: Option<bool> = None; // the segment before: scanned, with offset gaps?
         for (i, &base) in bases.iter().enumerate() {
             let active = i + 1 == bases.len();
-            let seg = open_segment(dir, base, active, config.index_interval_bytes, &mut report).await?;
             if let Some((_, prev)) = segments.last_key_value() {
                 let prev: &Segment = prev;
                 if prev.next_offset > base {
                     return Err(StorageError::Corrupt {
-                        path: seg.log_path.clone(),
+                        path: dirs::log_path(dir, base),
                         position: 0,
                         reason: format!(
                             "segment starts at {base} but the one before ends at {}",
                             prev.next_offset
                         ),
                     });
+                }
+                if prev.next_offset < base {
+                    let (from, to) = (prev.next_offset, base);
+                    let filler = missing_segment(dir, from, to, prev_scan, &config, &mut report).await?;
+                    if let Some(filler) = filler {
+                        segments.insert(filler.base, filler);
+                    }
+                }
+            }
+            let next_base = bases.get(i + 1).copied();
+            let shape = Shape {
+                last: active,
+                end: next_base,
+            };
+            let opened = open_segment(dir, base, shape, config.index_interval_bytes, &mut report).await?;
+            prev_scan = opened.scanned_gaps;
+            let mut seg = opened.seg;
+            if active {
+                if let Some(q) = &opened.quarantined {
+                    // New records must not take the offsets lost: a segment
+                    // that starts past them makes that survive a restart.
+                    let fresh = roll_past_loss(dir, &mut seg, q.lost.to).await?;
+                    segments.insert(seg.base, seg);
+                    segments.insert(fresh.base, fresh);
+                    continue;
                 }
             }
             segments.insert(base, seg);
@@ -204,6 +238,7 @@ impl PartitionLog {
             compaction: RefCell::new(CompactionState::default()),
             faults: Faults::default(),
             write_duration: metrics::histogram!("es_segment_write_duration_seconds"),
+            damage_reported: RefCell::new(HashSet::new()),
         });
         Ok((PartitionLog { shared }, report))
     }
@@ -587,6 +622,36 @@ impl Shared {
         }
     }
 
+    /// Before `job` is written: when stale early pages (of a batch that
+    /// did not land where its early write went: bytes a client chose) lie
+    /// past the written end of its segment within a batch header's length
+    /// of where the job ends, cuts the file back to its written pages
+    /// first. So no write of the log ever ends next to such bytes, and
+    /// recovery never finds them where a batch could start
+    /// (`recovery.rs`). The early write under way ends too (its pages may
+    /// lie in the cut), and the job's own early pages, if any, are written
+    /// again with it. Rare: only after an early write went void.
+    async fn cut_stale_early(&self, writer: &SegmentWriter, job: &mut Pending) -> Result<()> {
+        let from = {
+            let mut inner = self.inner.borrow_mut();
+            inner.early.sealed_before(job.segment);
+            inner.early.stale(job.segment)
+        };
+        let Some(from) = from else { return Ok(()) };
+        if job.position + job.len + crate::batch::HEADER_BYTES as u64 <= from {
+            return Ok(());
+        }
+        self.inner.borrow_mut().early.begin_cut();
+        self.wait_early_ended().await;
+        if let Some(p) = job.prewritten.take() {
+            p.writes.wait().await;
+        }
+        let pages = crate::recent::page_floor(job.position + crate::recent::PAGE_BYTES - 1);
+        let cut = writer.finish(pages).await;
+        self.inner.borrow_mut().early.end_cut(job.segment);
+        cut
+    }
+
     /// fsyncs the fully written active segment and writes its index, so the
     /// next open trusts it without a scan.
     async fn seal_active(&self, end: Offset) -> Result<()> {
@@ -817,7 +882,7 @@ impl Shared {
 /// does not stop the write its offsets were promised to.
 async fn write_loop(shared: Rc<Shared>) {
     loop {
-        let job = {
+        let mut job = {
             let mut inner = shared.inner.borrow_mut();
             match inner.pending.pop_front() {
                 Some(job) => job,
@@ -837,6 +902,10 @@ async fn write_loop(shared: Rc<Shared>) {
                 return;
             }
         };
+        if let Err(e) = shared.cut_stale_early(&writer, &mut job).await {
+            shared.poison(&e);
+            return;
+        }
         let len = job.len;
         // Through disk threads, the thread that writes can fdatasync right
         // after (no hop through this shard in between) when this partition
@@ -885,16 +954,28 @@ async fn write_loop(shared: Rc<Shared>) {
     }
 }
 
+/// A segment as [`open_segment`] opened it.
+struct Opened {
+    seg: Segment,
+    /// `Some` when its log was scanned: whether its offsets had gaps
+    /// (compaction leaves them), so its last batch may end before its
+    /// offsets do.
+    scanned_gaps: Option<bool>,
+    quarantined: Option<Quarantined>,
+}
+
 /// Opens one segment found on disk: trusts it if its index footer matches
 /// the log exactly (and, for the active segment, the index loads), else
-/// scans and trims it and, unless active, seals it with a fresh index.
+/// scans it, trims a torn tail, quarantines corruption (or refuses) and,
+/// unless active, seals it with a fresh index.
 async fn open_segment(
     dir: &Path,
     base: Offset,
-    active: bool,
+    shape: Shape,
     interval: u32,
     report: &mut OpenReport,
-) -> Result<Segment> {
+) -> Result<Opened> {
+    let active = shape.last;
     let log_path = dirs::log_path(dir, base);
     let index_path = dirs::index_path(dir, base);
     let file = segment::open_rw(&log_path).await?;
@@ -902,40 +983,58 @@ async fn open_segment(
         .file_size()
         .await
         .map_err(|e| StorageError::io(&log_path, e))?;
+    let trusted = |seg| Opened {
+        seg,
+        scanned_gaps: None,
+        quarantined: None,
+    };
     if let Some(footer) = segment::read_index_footer(&index_path).await {
         if footer.log_bytes == log_len && footer.next_offset >= base {
             if !active {
                 let _ = file.close().await;
-                return Ok(Segment::from_footer(dir, base, footer));
+                return Ok(trusted(Segment::from_footer(dir, base, footer)));
             }
             if let Some(ix) = segment::read_index(&index_path, &footer).await {
                 let mut seg = Segment::from_footer(dir, base, footer);
                 let last: Option<IndexEntry> = ix.last();
                 seg.resume(ix, last);
                 seg.file = Some(Rc::new(file));
-                return Ok(seg);
+                return Ok(trusted(seg));
             }
         }
     }
-    let (seg, trimmed) = scan_segment(dir, base, file, active, interval).await?;
-    report.scanned.push((log_path, trimmed));
-    Ok(seg)
+    let (seg, recovered, gaps) = scan_segment(dir, base, file, shape, interval).await?;
+    report.scanned.push((log_path, recovered.trimmed));
+    if let Some(q) = &recovered.quarantined {
+        report.quarantined.push(q.clone());
+    }
+    Ok(Opened {
+        seg,
+        scanned_gaps: Some(gaps),
+        quarantined: recovered.quarantined,
+    })
 }
 
-/// Rebuilds a segment from its log: scans and trims it, then seals it with
-/// a fresh index, or, for the active segment, removes any stale index (it
-/// would describe a log that recovery may have cut and that will grow again).
-pub(crate) async fn scan_segment(
+/// Rebuilds a segment from its log: scans it, trims a torn tail,
+/// quarantines corruption (or refuses: `recovery.rs`), then seals it with
+/// a fresh index, or, for the active segment (`shape.last`), removes any
+/// stale index (it would describe a log that recovery may have cut and
+/// that will grow again). Also returns whether its offsets had gaps.
+async fn scan_segment(
     dir: &Path,
     base: Offset,
     file: BufferedFile,
-    active: bool,
+    shape: Shape,
     interval: u32,
-) -> Result<(Segment, Option<Trimmed>)> {
+) -> Result<(Segment, recovery::Recovered, bool)> {
     let mut seg = Segment::empty(dir, base);
-    let trimmed = recovery::recover_segment(&file, &mut seg, interval).await?;
+    let (recovered, scanned) = recovery::recover_segment(&file, &mut seg, interval, shape).await?;
     seg.created = true;
-    if active {
+    if let Some(q) = &recovered.quarantined {
+        // The offsets lost stay this segment's: none is given out again.
+        seg.next_offset = seg.next_offset.max(q.lost.to);
+    }
+    if shape.last {
         match glommio::io::remove(&seg.index_path)
             .await
             .map_err(std::io::Error::from)
@@ -952,7 +1051,83 @@ pub(crate) async fn scan_segment(
         seg.sealed = true;
         let _ = file.close().await;
     }
-    Ok((seg, trimmed))
+    Ok((seg, recovered, scanned.gaps))
+}
+
+/// After corruption was cut off the active segment `seg`: seals it, its
+/// offsets reaching `to` (the lost ones included), and creates the empty
+/// segment `to` that new records go to.
+async fn roll_past_loss(dir: &Path, seg: &mut Segment, to: Offset) -> Result<Segment> {
+    assert!(
+        to > seg.base && to >= seg.next_offset,
+        "the log moves past what it lost"
+    );
+    seg.next_offset = to;
+    let bytes = seg.index_file_bytes();
+    segment::write_file_synced(&seg.index_path, bytes).await?;
+    seg.sealed = true;
+    let mut fresh = Segment::empty(dir, to);
+    fresh.file = Some(Rc::new(segment::create_new(&fresh.log_path).await?));
+    fresh.created = true;
+    dirs::sync_dir(dir).await?;
+    Ok(fresh)
+}
+
+/// Offsets `from..to` lie between two segments and none holds them: a
+/// segment file went missing (a segment's offsets always reach the next
+/// one's base: rolls and compaction keep them so). Unless the segment
+/// before was scanned and may have lost its last records to compaction
+/// (`prev_scan`: its offsets had gaps, or the log is compacted), which
+/// leaves such a gap legitimately, this is data loss: refused, or, where
+/// recovery may drop data, reported and filled with an empty segment so
+/// that no later start reports it again and no record takes those
+/// offsets.
+async fn missing_segment(
+    dir: &Path,
+    from: Offset,
+    to: Offset,
+    prev_scan: Option<bool>,
+    config: &LogConfig,
+    report: &mut OpenReport,
+) -> Result<Option<Segment>> {
+    if prev_scan.is_some_and(|gaps| gaps || config.cleanup.compact) {
+        tracing::warn!(
+            partition = %dir.display(),
+            offsets = %format!("{from}..{to}"),
+            "no segment holds these offsets; compaction may have dropped them"
+        );
+        return Ok(None);
+    }
+    metrics::counter!("es_storage_corruptions_total", "found" => "recovery").increment(1);
+    let what = format!("no segment holds offsets {from}..{to}: a segment file is missing");
+    if !recovery::accept_data_loss() {
+        tracing::error!(
+            partition = %dir.display(),
+            offsets_lost = %format!("{from}..{to}"),
+            "a segment is missing: refusing to open the partition (nothing changed)"
+        );
+        return Err(StorageError::DataLoss {
+            path: dir.to_path_buf(),
+            what,
+        });
+    }
+    let mut seg = Segment::empty(dir, from);
+    let file = segment::create_new(&seg.log_path).await?;
+    let _ = file.close().await;
+    seg.created = true;
+    seg.next_offset = to;
+    let bytes = seg.index_file_bytes();
+    segment::write_file_synced(&seg.index_path, bytes).await?;
+    dirs::sync_dir(dir).await?;
+    seg.sealed = true;
+    tracing::error!(
+        partition = %dir.display(),
+        offsets_lost = %format!("{from}..{to}"),
+        filler = %seg.log_path.display(),
+        "a segment is missing (data loss accepted): an empty segment takes its offsets"
+    );
+    report.missing.push((from, to));
+    Ok(Some(seg))
 }
 
 /// Whether a batch of `len` bytes must start a new segment after `active`

@@ -15,10 +15,12 @@ use std::rc::Rc;
 use glommio::io::BufferedFile;
 
 use crate::batch;
-use crate::partition::{scan_segment, PartitionLog, Shared};
+use crate::index::SparseIndex;
+use crate::partition::{PartitionLog, Shared};
 use crate::recent::RecentWrites;
 use crate::record::StoredRecord;
-use crate::segment::{self, FileSource, IndexState, RawBatch, Scan, Segment};
+use crate::recovery::{self, Shape, Tail};
+use crate::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
 use crate::tier::ColdStep;
 use crate::{dirs, Offset, Result, StorageError};
 
@@ -49,6 +51,7 @@ enum HotStep {
         batches: Vec<RawBatch>,
         stopped: bool,
         next: Option<Offset>,
+        damaged: Option<Damage>,
     },
     /// The segment was replaced or removed while the read awaited.
     Retry,
@@ -137,7 +140,7 @@ impl PartitionLog {
         while cursor < upto {
             let budget = max_bytes.saturating_sub(used);
             let hot_start = shared.hot_start();
-            let (batches, stopped, next) = if cursor < hot_start {
+            let (batches, stopped, next, damaged) = if cursor < hot_start {
                 let step = match &shared.cold {
                     Some(cold) => cold.read(cursor, budget, upto, hot_start).await?,
                     None => ColdStep::NotCovered,
@@ -147,7 +150,8 @@ impl PartitionLog {
                         batches,
                         stopped,
                         next,
-                    } => (batches, stopped, Some(next)),
+                        damaged,
+                    } => (batches, stopped, Some(next), damaged),
                     ColdStep::Vanished => continue,
                     ColdStep::NotCovered if out.is_empty() => return Err(out_of_range(cursor)),
                     ColdStep::NotCovered => {
@@ -162,12 +166,23 @@ impl PartitionLog {
                         batches,
                         stopped,
                         next,
-                    } => (batches, stopped, next),
+                        damaged,
+                    } => (batches, stopped, next, damaged),
                     HotStep::Retry => continue,
                 }
             };
             used += batches.iter().map(|b| b.bytes.len()).sum::<usize>();
             out.extend(batches);
+            if let Some(d) = damaged {
+                // The records before the damage are served; the damage,
+                // never: the read after them starts at it and gets the error.
+                shared.report_damage(&d);
+                if out.is_empty() {
+                    return Err(d.error());
+                }
+                cut_short = true;
+                break;
+            }
             if !out.is_empty() && used >= max_bytes {
                 cut_short = true;
                 break;
@@ -205,7 +220,7 @@ impl PartitionLog {
             path: &path,
             recent: recent.as_deref(),
         };
-        let batches = segment::read_batches(&src, &path, start, end, budget, |h| {
+        let (batches, damaged) = segment::read_batches(&src, &path, start, end, budget, |h| {
             if h.base_offset >= upto {
                 stopped = true;
                 Scan::Stop
@@ -220,6 +235,7 @@ impl PartitionLog {
             batches,
             stopped,
             next,
+            damaged,
         })
     }
 
@@ -252,7 +268,7 @@ impl PartitionLog {
                     path: &path,
                     recent: recent.as_deref(),
                 };
-                let found = segment::read_batches(&src, &path, start, end, 1, |h| {
+                let (found, damaged) = segment::read_batches(&src, &path, start, end, 1, |h| {
                     if h.base_offset >= upto {
                         Scan::Stop
                     } else if h.max_timestamp_ms < timestamp_ms {
@@ -262,6 +278,10 @@ impl PartitionLog {
                     }
                 })
                 .await?;
+                if let Some(d) = damaged.filter(|_| found.is_empty()) {
+                    shared.report_damage(&d);
+                    return Err(d.error());
+                }
                 for b in found {
                     let records = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
                         path: path.clone(),
@@ -389,24 +409,64 @@ impl Shared {
 
     /// Rescans segment `base` (if it is still the segment `id` with an
     /// unloaded index) and rewrites its index. The caller holds the
-    /// maintenance permit.
+    /// maintenance permit. Changes nothing in the log: a batch that fails
+    /// its checks is corruption, reported (`report_damage`) and left in
+    /// place; the index then covers the batches before it, and reads that
+    /// reach it get the error.
     pub(crate) async fn rebuild_index(&self, base: Offset, id: u64) -> Result<bool> {
-        {
+        let footer = {
             let inner = self.inner.borrow();
             match inner.segments.get(&base) {
-                Some(seg) if seg.id == id => {
-                    if matches!(seg.index, IndexState::Loaded(_)) {
-                        return Ok(true);
-                    }
-                }
+                Some(seg) if seg.id == id => match &seg.index {
+                    IndexState::Loaded(_) => return Ok(true),
+                    IndexState::OnDisk(footer) => *footer,
+                },
                 _ => return Ok(false),
             }
-        }
-        let index_path = dirs::index_path(&self.dir, base);
+        };
+        let (log_path, index_path) = (dirs::log_path(&self.dir, base), dirs::index_path(&self.dir, base));
         tracing::warn!(index = %index_path.display(), "index damaged; rebuilding it from the log");
         let interval = self.config.borrow().index_interval_bytes;
-        let file = segment::open_rw(&dirs::log_path(&self.dir, base)).await?;
-        let fresh = scan_segment(&self.dir, base, file, false, interval).await?.0;
+        let file = BufferedFile::open(&log_path)
+            .await
+            .map_err(|e| StorageError::io(&log_path, e))?;
+        let mut fresh = Segment::empty(&self.dir, base);
+        let shape = Shape {
+            last: false,
+            end: Some(footer.next_offset),
+        };
+        let scanned = recovery::scan(&file, &mut fresh, interval, shape).await;
+        let _ = file.close().await;
+        let scanned = scanned?;
+        let fresh = match scanned.tail {
+            Tail::Clean => {
+                // Compaction may have dropped the segment's last records:
+                // its offsets still end where the footer says.
+                fresh.next_offset = fresh.next_offset.max(footer.next_offset);
+                fresh.created = true;
+                let bytes = fresh.index_file_bytes();
+                segment::write_file_synced(&index_path, bytes).await?;
+                dirs::sync_dir(&self.dir).await?;
+                fresh.sealed = true;
+                fresh
+            }
+            tail => {
+                let reason = match tail {
+                    Tail::Damaged { reason, .. } | Tail::Torn(reason) => reason,
+                    Tail::Padding | Tail::Clean => "zeros where a batch should start".into(),
+                };
+                self.report_damage(&Damage {
+                    path: log_path.clone(),
+                    position: scanned.end,
+                    reason,
+                    after: Some(fresh.next_offset),
+                });
+                let ix = std::mem::replace(&mut fresh.index, IndexState::Loaded(SparseIndex::default()));
+                let mut seg = Segment::from_footer(&self.dir, base, footer);
+                seg.index = ix;
+                seg
+            }
+        };
         let mut inner = self.inner.borrow_mut();
         match inner.segments.get_mut(&base) {
             Some(slot) if slot.id == id => {
@@ -419,5 +479,36 @@ impl Shared {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Logs (at error level) and counts corruption a read met, once per
+    /// place in a file while the partition is open.
+    pub(crate) fn report_damage(&self, d: &Damage) {
+        /// Places remembered; past it every meeting is logged again.
+        const DAMAGE_REPORTS_MAX: usize = 1024;
+        let first = {
+            let mut seen = self.damage_reported.borrow_mut();
+            let key = (d.path.clone(), d.position);
+            if seen.contains(&key) {
+                false
+            } else {
+                if seen.len() < DAMAGE_REPORTS_MAX {
+                    seen.insert(key);
+                }
+                true
+            }
+        };
+        if !first {
+            tracing::debug!(file = %d.path.display(), position = d.position, "a read met known corrupt data");
+            return;
+        }
+        metrics::counter!("es_storage_corruptions_total", "found" => "read").increment(1);
+        tracing::error!(
+            file = %d.path.display(),
+            position = d.position,
+            reason = %d.reason,
+            after_offset = d.after.map(|o| o.0),
+            "corrupt data in a segment: reads get the records before it, then corrupt_data"
+        );
     }
 }

@@ -350,10 +350,41 @@ pub(crate) async fn read_index(path: &Path, footer: &Footer) -> Option<SparseInd
     SparseIndex::decode_entries(&bytes?, footer)
 }
 
+/// Where a read met bytes inside a segment's written part that are not a
+/// valid batch (corruption: the write loop only ever writes whole batches
+/// there).
+#[derive(Clone, Debug)]
+pub(crate) struct Damage {
+    pub path: PathBuf,
+    pub position: u64,
+    pub reason: String,
+    /// The offset after the last batch the read passed before it, if any.
+    pub after: Option<Offset>,
+}
+
+impl Damage {
+    /// The error a read that found nothing before the damage returns.
+    pub fn error(&self) -> StorageError {
+        let from = match self.after {
+            Some(offset) => format!("from offset {offset} on"),
+            None => "from the segment's start on".into(),
+        };
+        StorageError::Corrupt {
+            path: self.path.clone(),
+            position: self.position,
+            reason: format!(
+                "{}; the records {from} in this segment cannot be read (the broker log says more)",
+                self.reason
+            ),
+        }
+    }
+}
+
 /// Reads whole, checked batches from `file` starting at `start` (a batch
 /// boundary) and ending before `end`, stopping once `budget_bytes` is
 /// reached (always at least one batch if any is there) or `stop(header)` says
-/// so. Bytes that fail their checks are reported as corruption.
+/// so. Bytes that fail their checks stop the read: the batches before them
+/// are returned with the [`Damage`]; never the bad bytes.
 pub(crate) async fn read_batches(
     src: &impl ByteSource,
     path: &Path,
@@ -361,14 +392,21 @@ pub(crate) async fn read_batches(
     end: u64,
     budget_bytes: usize,
     mut keep: impl FnMut(&BatchHeader) -> Scan,
-) -> Result<Vec<RawBatch>> {
+) -> Result<(Vec<RawBatch>, Option<Damage>)> {
     /// Read-ahead when the budget is small: one read usually holds several batches.
     const READ_CHUNK_BYTES_MIN: usize = 64 << 10;
     let mut out = Vec::new();
     let mut used = 0usize;
     let mut pos = start;
+    let mut after = None;
     let mut buf = bytes::Bytes::new();
     let mut buf_pos = start; // file position of buf[0]
+    let damage = |position: u64, reason: String, after: Option<Offset>| Damage {
+        path: path.to_path_buf(),
+        position,
+        reason,
+        after,
+    };
     while pos < end {
         let at = (pos - buf_pos) as usize;
         match batch::check(&buf[at..]) {
@@ -386,6 +424,7 @@ pub(crate) async fn read_batches(
                     Scan::Stop => break,
                 }
                 pos += len as u64;
+                after = Some(h.next_offset());
                 if used >= budget_bytes {
                     break;
                 }
@@ -393,36 +432,30 @@ pub(crate) async fn read_batches(
             Err(BatchError::Incomplete { needed, .. }) => {
                 let left = end - pos;
                 if left < needed as u64 {
-                    return Err(StorageError::Corrupt {
-                        path: path.to_path_buf(),
-                        position: pos,
-                        reason: format!("batch of {needed} bytes runs past the written end"),
-                    });
+                    let reason = format!("batch of {needed} bytes runs past the written end");
+                    return Ok((out, Some(damage(pos, reason, after))));
                 }
                 let want = (needed
                     .max(budget_bytes.saturating_sub(used))
                     .max(READ_CHUNK_BYTES_MIN) as u64)
                     .min(left) as usize;
-                buf = src.read_at(pos, want).await?;
+                buf = match src.read_at(pos, want).await {
+                    Ok(b) => b,
+                    Err(StorageError::Corrupt { position, reason, .. }) => {
+                        return Ok((out, Some(damage(position, reason, after))))
+                    }
+                    Err(e) => return Err(e),
+                };
                 buf_pos = pos;
                 if buf.len() < want {
-                    return Err(StorageError::Corrupt {
-                        path: path.to_path_buf(),
-                        position: pos,
-                        reason: "file shorter than its written length".into(),
-                    });
+                    let reason = "file shorter than its written length".to_string();
+                    return Ok((out, Some(damage(pos, reason, after))));
                 }
             }
-            Err(BatchError::Malformed(reason)) => {
-                return Err(StorageError::Corrupt {
-                    path: path.to_path_buf(),
-                    position: pos,
-                    reason,
-                })
-            }
+            Err(BatchError::Malformed(reason)) => return Ok((out, Some(damage(pos, reason, after)))),
         }
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 /// What a reader wants done with the next batch.

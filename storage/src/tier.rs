@@ -16,7 +16,7 @@ use std::rc::Rc;
 use crate::batch::BatchHeader;
 use crate::cold::{ColdSegmentInfo, ColdStore};
 use crate::index::{Footer, SparseIndex};
-use crate::segment::{self, ByteSource, RawBatch, Scan};
+use crate::segment::{self, ByteSource, Damage, RawBatch, Scan};
 use crate::{Offset, Result};
 
 /// A cold store and the name of this partition in it (`<topic>/<partition>`),
@@ -54,6 +54,8 @@ pub(crate) enum ColdStep {
         batches: Vec<RawBatch>,
         stopped: bool,
         next: Offset,
+        /// Where the read met bytes that are not a valid batch, if it did.
+        damaged: Option<Damage>,
     },
 }
 
@@ -156,13 +158,16 @@ impl ColdState {
             },
         )
         .await;
+        let vanished = || !self.segments.borrow().contains_key(&base);
         match got {
-            Ok(batches) => Ok(ColdStep::Read {
+            Ok((_, Some(_))) if vanished() => Ok(ColdStep::Vanished),
+            Ok((batches, damaged)) => Ok(ColdStep::Read {
                 batches,
                 stopped,
                 next,
+                damaged,
             }),
-            Err(_) if !self.segments.borrow().contains_key(&base) => Ok(ColdStep::Vanished),
+            Err(_) if vanished() => Ok(ColdStep::Vanished),
             Err(e) => Err(e),
         }
     }
