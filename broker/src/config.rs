@@ -118,6 +118,14 @@ pub struct Config {
     /// over its partitions.
     #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
     pub cleanup_interval_ms: u64,
+    /// Let start-up drop corrupt data and go on: a damaged batch with
+    /// intact ones after it (or any in a sealed segment) is copied to
+    /// `<base>.log.corrupt-<unix ms>` and cut off, a missing segment's
+    /// offsets are left empty, and new records get offsets past those lost.
+    /// Without it such damage stops the start and nothing is changed
+    /// (docs/storage.md, "Recovery on open").
+    #[arg(long, env = "ES_ACCEPT_DATA_LOSS", help_heading = STORAGE)]
+    pub accept_data_loss: bool,
     /// Bytes of newly written records each shard keeps in memory for
     /// consumers that tail its partitions, over all of them together
     /// (segments are written past the page cache); beyond it, the least

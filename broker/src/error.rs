@@ -53,12 +53,16 @@ impl ApiError {
     }
 
     /// Maps a storage error: a poisoned or closed partition is unavailable
-    /// (retry elsewhere or later); anything else is internal.
+    /// (retry elsewhere or later); damaged data on disk is `corrupt_data`;
+    /// anything else is internal.
     pub fn storage(e: es_storage::StorageError) -> ApiError {
         use es_storage::StorageError as E;
         match e {
             E::Poisoned { .. } | E::Closed { .. } => ApiError::unavailable(e.to_string()),
             E::Invalid(m) => ApiError::invalid(m),
+            E::Corrupt { .. } | E::DataLoss { .. } => {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_data", e.to_string())
+            }
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -157,6 +157,7 @@ async fn shard_main(
     #[cfg(debug_assertions)]
     test_panic_hook(id);
     es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
+    es_storage::set_accept_data_loss(config.accept_data_loss);
     if let Err(e) = es_storage::start_disk_threads(
         config.disk_threads as usize,
         &format!("es-disk-{id}"),

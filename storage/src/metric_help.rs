@@ -131,4 +131,12 @@ pub const STORAGE_METRICS: &[MetricHelp] = &[
         label_values: &["in_place", "copied"],
         help: "Large batches received into page-aligned memory: written in_place from it, or copied into a write buffer.",
     },
+    MetricHelp {
+        name: "es_storage_corruptions_total",
+        kind: MetricKind::Counter,
+        unit: None,
+        labels: &["found"],
+        label_values: &["recovery", "read"],
+        help: "Corrupt data found on disk: at recovery (a bad batch with intact ones after it or in a sealed segment, a missing segment: quarantined with --accept-data-loss, else the start is refused), or by a read (answered corrupt_data; each place counted once).",
+    },
 ];
