@@ -33,6 +33,13 @@
 //!   writes finish, and waits for all of them before the batch counts as
 //!   written (and is synced); if an early write failed, it writes those
 //!   pages again.
+//! - pages of an early write that ended unplaced are bytes a client chose
+//!   lying past the log's end: before the write loop writes a batch that
+//!   ends within a header's length of them, it cuts the file back to its
+//!   written pages (`cut_stale_early` in `partition.rs`), so recovery
+//!   never finds them where a batch could start (`recovery.rs`);
+//! - no early write begins while an ended one's writes are in flight: two
+//!   writes of the same pages in flight could land in either order.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

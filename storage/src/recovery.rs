@@ -23,13 +23,14 @@
 //! Why bytes past the log's end are never taken for a batch: the only
 //! bytes there that a client chose are early pages (`early.rs`), and those
 //! start at least [`HEADER_BYTES`] past every batch boundary the log has
-//! written (`early.rs` cuts a void early write's pages off before the log
-//! grows near them). So at the end of the log recovery finds the writer's
-//! zeros, and stops there without looking further; where it skips a
-//! damaged batch by its stated length it lands on a boundary the log
-//! wrote. Only a damaged header (or a length running past the file) makes
-//! it search the bytes after the damage, and there it takes only a batch
-//! whose offsets fit the ones the damage took (see `find_after`).
+//! written (the write loop cuts a void early write's pages off before the
+//! log grows near them: `cut_stale_early` in `partition.rs`). So at the
+//! end of the log recovery finds the writer's zeros, and stops there
+//! without looking further; where it skips a damaged batch by its stated
+//! length it lands on a boundary the log wrote. Only where that end holds no batch (or the header does not
+//! parse) does it search the bytes after the damage, and there it takes
+//! only a batch whose offsets fit the ones the damage took (see
+//! `find_after`).
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -369,15 +370,15 @@ fn fits(h: &BatchHeader, shape: Shape) -> bool {
 /// header parses; else the first position past `pos` where a batch checks
 /// out and its offsets fit what the damage can have held.
 ///
-/// In the last segment, bytes at or past a damaged batch may be ones a
-/// client chose (the body of a batch a crash tore, early pages), so a
-/// batch found there must fit: never searched past the writer's end of
-/// the log (zeros); after a header that parses, only a batch that starts
-/// at the offset that header says comes next; after one that does not,
-/// only a batch whose base offset lies between `due` and one offset per
-/// smallest record (`RECORD_OVERHEAD_BYTES`) of the bytes skipped. In a
-/// sealed segment every byte lies in a batch the log wrote whole, so any
-/// batch that fits the segment's offsets counts.
+/// Every batch taken starts at or past `due` and ends within the
+/// segment's offsets. In the last segment, bytes at or past a damaged
+/// batch may be ones a client chose (the body of a batch a crash tore,
+/// early pages), so more must fit: nothing is searched past the writer's
+/// end of the log (zeros); a batch's base offset lies at most one offset
+/// per smallest record (`RECORD_OVERHEAD_BYTES`) of the bytes skipped past
+/// `due`; and when the search runs past a header that parses, only the
+/// batch starting at the offset that header says comes next counts. In a
+/// sealed segment every byte lies in a batch the log wrote whole.
 async fn find_after(
     win: &mut Window<'_>,
     pos: u64,
