@@ -106,7 +106,11 @@ fn main() -> ExitCode {
             // After the queued lines, so the reason comes last.
             drop(log_guard);
             logging::unfiltered(format, tracing::Level::ERROR, &e);
-            ExitCode::FAILURE
+            if runtime::DATA_LOSS_REFUSED.load(Ordering::Acquire) {
+                ExitCode::from(runtime::EXIT_DATA_LOSS_REFUSED)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

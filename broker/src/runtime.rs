@@ -33,6 +33,14 @@ pub const SHUTDOWN_DRAIN_MS: u64 = 30_000;
 /// histograms' samples into their buckets between scrapes).
 const METRICS_UPKEEP_MS: u64 = 5_000;
 
+/// Set when a shard refused to recover a partition whose data is damaged
+/// (without `--accept-data-loss`): the broker then exits with
+/// [`EXIT_DATA_LOSS_REFUSED`], so a supervisor can tell "needs an
+/// operator" from a crash worth restarting.
+pub static DATA_LOSS_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Exit code of a start refused because data on disk is damaged.
+pub const EXIT_DATA_LOSS_REFUSED: u8 = 3;
+
 /// Runs the broker until shutdown; returns once every shard has stopped.
 pub fn run(
     config: Arc<Config>,
@@ -296,9 +304,12 @@ async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
             return Ok(false);
         }
         if let Some(mine) = by_owner(shard, &meta.name, meta.partitions).remove(&shard.id) {
-            crate::ops::open(shard, meta, &mine)
-                .await
-                .map_err(|e| format!("recovering topic {}: {e}", meta.name))?;
+            crate::ops::open(shard, meta, &mine).await.map_err(|e| {
+                if e.code == "corrupt_data" {
+                    DATA_LOSS_REFUSED.store(true, Ordering::Release);
+                }
+                format!("recovering topic {}: {e}", meta.name)
+            })?;
         }
     }
     Ok(true)

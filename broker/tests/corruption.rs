@@ -2,7 +2,7 @@
 //! reported, never silently dropped or served.
 //!
 //! Contract: after a kill -9, a flipped byte in the middle of the active
-//! segment (intact batches after it) stops the next start, exit code 1,
+//! segment (intact batches after it) stops the next start, exit code 3,
 //! the data left as it was; `--accept-data-loss` (here its variable,
 //! `ES_ACCEPT_DATA_LOSS`) starts it, with the bytes from the bad batch on
 //! in a `.corrupt-*` copy, every record before it served, new records at
@@ -96,9 +96,10 @@ fn corrupt_data_stops_the_start_until_accepted_and_a_fetch_never_serves_it() {
     bytes[starts[bad] + 100] ^= 0x5a;
     std::fs::write(&seg, &bytes).unwrap();
 
-    // Refused: exit 1, the log says why and what to do, nothing changed.
+    // Refused: exit 3 (not a crash a supervisor should retry), the log
+    // says why and what to do, nothing changed.
     let (code, out) = start_refused(&b);
-    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(code, Some(3), "{out}");
     assert!(
         out.contains("refusing to open") && out.contains("--accept-data-loss"),
         "{out}"
