@@ -26,6 +26,9 @@ pub enum Command {
     E2e(Options),
     /// The produce write pattern straight to files: append + fdatasync per write.
     Disk(Options),
+    /// The same request many thousand times: the broker's memory and
+    /// descriptors per operation, per workload (soak.rs).
+    Soak(crate::soak::SoakOptions),
 }
 
 /// Which load a run measures.
@@ -55,6 +58,7 @@ impl Command {
             Command::Consume(o) => (Mode::Consume, o),
             Command::E2e(o) => (Mode::E2e, o),
             Command::Disk(o) => (Mode::Disk, o),
+            Command::Soak(_) => unreachable!("es-bench soak runs on its own (main.rs)"),
         }
     }
 }

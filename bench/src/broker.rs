@@ -19,6 +19,8 @@ pub struct Broker {
     child: Child,
     /// Binary-protocol address.
     pub addr: String,
+    /// HTTP address.
+    pub http: String,
     log: PathBuf,
 }
 
@@ -33,6 +35,16 @@ impl Broker {
     /// Starts `bin` with `shards` shards, its data in `dir/data` and its log
     /// in `dir/broker-<shards>.log`.
     pub fn start(bin: &Path, dir: &Path, shards: usize) -> Result<Broker, String> {
+        Broker::start_with_env(bin, dir, shards, &[])
+    }
+
+    /// As [`Broker::start`], with `env` added to the broker's environment.
+    pub fn start_with_env(
+        bin: &Path,
+        dir: &Path,
+        shards: usize,
+        env: &[(&str, &str)],
+    ) -> Result<Broker, String> {
         if !bin.is_file() {
             return Err(format!(
                 "{} not found: build it (cargo build --release -p es-broker) or pass --broker-bin",
@@ -54,6 +66,7 @@ impl Broker {
             .arg(binary.to_string())
             .arg("--shards")
             .arg(shards.to_string())
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -65,6 +78,7 @@ impl Broker {
         let mut broker = Broker {
             child,
             addr: binary.to_string(),
+            http: http.to_string(),
             log,
         };
         broker.wait_ready(http)?;
@@ -90,6 +104,11 @@ impl Broker {
             READY_TIMEOUT.as_secs(),
             self.log_tail()
         ))
+    }
+
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The end of the broker's log, for error messages.

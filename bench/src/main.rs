@@ -1,7 +1,9 @@
 //! es-bench: the benchmark harness. `produce`, `consume` and `e2e` load a
 //! broker over the binary protocol (one it starts itself with
 //! `--start-broker`, or a running one); `disk` runs the same write pattern
-//! straight to files with fdatasync, the limit the broker is compared with.
+//! straight to files with fdatasync, the limit the broker is compared with;
+//! `soak` repeats ordinary requests and reads the broker's memory per
+//! operation (soak.rs).
 //! docs/benchmarks.md says how to run it and what each figure means.
 
 mod args;
@@ -15,6 +17,8 @@ mod counters;
 mod disk;
 mod e2e;
 mod fetcher;
+mod footprint;
+mod http;
 mod interrupt;
 mod latency;
 mod payload;
@@ -27,14 +31,21 @@ mod progress;
 mod report;
 mod rounds;
 mod scratch;
+mod soak;
+mod soak_report;
 mod topic;
+mod trend;
 mod window;
+mod workload;
 
 use clap::Parser;
 
 fn main() {
     es_protocol::client::keep_large_buffers();
-    let (mode, opts) = args::Cli::parse().command.split();
+    let (mode, opts) = match args::Cli::parse().command {
+        args::Command::Soak(soak) => std::process::exit(soak::main(&soak)),
+        other => other.split(),
+    };
     if let Err(e) = opts.validate(mode) {
         eprintln!("es-bench: {e}");
         std::process::exit(2);
