@@ -1,7 +1,10 @@
 //! Client listeners, HTTP and binary alike: every shard binds the same
 //! address, accepts until shutdown starts, enforces the connection limit,
 //! sets TCP_NODELAY, and runs each connection in its own task with panics
-//! contained.
+//! contained. Every task that runs client input is guarded the same way
+//! (`guarded`): a panic is logged at error level, counted in
+//! `es_request_panics_total{listener}`, and answered `internal`; the shard
+//! keeps serving.
 
 use std::future::Future;
 use std::rc::Rc;
@@ -88,3 +91,61 @@ pub fn spawn_connection(shard: &Rc<Shard>, name: &'static str, conn: impl Future
     })
     .detach();
 }
+
+/// Runs `task`, a request's handling on listener `listener` (`http`,
+/// `binary`), catching a panic in it: `Err(())` once the panic is logged
+/// with `what` (the request, named only then) and counted (`panicked`),
+/// for the caller to answer `internal` and close the connection.
+pub async fn guarded<T>(
+    listener: &'static str,
+    what: impl FnOnce() -> String,
+    task: impl Future<Output = T>,
+) -> Result<T, ()> {
+    match std::panic::AssertUnwindSafe(task).catch_unwind().await {
+        Ok(out) => Ok(out),
+        Err(panic) => {
+            panicked(listener, &what(), panic.as_ref());
+            Err(())
+        }
+    }
+}
+
+/// Logs at error level and counts (`es_request_panics_total{listener}`) a
+/// panic caught while running a request's `what` (its endpoint or
+/// operation) on `listener`.
+pub fn panicked(listener: &'static str, what: &str, panic: &(dyn std::any::Any + Send)) {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)");
+    metrics::counter!("es_request_panics_total", "listener" => listener).increment(1);
+    tracing::error!(
+        listener,
+        request = what,
+        panic = message,
+        "a request panicked and was answered internal; the shard keeps serving"
+    );
+}
+
+/// Debug builds only, for broker/tests/request_panic.rs: a produce or fetch
+/// to the topic named by `ES_TEST_PANIC_TOPIC` panics in the listener's own
+/// handling of it (the HTTP handler, the binary request task), as a bug
+/// there would.
+#[cfg(debug_assertions)]
+pub fn test_panic_hook(topic: &str) {
+    static TOPIC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let armed = TOPIC.get_or_init(|| {
+        std::env::var("ES_TEST_PANIC_TOPIC")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    if armed.as_deref() == Some(topic) {
+        panic!("ES_TEST_PANIC_TOPIC: a test's panic in a request for topic {topic:?}");
+    }
+}
+
+/// Release builds have no test hook.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn test_panic_hook(_topic: &str) {}

@@ -40,6 +40,7 @@ const SECONDS: Option<Unit> = Some(Unit::Seconds);
 const BYTES: Option<Unit> = Some(Unit::Bytes);
 const COUNT: Option<Unit> = Some(Unit::Count);
 const LISTENERS: &[&str] = &["http", "binary"];
+const PANIC_LISTENERS: &[&str] = &["http", "binary", "operation"];
 
 /// The broker's metrics kept in the exporter's registry.
 #[rustfmt::skip]
@@ -86,6 +87,8 @@ pub const RECORDED: &[MetricHelp] = &[
         "Client connections open, by listener (http or binary)."),
     m("es_connections_refused_total", Counter, COUNT, &["listener"], LISTENERS,
         "Client connections closed at once because --connections-max were open, by listener."),
+    m("es_request_panics_total", Counter, COUNT, &["listener"], PANIC_LISTENERS,
+        "Requests whose handling panicked (a bug), answered internal while the shard kept serving, by where: http or binary (the listener's handling; its connection closed) or operation (on the shard owning the partition, group or topic change)."),
     m("es_recovery_segments_scanned_total", Counter, COUNT, &[], &[],
         "Segments whose log was scanned at start-up (0 after a clean shutdown)."),
     m("es_cleanup_bytes_reclaimed_total", Counter, BYTES, &["kind"], &["retention", "compaction", "cold_retention"],

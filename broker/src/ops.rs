@@ -18,19 +18,19 @@ use crate::topic::{self, TopicConfig, TopicMeta};
 /// Longest long-poll a fetch may ask for.
 pub const WAIT_MS_MAX: u64 = 30_000;
 
-/// Runs one operation on this shard. Panics inside are caught and turned
-/// into an internal error, so a bug hit by one request never takes the
-/// shard down.
+/// Runs one operation on this shard (whichever shard's listener received
+/// its request). Panics inside are caught and turned into an internal
+/// error, logged and counted (`es_request_panics_total{listener="operation"}`),
+/// so a bug hit by one request never takes the shard down.
 pub async fn handle(shard: Rc<Shard>, op: Op) -> Reply {
     let kind = op_kind(&op);
     match std::panic::AssertUnwindSafe(run(shard, op)).catch_unwind().await {
         Ok(reply) => reply,
-        Err(_) => {
-            tracing::error!(
-                op = kind,
-                "operation panicked; request failed, shard keeps serving"
-            );
-            Reply::Done(Err(ApiError::internal(format!("{kind} failed unexpectedly"))))
+        Err(panic) => {
+            crate::listener::panicked("operation", kind, panic.as_ref());
+            Reply::Done(Err(ApiError::internal(format!(
+                "{kind} failed unexpectedly (a bug; the broker log says more)"
+            ))))
         }
     }
 }

@@ -3,6 +3,7 @@
 //! with an error frame, and moving to the shard its partitions live on
 //! (affinity.rs).
 
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
@@ -76,6 +77,9 @@ enum End {
     Refused(u64, Response),
     /// Moving to this shard, with the bytes read but not handled yet.
     Move(ShardId, Vec<u8>),
+    /// The handling of request `id` panicked: answered with an `internal`
+    /// error frame, then closed.
+    Panicked(u64),
 }
 
 /// How long a read in the middle of a large frame may wait
@@ -113,6 +117,45 @@ fn frame_id(prefix: &[u8]) -> u64 {
         .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8")))
 }
 
+/// Set by a request task whose handling panicked: the connection reads and
+/// dispatches nothing more, answers that request with an `internal` error
+/// frame once the requests in flight have answered, and closes (its state
+/// may be half updated; a client reconnects to a clean one).
+struct Panics {
+    /// The first request that panicked.
+    id: Cell<Option<u64>>,
+    /// Closed when one has: wakes a read loop that waits.
+    event: Semaphore,
+}
+
+impl Panics {
+    fn new() -> Panics {
+        Panics {
+            id: Cell::new(None),
+            event: Semaphore::new(0),
+        }
+    }
+
+    fn set(&self, id: u64) {
+        if self.id.get().is_none() {
+            self.id.set(Some(id));
+        }
+        self.event.close();
+    }
+
+    /// The request that panicked, if one has.
+    fn get(&self) -> Option<u64> {
+        self.id.get()
+    }
+
+    /// Waits until a request panics; the end it makes.
+    async fn wait(&self) -> End {
+        // No permit is ever given: this returns once the semaphore closes.
+        let _ = self.event.acquire(1).await;
+        End::Panicked(self.id.get().unwrap_or(0))
+    }
+}
+
 /// Serves one connection: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
 /// accepted it, if it moved here).
@@ -126,6 +169,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let tx = Rc::new(tx);
     let writer = glommio::spawn_local(super::outgoing::write_loop(rx, wr));
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
+    let panics = Rc::new(Panics::new());
     // Unhandled bytes are buf[start..filled]; the socket reads straight
     // into buf[filled..] and frames are decoded where they lie.
     let mut buf = vec![0u8; READ_IDLE_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
@@ -140,6 +184,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
+            if let Some(id) = panics.get() {
+                break 'conn End::Panicked(id);
+            }
             let frame_max = if handshaken {
                 frame_max
             } else {
@@ -154,7 +201,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                         Ok(r) => Incoming::Request(r),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     };
-                    let budget = match charge(&shard, handshaken, &mut charged, used).await {
+                    let budget = match charge(&shard, &panics, handshaken, &mut charged, used).await {
                         Ok(held) => held,
                         Err(end) => break 'conn end,
                     };
@@ -169,11 +216,18 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // log ends: those already read, then the rest straight
                     // from the socket, its pages written early as they
                     // arrive (early.rs).
-                    let budget =
-                        match charge(&shard, handshaken, &mut charged, big.batch_at + big.batch_len).await {
-                            Ok(held) => held,
-                            Err(end) => break 'conn end,
-                        };
+                    let budget = match charge(
+                        &shard,
+                        &panics,
+                        handshaken,
+                        &mut charged,
+                        big.batch_at + big.batch_len,
+                    )
+                    .await
+                    {
+                        Ok(held) => held,
+                        Err(end) => break 'conn end,
+                    };
                     let receiving = std::time::Instant::now();
                     // Requests read before this one (a pipelining producer)
                     // are placed first: then the log ends where this batch
@@ -183,7 +237,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    if let Err(end) = read_rest(&shard, &mut rd, fd, &mut batch, &mut early).await {
+                    if let Err(end) = read_rest(&shard, &panics, &mut rd, fd, &mut batch, &mut early).await {
                         break 'conn end.stalled(&shard, big.header.request_id);
                     }
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
@@ -221,13 +275,21 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 .acquire_static_permit(1)
                 .await
                 .expect("semaphore never closes");
-            let (shard, tx) = (shard.clone(), tx.clone());
+            let (shard, tx, panics) = (shard.clone(), tx.clone(), panics.clone());
             glommio::spawn_local(async move {
-                let out = super::handler::handle(&shard, incoming, id, gzip).await;
+                let endpoint = incoming.endpoint();
+                let handling = super::handler::handle(&shard, incoming, id, gzip);
+                let handled = crate::listener::guarded("binary", || endpoint.to_string(), handling).await;
                 // The request's bytes are gone: its answer may wait for
                 // a slow reader without holding the shard's budget.
                 drop(budget);
-                let _ = tx.send(out).await;
+                match handled {
+                    Ok(out) => {
+                        let _ = tx.send(out).await;
+                    }
+                    // The read loop answers it, and closes.
+                    Err(()) => panics.set(id),
+                }
                 drop(permit);
             })
             .detach();
@@ -238,7 +300,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             }
         }
         // A large frame is charged before the rest of it is read.
-        charged = match charge(&shard, handshaken, &mut charged, wanted).await {
+        charged = match charge(&shard, &panics, handshaken, &mut charged, wanted).await {
             Ok(held) => held,
             Err(end) => break end,
         };
@@ -283,20 +345,32 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             }
         }
         let stall = charged.is_some().then(|| stall(&shard));
-        match read_or_stop(&shard, &mut rd, &mut buf[filled..], stall).await {
+        match read_or_stop(&shard, &panics, &mut rd, &mut buf[filled..], stall).await {
             Ok(n) => filled += n,
             Err(end) => break end.stalled(&shard, frame_id(&buf[start..filled])),
         }
     };
-    if let End::Refused(id, resp) = &end {
-        metrics::counter!("es_binary_protocol_errors_total").increment(1);
-        tracing::debug!(?resp, "closing a binary connection after a protocol error");
-        // Let requests already running answer first, then the error.
-        let _ = permits.acquire(inflight_max as u64).await;
-        let _ = tx.send(Outgoing::frame(resp.to_frame(*id, false))).await;
-    } else {
+    match &end {
+        End::Refused(id, resp) => {
+            metrics::counter!("es_binary_protocol_errors_total").increment(1);
+            tracing::debug!(?resp, "closing a binary connection after a protocol error");
+            // Let requests already running answer first, then the error.
+            let _ = permits.acquire(inflight_max as u64).await;
+            let _ = tx.send(Outgoing::frame(resp.to_frame(*id, false))).await;
+        }
+        End::Panicked(id) => {
+            let _ = permits.acquire(inflight_max as u64).await;
+            let e = ApiError::internal(
+                "the broker failed while handling this request (a bug; its log says more); \
+                 the connection is closed: reconnect to go on",
+            );
+            let resp = Response::error(e.code, e.message);
+            let _ = tx.send(Outgoing::frame(resp.to_frame(*id, false))).await;
+        }
         // Wait for in-flight requests to answer (a shutdown finishes them).
-        let _ = permits.acquire(inflight_max as u64).await;
+        _ => {
+            let _ = permits.acquire(inflight_max as u64).await;
+        }
     }
     drop(tx);
     drop(charged);
@@ -336,6 +410,7 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
 /// (`es_binary_request_budget_waits_total`).
 async fn charge(
     shard: &Shard,
+    panics: &Panics,
     handshaken: bool,
     charged: &mut Option<Held>,
     bytes: usize,
@@ -353,18 +428,21 @@ async fn charge(
     metrics::counter!("es_binary_request_budget_waits_total").increment(1);
     let take = budget.take(bytes as u64).fuse();
     let stop = shard.shutdown.wait_for(1).fuse();
-    futures::pin_mut!(take, stop);
+    let panicked = panics.wait().fuse();
+    futures::pin_mut!(take, stop, panicked);
     futures::select! {
         held = take => Ok(Some(held)),
         _ = stop => Err(End::Shutdown),
+        end = panicked => Err(end),
     }
 }
 
 /// Reads some bytes into `into`: how many, or why the connection ends (the
-/// peer closed it or failed, the broker shuts down, or nothing came for
-/// `stall`).
+/// peer closed it or failed, the broker shuts down, one of its requests
+/// panicked, or nothing came for `stall`).
 async fn read_or_stop(
     shard: &Shard,
+    panics: &Panics,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     into: &mut [u8],
     stall: Option<std::time::Duration>,
@@ -378,13 +456,15 @@ async fn read_or_stop(
         }
     }
     .fuse();
-    futures::pin_mut!(read, stop, stalled);
+    let panicked = panics.wait().fuse();
+    futures::pin_mut!(read, stop, stalled, panicked);
     futures::select! {
         r = read => match r {
             Ok(0) | Err(_) => Err(End::Eof),
             Ok(n) => Ok(n),
         },
         _ = stop => Err(End::Shutdown),
+        end = panicked => Err(end),
         _ = stalled => {
             metrics::counter!("es_binary_stalled_frames_total").increment(1);
             Err(End::Stalled)
@@ -400,6 +480,7 @@ async fn read_or_stop(
 /// already in the socket is read whole and written once.
 async fn read_rest(
     shard: &Shard,
+    panics: &Panics,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     fd: RawFd,
     batch: &mut ReceivingBatch,
@@ -413,6 +494,7 @@ async fn read_rest(
                 early.arrived(batch.filled());
                 let n = read_or_stop(
                     shard,
+                    panics,
                     rd,
                     batch.unfilled_zeroed(WAIT_READ_BYTES),
                     Some(stall(shard)),

@@ -41,6 +41,26 @@ impl Incoming {
         }
     }
 
+    /// Its endpoint, as metrics and logs name it.
+    pub fn endpoint(&self) -> &'static str {
+        match self {
+            Incoming::Request(req) => endpoint(req),
+            Incoming::Batch(..) => "produce_batch",
+        }
+    }
+
+    /// The topic a produce or fetch names.
+    fn record_topic(&self) -> Option<&str> {
+        match self {
+            Incoming::Request(Request::Produce(p)) => Some(&p.topic),
+            Incoming::Request(Request::IdempotentProduce(ip)) => Some(&ip.produce.topic),
+            Incoming::Request(Request::ProduceBatch(pb)) => Some(&pb.topic),
+            Incoming::Request(Request::Fetch(f)) => Some(&f.topic),
+            Incoming::Request(_) => None,
+            Incoming::Batch(pb, _) => Some(&pb.topic),
+        }
+    }
+
     /// The partition it reads or appends to, for a request that names
     /// exactly one.
     pub fn partition(&self) -> Option<(&str, u32)> {
@@ -56,10 +76,10 @@ impl Incoming {
 /// Runs one request and frames its answer (or its error) for the writer.
 pub async fn handle(shard: &Rc<Shard>, incoming: Incoming, request_id: u64, gzip: bool) -> Outgoing {
     let started = Instant::now();
-    let endpoint = match &incoming {
-        Incoming::Request(req) => endpoint(req),
-        Incoming::Batch(..) => "produce_batch",
-    };
+    let endpoint = incoming.endpoint();
+    if let Some(topic) = incoming.record_topic() {
+        crate::listener::test_panic_hook(topic);
+    }
     let answer = match incoming {
         Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip)).await,
         Incoming::Request(other) => run(shard, other)

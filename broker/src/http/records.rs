@@ -57,6 +57,7 @@ pub async fn produce(
     topic: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
+    crate::listener::test_panic_hook(topic);
     let started = Instant::now();
     let meta = lookup(shard, topic)?;
     let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
@@ -130,6 +131,7 @@ pub async fn fetch(
     partition: &str,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
+    crate::listener::test_panic_hook(topic);
     let started = Instant::now();
     let meta = lookup(shard, topic)?;
     let partition = number("partition", partition)?;

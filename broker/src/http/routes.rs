@@ -13,7 +13,31 @@ use super::{groups, producers, records, topics};
 use crate::error::ApiError;
 use crate::shard::Shard;
 
+/// Answers one request. A panic in its handling is caught
+/// (`listener::guarded`: logged, counted in `es_request_panics_total`) and
+/// answered 500 `internal` with `Connection: close`, so its connection
+/// closes and the shard keeps serving.
 pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    let what = move || format!("{method} {}", uri.path());
+    match crate::listener::guarded("http", what, routed(shard, req)).await {
+        Ok(resp) => Ok(resp),
+        Err(()) => {
+            let e = ApiError::internal(
+                "the broker failed while handling this request (a bug; its log says more); \
+                 the connection is closed",
+            );
+            let mut resp = response::error(&e);
+            resp.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            Ok(resp)
+        }
+    }
+}
+
+async fn routed(shard: Rc<Shard>, req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let (endpoint, result) = dispatch(&shard, req).await;
     let resp = result.unwrap_or_else(|e| response::error(&e));
@@ -26,7 +50,7 @@ pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<
     }
     metrics::histogram!("es_http_request_duration_seconds", "endpoint" => endpoint)
         .record(started.elapsed().as_secs_f64());
-    Ok(resp)
+    resp
 }
 
 type Handled = (&'static str, Result<Response<Body>, ApiError>);
