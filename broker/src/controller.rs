@@ -8,6 +8,13 @@
 //! start). Delete first renames `meta.json` to `meta.json.deleted`, so a
 //! crash mid-delete never brings the topic back and the next start (or
 //! create) finishes it.
+//!
+//! A client cannot cut one of these in half: `Shard::call` runs them to
+//! their end in a task of their own, whether or not the client still waits
+//! for the answer. Each keeps the catalog and the disk in step when a step
+//! fails: `meta.json` is the commit point and the catalog follows it, and
+//! no partition stays open without a catalog entry (a failed create closes
+//! every partition it opened; `Op::Remove` closes every one it names).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -59,7 +66,6 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
             format!("topic {:?} already exists", meta.name),
         ));
     }
-    let dir = topic::topic_dir(shard.data_dir(), &meta.name);
     topic::clear_for_create(shard.data_dir(), &meta.name).await?;
     // Cold segments a crash in the middle of deleting an earlier topic of
     // this name left behind.
@@ -78,12 +84,9 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
     .await;
     if let Err(e) = opened {
         tracing::error!(topic = %meta.name, error = %e, "create failed; removing the topic");
-        let _ = on_owners(shard, &meta.name, meta.partitions, |partitions| Op::Remove {
-            topic: meta.name.clone(),
-            partitions,
-        })
-        .await;
-        let _ = crate::fsops::remove_dir_all(&dir).await;
+        if let Err(undo) = discard(shard, &meta.name, meta.partitions).await {
+            tracing::error!(topic = %meta.name, error = %undo, "a failed create was not all undone; the next start or create of the name finishes it");
+        }
         return Err(e);
     }
     shard.catalog.put(meta.clone());
@@ -97,17 +100,26 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError>
         .catalog
         .get(name)
         .ok_or_else(|| ApiError::topic_not_found(name))?;
-    shard.catalog.remove(name);
-    let dir = topic::topic_dir(shard.data_dir(), name);
+    discard(shard, name, meta.partitions).await?;
+    tracing::info!(topic = %name, "topic deleted");
+    Ok(())
+}
+
+/// Deletes topic `name` of `partitions` partitions. Marking it deleted on
+/// disk is the commit point: an error before it changes nothing; from it
+/// on, the topic is gone from the catalog at once and after a restart, and
+/// every partition is closed (even where another fails) before its
+/// directory and producer snapshots go.
+async fn discard(shard: &Rc<Shard>, name: &str, partitions: u32) -> Result<(), ApiError> {
     topic::mark_deleted(shard.data_dir(), name).await?;
-    on_owners(shard, name, meta.partitions, |partitions| Op::Remove {
+    shard.catalog.remove(name);
+    on_owners(shard, name, partitions, |partitions| Op::Remove {
         topic: name.to_string(),
         partitions,
     })
     .await?;
-    crate::fsops::remove_dir_all(&dir).await?;
+    crate::fsops::remove_dir_all(&topic::topic_dir(shard.data_dir(), name)).await?;
     crate::producer_snapshot::remove_topic(shard.data_dir(), name).await?;
-    tracing::info!(topic = %name, "topic deleted");
     Ok(())
 }
 
@@ -153,12 +165,14 @@ pub async fn patch_topic(
     let mut next = (*current).clone();
     next.config = current.config.patched(changes)?;
     topic::write_meta(shard.data_dir(), &next).await?;
+    // The catalog follows `meta.json` at once: a restart would read the
+    // new config whatever happens next.
+    shard.catalog.put(next.clone());
     on_owners(shard, name, next.partitions, |partitions| Op::Configure {
         topic: name.to_string(),
         config: next.config.clone(),
         partitions,
     })
     .await?;
-    shard.catalog.put(next.clone());
     Ok(next)
 }

@@ -78,6 +78,22 @@ impl<T: Send + 'static> Senders<T> {
     }
 }
 
+impl<T: Send + 'static> Senders<T> {
+    /// Sends `msg` to shard `target` if its channel has room now:
+    /// `Err(Some(msg))` when the channel is full, `Err(None)` (the message
+    /// dropped) when `target` is this shard, out of range, or gone.
+    pub fn try_send_to(&self, target: ShardId, msg: T) -> Result<(), Option<T>> {
+        let Some(sender) = self.to.get(target).and_then(Option::as_ref) else {
+            return Err(None);
+        };
+        match sender.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(msg))) => Err(Some(msg)),
+            Err(_) => Err(None),
+        }
+    }
+}
+
 impl<T: Send + 'static> MeshEnds<T> {
     /// The shard these ends belong to.
     #[cfg(test)]

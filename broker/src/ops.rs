@@ -354,10 +354,18 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     })
 }
 
-/// Opens (creating) partitions of `meta` that this shard owns.
+/// Opens (creating) partitions of `meta` that this shard owns. A partition
+/// open already is refused (`internal`), before its directory is touched:
+/// opening it again would put a second log on its files.
 pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
     for &p in partitions {
         debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
+        if shard.partitions.borrow().contains(&meta.name, p) {
+            return Err(ApiError::internal(format!(
+                "partition {}/{p} is open already",
+                meta.name
+            )));
+        }
         let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
         let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
         let (log, report) =
@@ -370,13 +378,23 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
         metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
         let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
         producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
+        let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
+        if let Err(taken) = inserted {
+            // Opened meanwhile by another operation: this copy goes.
+            let _ = taken.log.close().await;
+            return Err(ApiError::internal(taken.to_string()));
+        }
         shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
-        shard.partitions.borrow_mut().insert(&meta.name, p, log);
     }
     Ok(())
 }
 
+/// Closes partitions of `topic` and deletes their files. Every partition is
+/// closed whatever fails on another: none of them is left open (an open
+/// partition of a topic the catalog no longer holds would be a ghost that
+/// a later create of the name collides with). The first error is returned.
 async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
+    let mut first_error = None;
     for &p in partitions {
         let log = shard.partitions.borrow_mut().remove(topic, p);
         shard.producers.borrow_mut().remove(&(topic.to_string(), p));
@@ -385,13 +403,17 @@ async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), Ap
             let _ = log.close().await;
         }
         let dir = topic::partition_dir(shard.data_dir(), topic, p);
-        crate::trash::discard(shard.data_dir(), &dir, shard.id).await?;
-        crate::cleanup::cold_store(&shard.config)
+        let discarded = crate::trash::discard(shard.data_dir(), &dir, shard.id).await;
+        let cold = crate::cleanup::cold_store(&shard.config)
             .delete_partition(&crate::cleanup::cold_key(topic, p))
             .await
-            .map_err(ApiError::storage)?;
+            .map_err(ApiError::storage);
+        if let Err(e) = discarded.and(cold) {
+            tracing::error!(%topic, partition = p, error = %e, "a removed partition's files were not all deleted");
+            first_error.get_or_insert(e);
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 fn configure(shard: &Shard, topic: &str, config: &TopicConfig, partitions: &[u32]) -> Result<(), ApiError> {
