@@ -289,6 +289,7 @@ fn long_poll_returns_the_record_produced_while_it_waits() {
                 "the parked fetch ran out empty, though the record was acknowledged {after:?} \
                  after it was sent, within its {PARKED_WAIT_MS} ms wait"
             );
+            eprintln!("the fetch ran out before the record came ({after:?}); again");
             continue;
         }
         assert_eq!(got.record_count(), 1);

@@ -72,6 +72,7 @@ fn two_members_split_four_partitions_and_a_silent_one_is_replaced() {
                 session_ms < LONG_SESSION_MS,
                 "c's join and a's heartbeat took {took:?}, longer than the longest session: a hang"
             );
+            eprintln!("c's join and a's heartbeat took {took:?}, c's session {session_ms} ms: again");
             session_ms = (session_ms * 2).min(LONG_SESSION_MS);
             continue;
         }

@@ -615,6 +615,7 @@ fn parked_fetches_return_the_records_produced(b: &Broker, round: u32) -> bool {
                 "the parked fetch on {p} ran out empty, though its record was acknowledged \
                  {after:?} after the fetch was sent, within its {PARKED_WAIT_MS} ms wait: {body}"
             );
+            eprintln!("round {round}: the fetch on {p} ran out before its record came ({after:?}); again");
             conclusive = false;
             continue;
         }
