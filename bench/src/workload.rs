@@ -22,6 +22,8 @@ const FETCH_RECORDS: u32 = 10;
 /// of 100-byte values, within the 1 MiB of recent writes per partition a
 /// broker keeps in memory (docs/cli.md, `--recent-writes-shard-bytes`).
 const FETCH_SPAN: u64 = 4_000;
+/// `max_bytes` of a binary-fetch: its 10 records take about 1.4 KB.
+const FETCH_MAX_BYTES: u32 = 4096;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
@@ -216,7 +218,7 @@ impl Worker for BinaryFetch {
             partition: 0,
             offset: Some(offset),
             max_records: FETCH_RECORDS,
-            max_bytes: 64 << 10,
+            max_bytes: FETCH_MAX_BYTES,
             wait_ms: 0,
         })?;
         if ok.is_empty() {
