@@ -1,0 +1,182 @@
+//! `es-bench soak`, short (issue 19; the soak layer of the tests):
+//! each workload that is flat today, repeated some thousand times against
+//! a broker es-bench starts, whose resident memory and descriptors it
+//! reads from /proc before, after a warm-up and every 1,000 operations.
+//! The verdict is growth per operation after the warm-up, never time: a
+//! slow, loaded machine runs the same operations and reads the same
+//! memory, only later. The broker is the es-broker `cargo test
+//! --workspace` builds beside this test (or `ES_BROKER_BIN`); nothing is
+//! built here.
+//!
+//! The limit, [`LIMIT_BYTES_PER_OP`] = 50 bytes per operation, and why
+//! (measured on the 2-vCPU development VM, debug builds, 8 connections,
+//! 10,000 operations of warm-up, then 20,000 with a reading every 1,000):
+//! - what is read: es-bench starts the broker with `MIMALLOC_ALLOW_THP=0`,
+//!   so its RSS moves by 4 KiB pages; with transparent huge pages it
+//!   moved in 2 MiB steps, 105 bytes per operation over 20,000, as much as
+//!   the leaks to be caught.
+//! - the figure: the difference of the medians of the first and last
+//!   thirds of the 21 readings after the warm-up, over the 14,000
+//!   operations between them. A reading caught high or low (a buffer in
+//!   use at that instant, memory freed and not yet given back) cannot move
+//!   a median; a leak moves every reading after it, and a steady leak of
+//!   B bytes per operation reads B.
+//! - allocator noise: the broker's allocator takes memory in pages of up
+//!   to 512 KiB, so a flat workload can still step up once: 37 bytes per
+//!   operation over 14,000. Today's broker read -3 to +3 bytes per
+//!   operation over the seven workloads under scripts/loaded.sh, and -11
+//!   to +13 in four earlier runs; binary-fetch read up to 33 while it
+//!   asked for 64 KiB per fetch (its readings moved by 0.5 MiB levels),
+//!   which is why it asks for 4 KiB.
+//! - leaks: the broker before 3991e12 (a Watermark waiter kept per wait
+//!   that ended, shard.shutdown's included) read 141 (binary-fetch,
+//!   binary-produce) to 421 (binary-long-poll-timeout) bytes per
+//!   operation, and fails all four tests below; issue 19 measured 98 to
+//!   530. 50 is crossed by a leak of 100 with 50 to spare, and not by
+//!   the noise: 37 to spare over the worst reading of a flat workload
+//!   with these settings, 13 over one 512 KiB step. It is also under the
+//!   issue's "flat" line (512 KiB per 10,000 operations, 52 bytes).
+//!
+//! Cost: a debug broker spends about 1.2 ms of CPU per operation, so the
+//! 210,000 operations here take about 3 minutes under scripts/loaded.sh
+//! (two test threads, four es-bench runs); fewer could not tell
+//! a leak of 100 bytes per operation from one allocator page (with 3,000
+//! of warm-up and 12,000 measured, binary-fetch read 50 and 62: its last
+//! warm-up step fell inside the measurement).
+//!
+//! Not flat yet, so not asserted here (other engineers are fixing them;
+//! move one into a test below when it is), with what the full soak
+//! measured (docs/benchmarks.md, "Memory under churn (soak)"; release
+//! broker at 68bd7e6, 10,000 operations of warm-up, 100,000 measured):
+//! - group-commit-new: 848 bytes per operation (8,280 KiB per 10,000):
+//!   every new group name is kept, with a file of its own;
+//! - group-create-delete: 126 bytes per operation (1,232 KiB per 10,000):
+//!   a deleted group still leaves something behind;
+//! - producer-init: 145 bytes per operation (1,415 KiB per 10,000; 30,000
+//!   measured): producer ids never expire, and `POST /v1/producers`
+//!   rewrites the whole registry (21 ms each at 40,000 ids).
+
+#[path = "../../broker/tests/common/broker_bin.rs"]
+mod broker_bin;
+
+use std::process::Command;
+
+use broker_bin::broker_bin;
+use serde_json::Value;
+
+/// Growth per operation after the warm-up above which a workload fails
+/// (the reasoning is at the top of this file).
+const LIMIT_BYTES_PER_OP: f64 = 50.0;
+/// Descriptors gained per operation above which a workload fails: one
+/// per 1,000 operations would be 20 kept over the run.
+const LIMIT_FDS_PER_OP: f64 = 0.001;
+/// As the full soak's: a fetch's buffers were still stepping up 7,000
+/// operations in (by 1.25 MiB once).
+const WARMUP_OPS: u64 = 10_000;
+const MEASURED_OPS: u64 = 20_000;
+const SAMPLE_EVERY: u64 = 1_000;
+
+/// `es-bench soak --json` of `workloads` against a broker of its own.
+fn soak(workloads: &[&str], connections: usize) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
+        .arg("soak")
+        .args(["--start-broker", "--broker-bin"])
+        .arg(broker_bin())
+        .args(["--shards", "2", "--workload", &workloads.join(",")])
+        .args(["--warmup", &WARMUP_OPS.to_string()])
+        .args(["--ops", &MEASURED_OPS.to_string()])
+        .args(["--sample-every", &SAMPLE_EVERY.to_string()])
+        .args(["--connections", &connections.to_string()])
+        .args(["--json", "--quiet"])
+        .output()
+        .expect("run es-bench soak");
+    assert!(
+        out.status.success(),
+        "es-bench soak {workloads:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "es-bench soak {workloads:?}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Every workload of `doc` ran to the end and stayed under the limits.
+fn assert_flat(doc: &Value, workloads: &[&str]) {
+    let ran = doc["workloads"].as_array().expect("workloads");
+    let names: Vec<&str> = ran.iter().filter_map(|w| w["name"].as_str()).collect();
+    assert_eq!(names, workloads, "{doc}");
+    let mut failed = Vec::new();
+    for w in ran {
+        let name = w["name"].as_str().unwrap_or("?");
+        assert_eq!(w["measured_ops"], MEASURED_OPS, "{name}: {w}");
+        let readings = w["samples"].as_array().expect("samples").len() as u64;
+        assert_eq!(
+            readings,
+            (WARMUP_OPS + MEASURED_OPS) / SAMPLE_EVERY,
+            "{name}: {w}"
+        );
+        let bytes = w["bytes_per_op"].as_f64().expect("bytes_per_op");
+        let fds = w["fds_per_op"].as_f64().expect("fds_per_op");
+        // Seen with --nocapture: the figures a limit is judged against.
+        eprintln!(
+            "soak {name}: {bytes:.1} bytes and {fds:.5} descriptors per operation after the warm-up ({:.0} s)",
+            w["seconds"].as_f64().unwrap_or(0.0)
+        );
+        if bytes >= LIMIT_BYTES_PER_OP || fds >= LIMIT_FDS_PER_OP {
+            let rss: Vec<String> = w["samples"]
+                .as_array()
+                .expect("samples")
+                .iter()
+                .map(|s| format!("{:.2}", s["rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0))
+                .collect();
+            failed.push(format!(
+                "{name}: {bytes:.0} bytes and {fds:.5} descriptors kept per operation after the warm-up \
+                 (limits {LIMIT_BYTES_PER_OP} and {LIMIT_FDS_PER_OP}); RSS MiB every {SAMPLE_EVERY} \
+                 operations: {}",
+                rss.join(" ")
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "memory grows:\n{}", failed.join("\n"));
+}
+
+#[test]
+fn long_polls_that_time_out_keep_nothing() {
+    // Each waits 1 ms and answers empty: more connections, so that the
+    // waits overlap.
+    let workloads = ["http-long-poll-timeout", "binary-long-poll-timeout"];
+    assert_flat(&soak(&workloads, 16), &workloads);
+}
+
+#[test]
+fn fetches_and_produces_keep_nothing() {
+    let workloads = ["binary-fetch", "binary-produce"];
+    assert_flat(&soak(&workloads, 8), &workloads);
+}
+
+#[test]
+fn connections_that_close_keep_nothing() {
+    let workloads = ["http-connections", "binary-connections"];
+    assert_flat(&soak(&workloads, 8), &workloads);
+}
+
+#[test]
+fn groups_joined_and_left_keep_nothing() {
+    let workloads = ["group-join"];
+    assert_flat(&soak(&workloads, 8), &workloads);
+}
+
+#[test]
+fn soak_reads_a_broker_it_can_name() {
+    // Without --start-broker it needs the broker's process id.
+    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
+        .args(["soak", "--broker", "127.0.0.1:1"])
+        .output()
+        .expect("run es-bench soak");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid"), "{out:?}");
+}
