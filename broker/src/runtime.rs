@@ -148,6 +148,17 @@ async fn shard_main(
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     mesh: Option<crate::mesh::MeshEnds<Envelope>>,
 ) {
+    // Held for the shard's life: a lost wake-up of its executor costs one
+    // nudge interval, never a stuck shard (es_storage::Nudge).
+    let _nudge = match es_storage::Nudge::install() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, "starting the shard's nudge failed");
+            state.shard_failed.store(true, Ordering::Release);
+            state.closed_shards.store(usize::MAX, Ordering::Release);
+            return;
+        }
+    };
     let Some(mesh) = mesh else {
         tracing::error!("a shard started without its mesh ends");
         state.shard_failed.store(true, Ordering::Release);

@@ -31,28 +31,18 @@ pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Runs `fut` on a fresh glommio executor, as a shard would.
-///
-/// With a timer ticking beside it, as every shard has (its shutdown watch):
-/// under heavy load an executor has been seen asleep in io_uring with the
-/// work it waited for done (a lost wake-up, under investigation); a shard's
-/// timers bound that to one tick, and without one a test would hang.
+/// Runs `fut` on a fresh glommio executor, nudged as a shard is
+/// (`es_storage::Nudge`: a lost wake-up of the executor, seen under heavy
+/// load, costs one nudge interval instead of hanging the test).
 pub fn run<T>(fut: impl Future<Output = T>) -> T {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
         .make()
         .expect("glommio executor (needs io_uring and >= 512 KiB memlock)")
         .run(async move {
-            let running = std::rc::Rc::new(std::cell::Cell::new(true));
-            let ticking = running.clone();
-            glommio::spawn_local(async move {
-                while ticking.get() {
-                    glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            })
-            .detach();
+            let nudge = es_storage::Nudge::install().expect("nudge");
             let out = fut.await;
-            running.set(false);
+            drop(nudge);
             out
         })
 }
