@@ -52,13 +52,17 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    /// Maps a storage error: a poisoned or closed partition is unavailable
-    /// (retry elsewhere or later); damaged data on disk is `corrupt_data`;
-    /// anything else is internal.
+    /// Maps a storage error: a poisoned or closed partition, a write
+    /// refused for want of room, and any I/O that found no room are
+    /// unavailable (retry elsewhere or later); damaged data on disk is
+    /// `corrupt_data`; anything else is internal.
     pub fn storage(e: es_storage::StorageError) -> ApiError {
         use es_storage::StorageError as E;
         match e {
-            E::Poisoned { .. } | E::Closed { .. } => ApiError::unavailable(e.to_string()),
+            E::Poisoned { .. } | E::Closed { .. } | E::Refused { .. } => ApiError::unavailable(e.to_string()),
+            E::Io { .. } if e.is_no_space() => {
+                ApiError::unavailable(format!("{e}: the disk is full; retry once space is freed"))
+            }
             E::Invalid(m) => ApiError::invalid(m),
             E::Corrupt { .. } | E::DataLoss { .. } => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_data", e.to_string())

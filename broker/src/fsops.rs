@@ -27,24 +27,57 @@ pub async fn remove_dir_all(dir: &Path) -> Result<(), ApiError> {
 
 /// Replaces `dir/name` with `bytes` atomically: write `name.tmp`, fdatasync,
 /// rename over `name`, fsync the directory. A crash leaves the old file or
-/// the new one, never a mix. `dir` is created if missing.
+/// the new one, never a mix. `dir` is created if missing. A failure before
+/// the rename (no room for the new file, say) leaves the old file as it
+/// was and removes the temporary one; no room is `unavailable` (503: retry
+/// once space is freed).
 pub async fn write_atomic(dir: &Path, name: &str, bytes: Vec<u8>) -> Result<(), ApiError> {
     es_storage::create_dir_all(dir).await.map_err(ApiError::storage)?;
     let tmp = dir.join(format!("{name}.tmp"));
-    let io = |e: glommio::GlommioError<()>| ApiError::internal(format!("writing {}: {e}", tmp.display()));
-    let file = glommio::io::BufferedFile::create(&tmp).await.map_err(io)?;
-    let len = bytes.len();
-    let n = file.write_at(bytes, 0).await.map_err(io)?;
-    if n != len {
-        return Err(ApiError::internal(format!(
-            "short write to {} (disk full?)",
-            tmp.display()
-        )));
+    let written = write_synced(&tmp, bytes).await;
+    if let Err(e) = written {
+        if let Err(gone) = es_storage::remove_if_exists(&tmp).await {
+            tracing::warn!(file = %tmp.display(), error = %gone, "a temporary file was not removed");
+        }
+        return Err(io_error("writing", &tmp, e));
     }
-    file.fdatasync().await.map_err(io)?;
-    file.close().await.map_err(io)?;
-    glommio::io::rename(&tmp, dir.join(name)).await.map_err(io)?;
+    glommio::io::rename(&tmp, dir.join(name))
+        .await
+        .map_err(|e| io_error("renaming", &tmp, e.into()))?;
     es_storage::sync_dir(dir).await.map_err(ApiError::storage)
+}
+
+/// Writes `bytes` as the new file `path` and fdatasyncs it.
+async fn write_synced(path: &Path, bytes: Vec<u8>) -> std::io::Result<()> {
+    let file = glommio::io::BufferedFile::create(path).await?;
+    let len = bytes.len();
+    let written = async {
+        let n = file.write_at(bytes, 0).await?;
+        if n < len {
+            // The kernel says why once asked for the rest (ENOSPC ...).
+            file.write_at(vec![0], n as u64).await?;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!("short write: {n} of {len} bytes (disk full?)"),
+            ));
+        }
+        file.fdatasync().await.map_err(std::io::Error::from)
+    }
+    .await;
+    let closed = file.close().await;
+    written?;
+    closed.map_err(std::io::Error::from)
+}
+
+/// An I/O failure on a broker file: `unavailable` when it found no room,
+/// `internal` otherwise.
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> ApiError {
+    let message = format!("{what} {}: {e}", path.display());
+    if es_storage::is_no_space(&e) {
+        ApiError::unavailable(format!("{message}: the disk is full; retry once space is freed"))
+    } else {
+        ApiError::internal(message)
+    }
 }
 
 /// Reads a whole small file; `None` if it does not exist.

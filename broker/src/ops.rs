@@ -225,6 +225,9 @@ async fn idempotent_append(
             log.wait_durable(Offset(base + count as u64))
                 .await
                 .map_err(ApiError::storage)?;
+            if log.rewinds() > 0 {
+                confirm_duplicate(shard, log, &key, f, base).await?;
+            }
             Ok(Err(base))
         }
         Check::Append => {
@@ -254,6 +257,45 @@ async fn idempotent_append(
             Ok(Ok(appended))
         }
     }
+}
+
+/// A retry found its batch recorded at `base`, now durable; but the log
+/// went back at least once (a write found no room: `PartitionLog::rewinds`),
+/// and the write recorded there may be one that was refused, whose offsets
+/// went to other batches before its appender forgot it. So a batch holding
+/// offset `base` must be this producer's: if another one is, the record is
+/// forgotten and the retry answered `unavailable`, so that the next one
+/// writes it. (None at all: compaction removed it whole, it was ours.)
+async fn confirm_duplicate(
+    shard: &Shard,
+    log: &PartitionLog,
+    key: &(String, u32),
+    f: ProducerFields,
+    base: u64,
+) -> Result<(), ApiError> {
+    let batches = log
+        .read_batches(Offset(base), 1, log.durable_offset())
+        .await
+        .map_err(ApiError::storage)?;
+    let taken = batches.first().is_some_and(|b| {
+        let h = &b.header;
+        let holds = h.base_offset.0 <= base && base < h.next_offset().0;
+        let ours = h.base_offset == Offset(base)
+            && h.producer.producer_id == f.producer_id
+            && h.producer.epoch == f.epoch
+            && h.producer.base_sequence == f.sequence;
+        holds && !ours
+    });
+    if !taken {
+        return Ok(());
+    }
+    if let Some(t) = shard.producers.borrow_mut().get_mut(key) {
+        t.forget(f, base);
+    }
+    Err(ApiError::unavailable(format!(
+        "producer {} sequence {}: its earlier write was refused (no room on the disk) and not kept; retry",
+        f.producer_id, f.sequence
+    )))
 }
 
 async fn offset_for_time(
@@ -377,7 +419,16 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
         }
         metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
         let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
-        producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
+        let saved =
+            producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await;
+        if let Err(e) = saved {
+            // Derived data (the next start scans again, from the snapshot
+            // before if any): a full disk does not keep a partition shut.
+            if e.status != hyper::StatusCode::SERVICE_UNAVAILABLE {
+                return Err(e);
+            }
+            tracing::warn!(topic = %meta.name, partition = p, error = %e, "producer snapshot not saved; the next start scans again");
+        }
         let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
         if let Err(taken) = inserted {
             // Opened meanwhile by another operation: this copy goes.

@@ -398,7 +398,11 @@ async fn rewrite_group(
         output: out_base,
         inputs: group.iter().map(|s| s.base).collect(),
     };
-    if let Err(e) = swap::commit(&dir, &manifest).await {
+    if let Err(e) = swap::prepare(&dir, &manifest).await {
+        let _ = swap::discard_outputs(&dir, out_base).await;
+        return Err(e);
+    }
+    if let Err(e) = swap::commit(&dir).await {
         // The manifest may or may not have reached the disk: only a restart
         // (recovery) knows which set wins.
         shared.poison(&e);

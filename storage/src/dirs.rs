@@ -84,7 +84,7 @@ pub async fn sync_dir(dir: &Path) -> Result<()> {
     let d = glommio::io::Directory::open(dir)
         .await
         .map_err(|e| StorageError::io(dir, e))?;
-    d.sync().await.map_err(|e| StorageError::io(dir, e))?;
+    d.sync().await.map_err(|e| StorageError::sync(dir, e))?;
     d.close().await.map_err(|e| StorageError::io(dir, e))
 }
 

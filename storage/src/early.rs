@@ -172,6 +172,13 @@ impl EarlyState {
         self.stale.retain(|&s, _| s >= segment);
     }
 
+    /// Segment `segment` was cut back to its written end and the ones
+    /// after it dropped (a refused write's rewind): no stale pages are left
+    /// past any of them.
+    pub fn cut_from(&mut self, segment: Offset) {
+        self.stale.retain(|&s, _| s < segment);
+    }
+
     /// The write loop starts cutting stale pages off: ends the early write
     /// under way (its pages may lie in the cut) and holds new ones off.
     pub fn begin_cut(&mut self) {

@@ -6,13 +6,29 @@ use std::path::PathBuf;
 /// Everything the storage engine can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// An I/O call failed. The partition that saw it may be poisoned.
+    /// An I/O call failed. The partition that saw it may be poisoned
+    /// (`write_failure.rs` says when).
     #[error("I/O error on {path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+    /// An fsync (of a file or a directory) failed: what it covered may be
+    /// lost, whatever the error says, so the partition that saw it is
+    /// poisoned (fsyncgate: the kernel may have dropped the dirty pages).
+    #[error("fsync failed on {path}: {source}")]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A write found no room (the disk is full, a quota is reached): the
+    /// batches it carried, and those queued behind them, were not kept and
+    /// the log went back to its last complete write. The partition takes
+    /// writes again at once; a retry succeeds once there is room.
+    #[error("partition {path} did not write the batch, nothing of it was kept: {reason}; retry once space is freed")]
+    Refused { path: PathBuf, reason: String },
     /// An earlier write or fsync failed; the partition refuses writes until
     /// the broker restarts and recovery has run.
     #[error("partition {path} refuses writes after an earlier failure: {reason}")]
@@ -50,6 +66,23 @@ pub enum StorageError {
 impl StorageError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
         StorageError::Io {
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Whether this failed for want of room (a write, or a create, found
+    /// the disk full or a quota reached): retriable once space is freed.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            StorageError::Io { source, .. } => crate::is_no_space(source),
+            StorageError::Refused { .. } => true,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn sync(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+        StorageError::Sync {
             path: path.into(),
             source: source.into(),
         }

@@ -8,6 +8,10 @@
 //! them. The test then drops the log and reopens the directory, which is
 //! what recovery after a crash at that point sees. Unarmed, a point is one
 //! `Cell` read.
+//!
+//! [`NoSpaceAt`] is the other kind: a write of the log that fails as on a
+//! full disk, every time until disarmed, for tests of the refusal and
+//! rewind that follow (`partition.rs`).
 
 use std::cell::Cell;
 
@@ -50,15 +54,51 @@ impl FaultPoint {
     ];
 }
 
-/// The armed point of one partition, if any.
+/// A write of the log that a test makes fail as a full disk does (ENOSPC),
+/// every time it is reached until disarmed
+/// (`PartitionLog::arm_no_space`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NoSpaceAt {
+    /// A segment write: its bytes reach the file, then the write fails
+    /// (a write that took some blocks before the disk ran out).
+    SegmentWrite,
+    /// A roll: the sealed segment's index file is written, then the write
+    /// fails.
+    RollIndex,
+    /// A roll: creating the new segment's file fails (nothing created).
+    RollCreate,
+}
+
+/// The armed points of one partition, if any.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     armed: Cell<Option<FaultPoint>>,
+    no_space: Cell<Option<NoSpaceAt>>,
 }
 
 impl Faults {
     pub fn arm(&self, point: Option<FaultPoint>) {
         self.armed.set(point);
+    }
+
+    pub fn arm_no_space(&self, at: Option<NoSpaceAt>) {
+        self.no_space.set(at);
+    }
+
+    /// Whether writes at `at` fail for want of room now.
+    pub fn no_space(&self, at: NoSpaceAt) -> bool {
+        self.no_space.get() == Some(at)
+    }
+
+    /// `Err` (ENOSPC on `path`) if `at` is armed.
+    pub fn check_no_space(&self, at: NoSpaceAt, path: &std::path::Path) -> Result<()> {
+        if self.no_space(at) {
+            return Err(StorageError::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::StorageFull, "no space (injected by a test)"),
+            ));
+        }
+        Ok(())
     }
 
     /// `Err(FaultInjected)` if `point` is armed (once: it disarms).

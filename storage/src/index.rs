@@ -74,6 +74,12 @@ impl SparseIndex {
         self.entries.push(entry);
     }
 
+    /// Keeps the first `len` entries (the batches after them were dropped
+    /// before they were written).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.entries.truncate(len);
+    }
+
     pub fn entries(&self) -> &[IndexEntry] {
         &self.entries
     }

@@ -40,6 +40,7 @@ mod swap;
 mod thread_slice;
 mod tier;
 mod watermark;
+mod write_failure;
 mod writer;
 
 pub use batch_buf::{BatchBuf, ReceivingBatch};
@@ -51,13 +52,16 @@ pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
-pub use dirs::{create_dir_all, create_dir_all_durable, index_path, log_path, rename_if_exists, sync_dir};
+pub use dirs::{
+    create_dir_all, create_dir_all_durable, index_path, log_path, remove_if_exists, rename_if_exists,
+    sync_dir,
+};
 pub use disk_threads::{
     start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
 };
 pub use early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
 pub use error::{Result, StorageError};
-pub use faults::FaultPoint;
+pub use faults::{FaultPoint, NoSpaceAt};
 pub use fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use nudge::{Nudge, NUDGE_INTERVAL};
@@ -77,4 +81,5 @@ pub use swap::{Leftovers, MANIFEST_NAME};
 pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 pub use tier::ColdTier;
 pub use watermark::{WaitError, Watermark};
+pub use write_failure::is_no_space;
 pub use writer::DIRECT_WRITE_BYTES_MAX;

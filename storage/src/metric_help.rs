@@ -132,6 +132,14 @@ pub const STORAGE_METRICS: &[MetricHelp] = &[
         help: "Large batches received into page-aligned memory: written in_place from it, or copied into a write buffer.",
     },
     MetricHelp {
+        name: "es_log_write_errors_total",
+        kind: MetricKind::Counter,
+        unit: None,
+        labels: &["kind"],
+        label_values: &crate::write_failure::WriteFailure::LABELS,
+        help: "Failed writes and fsyncs of partition logs, by kind: no_space and quota (the write is refused, the log goes back to its last complete write, writes go on) or fsync and io (the partition refuses writes until restart).",
+    },
+    MetricHelp {
         name: "es_storage_corruptions_total",
         kind: MetricKind::Counter,
         unit: None,

@@ -11,12 +11,19 @@
 //!    and advances `durable`. Nothing may be acknowledged before this.
 //!
 //! Invariant: `durable <= written <= next_offset` (the "dirty" mark),
-//! asserted on every update. A failed write or fsync poisons the partition:
-//! it refuses writes until restart, when recovery decides what survived.
+//! asserted on every update. A failed fsync, or a write that failed for
+//! any reason but want of room, poisons the partition: it refuses writes
+//! until restart, when recovery decides what survived. A write that found
+//! no room (ENOSPC, EDQUOT: `write_failure.rs`) is refused instead, with
+//! every batch queued behind it, and the log goes back to `written` (the
+//! end of its last complete write): `next_offset` moves back there, the
+//! file is cut there, durably, and the next append is written as usual
+//! (see `rewind`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -28,16 +35,17 @@ use crate::batch_buf::BatchBuf;
 use crate::compaction::CompactionState;
 use crate::dirs;
 use crate::early::{EarlyState, EarlyTicket, EarlyWrite, Prewritten};
-use crate::faults::{FaultPoint, Faults};
+use crate::faults::{FaultPoint, Faults, NoSpaceAt};
 use crate::fsync::{FsyncBatcher, SyncTarget};
 use crate::index::IndexEntry;
 use crate::recent::RecentWrites;
 use crate::record::{ProducerStamp, Record};
 use crate::recovery::{self, Quarantined, Shape, Trimmed};
-use crate::segment::{self, Segment};
+use crate::segment::{self, Mark, Segment};
 use crate::swap::{self, Leftovers};
 use crate::tier::{ColdState, ColdTier};
-use crate::watermark::Watermark;
+use crate::watermark::{WaitError, Watermark};
+use crate::write_failure::WriteFailure;
 use crate::writer::SegmentWriter;
 use crate::{LogConfig, Offset, Result, StorageError};
 
@@ -83,6 +91,8 @@ pub(crate) struct Shared {
     pub inner: RefCell<Inner>,
     pub written: Watermark,
     pub durable: Watermark,
+    /// Rewinds finished (`Inner::rewinds_begun` counts those started).
+    rewound: Watermark,
     batcher: FsyncBatcher,
     /// One cleanup (retention, compaction, tiering) or index rebuild at a
     /// time: they change which files back which offsets.
@@ -105,6 +115,10 @@ pub(crate) struct Inner {
     writer_running: bool,
     pub failure: Option<String>,
     pub closed: bool,
+    /// Why a rewind is under way (a write found no room): appends are
+    /// refused until it is done.
+    rewinding: Option<String>,
+    rewinds_begun: u64,
     /// The early write of a batch still arriving, if any (`early.rs`).
     pub early: EarlyState,
 }
@@ -120,6 +134,9 @@ struct Pending {
     appends: u64,
     /// Pages of the first batch written early (`early.rs`).
     prewritten: Option<Prewritten>,
+    /// The segment's accounting before the first batch: where a rewind
+    /// goes back to if this write is refused.
+    mark: Mark,
 }
 
 impl PartitionLog {
@@ -228,10 +245,13 @@ impl PartitionLog {
                 writer_running: false,
                 failure: None,
                 closed: false,
+                rewinding: None,
+                rewinds_begun: 0,
                 early: EarlyState::default(),
             }),
             written: Watermark::new(next.0),
             durable: Watermark::new(next.0),
+            rewound: Watermark::new(0),
             batcher,
             maintenance: glommio::sync::Semaphore::new(1),
             cold,
@@ -311,6 +331,18 @@ impl PartitionLog {
         self.shared.faults.arm(point);
     }
 
+    /// Makes the log's writes at `at` fail as on a full disk, for a test,
+    /// until called with `None` (see [`NoSpaceAt`]).
+    pub fn arm_no_space(&self, at: Option<NoSpaceAt>) {
+        self.shared.faults.arm_no_space(at);
+    }
+
+    /// How many times a write found no room and the log went back to its
+    /// last complete write (offsets after it were given out again).
+    pub fn rewinds(&self) -> u64 {
+        self.shared.inner.borrow().rewinds_begun
+    }
+
     /// The offset the next appended record will get.
     pub fn next_offset(&self) -> Offset {
         self.shared.inner.borrow().next_offset
@@ -355,7 +387,7 @@ impl PartitionLog {
             .written
             .wait_for(appended.next_offset.0)
             .await
-            .map_err(|_| self.shared.refusal())?;
+            .map_err(|e| self.shared.wait_error(e))?;
         Ok(appended)
     }
 
@@ -445,7 +477,7 @@ impl PartitionLog {
     pub fn begin_early(&self, len: usize) -> Option<EarlyWrite> {
         let shared = &self.shared;
         let mut inner = shared.inner.borrow_mut();
-        if inner.closed || inner.failure.is_some() || inner.early.is_busy() {
+        if inner.closed || inner.failure.is_some() || inner.rewinding.is_some() || inner.early.is_busy() {
             return None;
         }
         let config = shared.config.borrow();
@@ -464,7 +496,7 @@ impl PartitionLog {
             .durable
             .wait_for(offset.0)
             .await
-            .map_err(|_| self.shared.refusal())
+            .map_err(|e| self.shared.wait_error(e))
     }
 
     /// Assigns offsets and a file position to a new batch and queues it for
@@ -501,6 +533,12 @@ impl PartitionLog {
         if inner.closed || inner.failure.is_some() {
             drop(inner);
             return Err(shared.refusal());
+        }
+        if let Some(reason) = &inner.rewinding {
+            return Err(StorageError::Refused {
+                path: shared.dir.clone(),
+                reason: format!("the log is going back to its last complete write after {reason}"),
+            });
         }
         let config = shared.config.borrow().clone();
         if config.cleanup.compact && keyless {
@@ -557,6 +595,7 @@ impl PartitionLog {
                 end: base,
                 appends: 0,
                 prewritten,
+                mark: seg.mark(),
             });
         }
         let job = pending.back_mut().expect("just pushed");
@@ -598,9 +637,23 @@ impl PartitionLog {
         // A cleanup in progress sees `closed` and stops at its next step;
         // wait for it, so nothing writes in the directory after close.
         let _maintenance = shared.maintenance.acquire_permit(1).await;
+        // Every batch placed is written, or was refused: then the rewind
+        // moved the end back, once it is done.
+        let mut end = end;
+        loop {
+            match shared.written.wait_for(end.0).await {
+                Ok(()) => break,
+                Err(WaitError::Refused(_)) => {
+                    let begun = shared.inner.borrow().rewinds_begun;
+                    let _ = shared.rewound.wait_for(begun).await;
+                    end = shared.inner.borrow().next_offset;
+                }
+                Err(WaitError::Failed(_)) => return Err(shared.refusal()),
+            }
+        }
         // A poisoned log is never sealed: sealing would let the next open
         // trust bytes whose fsync failed. Recovery decides at restart.
-        if shared.written.wait_for(end.0).await.is_err() || shared.inner.borrow().failure.is_some() {
+        if shared.inner.borrow().failure.is_some() {
             return Err(shared.refusal());
         }
         if let Err(e) = shared.seal_active(end).await {
@@ -678,12 +731,11 @@ impl Shared {
         let file = file.expect("a fully written active segment is open");
         file.fdatasync()
             .await
-            .map_err(|e| StorageError::io(&log_path, e))?;
+            .map_err(|e| StorageError::sync(&log_path, e))?;
         if end.0 > self.durable.get() {
             self.durable.advance(end.0);
         }
-        segment::write_file_synced(&index_path, index_bytes).await?;
-        dirs::sync_dir(&self.dir).await
+        segment::save_index(&self.dir, &index_path, index_bytes).await
     }
 
     /// The first offset of the hot tier.
@@ -701,6 +753,18 @@ impl Shared {
     pub fn is_stopped(&self) -> bool {
         let inner = self.inner.borrow();
         inner.closed || inner.failure.is_some()
+    }
+
+    /// The error of an append whose wait on `written` or `durable` ended
+    /// without it.
+    fn wait_error(&self, e: WaitError) -> StorageError {
+        match e {
+            WaitError::Refused(reason) => StorageError::Refused {
+                path: self.dir.clone(),
+                reason,
+            },
+            WaitError::Failed(_) => self.refusal(),
+        }
     }
 
     /// The error an append gets from a closed or poisoned partition.
@@ -728,6 +792,127 @@ impl Shared {
         drop(inner);
         self.written.fail(&reason);
         self.durable.fail(&reason);
+    }
+
+    /// The write loop's `job` (the first not written) failed with `e`:
+    /// counted by kind; a failure that leaves bytes in doubt poisons the
+    /// partition, one that only found no room is refused ([`rewind`]). The
+    /// write loop ends either way (nothing is queued after a rewind).
+    ///
+    /// [`rewind`]: Shared::rewind
+    async fn write_failed(&self, job: Pending, e: StorageError) {
+        let kind = WriteFailure::of(&e);
+        kind.count();
+        if kind.poisons() {
+            self.poison(&e);
+            return;
+        }
+        let reason = e.to_string();
+        let begun = {
+            let mut inner = self.inner.borrow_mut();
+            inner.rewinding = Some(reason.clone());
+            inner.rewinds_begun += 1;
+            inner.rewinds_begun
+        };
+        let rewound = self.rewind(job, &reason).await;
+        {
+            let mut inner = self.inner.borrow_mut();
+            inner.rewinding = None;
+            inner.writer_running = false;
+        }
+        if let Err(e) = rewound {
+            WriteFailure::of(&e).count();
+            self.poison(&e);
+        }
+        self.rewound.advance(begun);
+    }
+
+    /// Refuses `job` and every batch queued behind it, and takes the log
+    /// back to `written`, the end of its last complete write (where `job`
+    /// starts): once the early writes still in flight have landed, the
+    /// segments' accounting goes back to `job`'s mark, `next_offset` to
+    /// `written` (the offsets are given out again), and the file is cut at
+    /// `job`'s position and fdatasynced, so neither a reader nor a restart
+    /// ever finds the refused bytes; then their waiters get
+    /// `StorageError::Refused`. Appends are refused meanwhile. What was
+    /// written before stays, and becomes durable with the sync already
+    /// due for it. A roll whose new file was never created is undone: the
+    /// segment before it, not sealed yet (`create_rolled`), is active
+    /// again. An error here (the cut or its fsync failed) poisons.
+    async fn rewind(&self, job: Pending, reason: &str) -> Result<()> {
+        let to = self.written.get();
+        tracing::warn!(
+            partition = %self.dir.display(),
+            %reason,
+            offset = to,
+            "a write found no room: it is refused and the log goes back to its last complete write; writes go on"
+        );
+        let dropped: Vec<Pending> = {
+            let mut inner = self.inner.borrow_mut();
+            inner.early.end();
+            std::iter::once(job).chain(inner.pending.drain(..)).collect()
+        };
+        // Early pages still in flight land before the cut, never after it.
+        self.wait_early_ended().await;
+        for job in &dropped {
+            if let Some(p) = &job.prewritten {
+                p.writes.wait().await;
+            }
+        }
+        let first = &dropped[0];
+        let (base, position) = (first.segment, first.position);
+        let cut = {
+            let mut inner = self.inner.borrow_mut();
+            assert_eq!(
+                first.mark.next_offset.0, to,
+                "the refused write starts where the log was written"
+            );
+            let later: Vec<Offset> = inner
+                .segments
+                .range((Bound::Excluded(base), Bound::Unbounded))
+                .map(|(b, _)| *b)
+                .collect();
+            for b in later {
+                let seg = inner.segments.remove(&b).expect("just listed");
+                assert!(!seg.created, "no write reached a segment after a refused one");
+            }
+            inner.early.cut_from(base);
+            inner.next_offset = Offset(to);
+            let seg = inner
+                .segments
+                .get_mut(&base)
+                .expect("the refused write's segment");
+            assert_eq!(
+                seg.written_bytes, position,
+                "the refused write starts at the written end"
+            );
+            seg.rewind(first.mark);
+            if let Some(recent) = &seg.recent {
+                assert_eq!(recent.borrow().end(), position, "a failed write holds nothing");
+            }
+            if seg.created {
+                let file = seg.file.clone().expect("a created active segment is open");
+                Some((file, seg.log_path.clone()))
+            } else {
+                assert!(
+                    seg.is_empty(),
+                    "only a rolled segment is created by its first write"
+                );
+                inner.segments.remove(&base);
+                assert!(!inner.segments.is_empty(), "a rolled segment has one before it");
+                None
+            }
+        };
+        if let Some((file, path)) = cut {
+            file.truncate(position)
+                .await
+                .map_err(|e| StorageError::io(&path, e))?;
+            file.fdatasync().await.map_err(|e| StorageError::sync(&path, e))?;
+        }
+        // Told once the log is back: a retry then finds it taking writes.
+        self.written.refuse_above(to, reason);
+        self.durable.refuse_above(to, reason);
+        Ok(())
     }
 
     /// The writer of segment `base` (the one the write loop writes), opened
@@ -801,20 +986,24 @@ impl Shared {
             if let Some(file) = file {
                 file.fdatasync()
                     .await
-                    .map_err(|e| StorageError::io(&log_path, e))?;
+                    .map_err(|e| StorageError::sync(&log_path, e))?;
             }
+            self.faults.check_no_space(NoSpaceAt::RollIndex, &index_path)?;
             segment::write_file_synced(&index_path, index_bytes).await?;
-            let mut inner = self.inner.borrow_mut();
-            if let Some((_, s)) = inner.segments.range_mut(..base).next_back() {
-                s.sealed = true;
-                s.writer = None;
-                s.recent = None;
-            }
         }
         let path = dirs::log_path(&self.dir, base);
+        self.faults.check_no_space(NoSpaceAt::RollCreate, &path)?;
         let file = Rc::new(segment::create_new(&path).await?);
         dirs::sync_dir(&self.dir).await?;
+        // Only now is the old segment closed: until the new one exists, a
+        // write refused for want of room (`rewind`) makes the old one the
+        // active segment again, and no cleanup may have taken it.
         let mut inner = self.inner.borrow_mut();
+        if let Some((_, s)) = inner.segments.range_mut(..base).next_back() {
+            s.sealed = true;
+            s.writer = None;
+            s.recent = None;
+        }
         let seg = inner
             .segments
             .get_mut(&base)
@@ -872,7 +1061,10 @@ impl Shared {
                     self.durable.advance(upto);
                 }
             }
-            Err(e) => self.poison(&StorageError::io(path, e)),
+            Err(e) => {
+                WriteFailure::Fsync.count();
+                self.poison(&StorageError::sync(path, e));
+            }
         }
     }
 }
@@ -897,31 +1089,33 @@ async fn write_loop(shared: Rc<Shared>) {
         shared.wait_early_ended().await;
         let (writer, recent) = match shared.writer_for(job.segment).await {
             Ok(w) => w,
-            Err(e) => {
-                shared.poison(&e);
-                return;
-            }
+            Err(e) => return shared.write_failed(job, e).await,
         };
         if let Err(e) = shared.cut_stale_early(&writer, &mut job).await {
-            shared.poison(&e);
-            return;
+            return shared.write_failed(job, e).await;
         }
         let len = job.len;
         // Through disk threads, the thread that writes can fdatasync right
         // after (no hop through this shard in between) when this partition
         // has no sync in flight: the sync the batcher would start next.
         let target: Rc<dyn SyncTarget> = shared.clone();
-        let sync_after = writer.disk_threads().is_some() && !shared.batcher.is_syncing(&target);
+        let no_space = shared.faults.no_space(NoSpaceAt::SegmentWrite);
+        let sync_after = writer.disk_threads().is_some() && !shared.batcher.is_syncing(&target) && !no_space;
         let started = std::time::Instant::now();
+        let parts = std::mem::take(&mut job.parts);
         let sync_started = match writer
-            .write(&recent, job.parts, job.position, job.prewritten, sync_after)
+            .write(
+                &recent,
+                parts,
+                job.position,
+                job.prewritten.take(),
+                sync_after,
+                no_space,
+            )
             .await
         {
             Ok(s) => s,
-            Err(e) => {
-                shared.poison(&e);
-                return;
-            }
+            Err(e) => return shared.write_failed(job, e).await,
         };
         shared.write_duration.record(started.elapsed().as_secs_f64());
         crate::recent_budget::after_write(&recent);
@@ -1046,8 +1240,7 @@ async fn scan_segment(
         seg.file = Some(Rc::new(file));
     } else {
         let bytes = seg.index_file_bytes();
-        segment::write_file_synced(&seg.index_path, bytes).await?;
-        dirs::sync_dir(dir).await?;
+        segment::save_index(dir, &seg.index_path, bytes).await?;
         seg.sealed = true;
         let _ = file.close().await;
     }

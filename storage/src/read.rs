@@ -445,8 +445,7 @@ impl Shared {
                 fresh.next_offset = fresh.next_offset.max(footer.next_offset);
                 fresh.created = true;
                 let bytes = fresh.index_file_bytes();
-                segment::write_file_synced(&index_path, bytes).await?;
-                dirs::sync_dir(&self.dir).await?;
+                segment::save_index(&self.dir, &index_path, bytes).await?;
                 fresh.sealed = true;
                 fresh
             }

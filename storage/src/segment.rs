@@ -18,6 +18,7 @@ use crate::cached::read_cached;
 use crate::dirs;
 use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
 use crate::recent::RecentWrites;
+use crate::write_failure::WriteFailure;
 use crate::writer::SegmentWriter;
 use crate::{Offset, Result, StorageError};
 
@@ -147,6 +148,47 @@ impl Segment {
         self.dirty_bytes += h.batch_len as u64;
     }
 
+    /// Where the segment's accounting stands now, for [`rewind`] to go
+    /// back to: the state after its last batch placed so far.
+    ///
+    /// [`rewind`]: Segment::rewind
+    pub fn mark(&self) -> Mark {
+        let index_entries = match &self.index {
+            IndexState::Loaded(ix) => ix.entries().len(),
+            IndexState::OnDisk(footer) => footer.entry_count as usize,
+        };
+        Mark {
+            dirty_bytes: self.dirty_bytes,
+            next_offset: self.next_offset,
+            max_timestamp_ms: self.max_timestamp_ms,
+            index_entries,
+            bytes_since_entry: self.bytes_since_entry,
+            last_batch: self.last_batch,
+        }
+    }
+
+    /// Forgets every batch placed after `mark` was taken (their write
+    /// was refused): the accounting is as it was then. Only batches not
+    /// yet written go; `written_bytes` is already at the mark.
+    pub fn rewind(&mut self, mark: Mark) {
+        assert!(
+            mark.dirty_bytes <= self.dirty_bytes && mark.next_offset <= self.next_offset,
+            "a rewind goes back"
+        );
+        assert_eq!(
+            self.written_bytes, mark.dirty_bytes,
+            "only unwritten batches are forgotten"
+        );
+        if mark.dirty_bytes < self.dirty_bytes {
+            self.loaded_index_mut().truncate(mark.index_entries);
+        }
+        self.dirty_bytes = mark.dirty_bytes;
+        self.next_offset = mark.next_offset;
+        self.max_timestamp_ms = mark.max_timestamp_ms;
+        self.bytes_since_entry = mark.bytes_since_entry;
+        self.last_batch = mark.last_batch;
+    }
+
     fn loaded_index_mut(&mut self) -> &mut SparseIndex {
         match &mut self.index {
             IndexState::Loaded(ix) => ix,
@@ -193,6 +235,17 @@ impl Segment {
     }
 }
 
+/// A segment's accounting at a batch boundary ([`Segment::mark`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub dirty_bytes: u64,
+    pub next_offset: Offset,
+    max_timestamp_ms: i64,
+    index_entries: usize,
+    bytes_since_entry: u64,
+    last_batch: Option<IndexEntry>,
+}
+
 /// Opens a log file for reading and writing.
 pub(crate) async fn open_rw(path: &Path) -> Result<BufferedFile> {
     OpenOptions::new()
@@ -214,16 +267,44 @@ pub(crate) async fn create_new(path: &Path) -> Result<BufferedFile> {
         .map_err(|e| StorageError::io(path, e))
 }
 
-/// Writes all of `buf` at `pos`. A short write (the disk is full, a file
-/// size limit) is an error like any other: the caller poisons the partition
-/// and recovery trims the partial batch at restart.
+/// Writes all of `buf` at `pos`. A short write is an error that says why
+/// the write stopped, as the kernel does once asked for the next byte
+/// ([`short_write_reason`]): the reason decides whether the partition is
+/// poisoned (`write_failure.rs`).
 pub(crate) async fn write_all(file: &BufferedFile, path: &Path, buf: Vec<u8>, pos: u64) -> Result<()> {
     let len = buf.len();
     let n = file
         .write_at(buf, pos)
         .await
         .map_err(|e| StorageError::io(path, e))?;
+    if n < len {
+        return Err(short_write_reason(file, path, n, len, pos).await);
+    }
     check_written(path, n, len, pos)
+}
+
+/// Why a write of `len` bytes at `pos` took only `wrote`: the error of a
+/// one-byte write where it stopped (ENOSPC on a full disk, EFBIG at a file
+/// size limit, EIO ...). That byte lies past what the caller counts as
+/// written, which it cuts off or never reads. If it goes in, room came
+/// back at once: reported as no space (the write is refused, not the
+/// partition poisoned: nothing before it was touched).
+async fn short_write_reason(
+    file: &BufferedFile,
+    path: &Path,
+    wrote: usize,
+    len: usize,
+    pos: u64,
+) -> StorageError {
+    let at = pos + wrote as u64;
+    let reason = match file.write_at(vec![0], at).await {
+        Err(e) => std::io::Error::from(e),
+        Ok(_) => std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!("short write: {wrote} of {len} bytes at {pos}, then room came back"),
+        ),
+    };
+    StorageError::io(path, reason)
 }
 
 /// A write of `len` bytes at `pos` that wrote `wrote`: short is an error.
@@ -316,14 +397,44 @@ pub(crate) async fn read_exact(file: &BufferedFile, path: &Path, pos: u64, len: 
 }
 
 /// Writes `bytes` as a file (created or truncated) and fdatasyncs it. The
-/// caller syncs the directory.
+/// caller syncs the directory. A write that fails (no room: `Io`) or
+/// whose fsync fails (`Sync`) removes the part written: every such file
+/// is derived data or a temporary one not renamed into place yet, so
+/// nothing else is lost, and a full disk gets no half file to keep.
 pub(crate) async fn write_file_synced(path: &Path, bytes: Vec<u8>) -> Result<()> {
     let file = BufferedFile::create(path)
         .await
         .map_err(|e| StorageError::io(path, e))?;
-    write_all(&file, path, bytes, 0).await?;
-    file.fdatasync().await.map_err(|e| StorageError::io(path, e))?;
+    let written = async {
+        write_all(&file, path, bytes, 0).await?;
+        file.fdatasync().await.map_err(|e| StorageError::sync(path, e))
+    }
+    .await;
+    if let Err(e) = written {
+        let _ = file.close().await;
+        if let Err(gone) = dirs::remove_if_exists(path).await {
+            tracing::warn!(file = %path.display(), error = %gone, "a half-written file was not removed");
+        }
+        return Err(e);
+    }
     file.close().await.map_err(|e| StorageError::io(path, e))
+}
+
+/// Writes the index file of a segment that takes no more batches, then
+/// fsyncs its directory. An index is derived data: without room for it
+/// (`write_failure.rs`) the segment goes on with its index in memory, the
+/// half-written file is gone (`write_file_synced`), and the next open
+/// rebuilds it from the log; logged. Any other failure is returned.
+pub(crate) async fn save_index(dir: &Path, path: &Path, bytes: Vec<u8>) -> Result<()> {
+    match write_file_synced(path, bytes).await {
+        Ok(()) => {}
+        Err(e) if !WriteFailure::of(&e).poisons() => {
+            tracing::warn!(index = %path.display(), error = %e, "no room for a segment index: kept in memory, the next open rebuilds it");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    }
+    dirs::sync_dir(dir).await
 }
 
 /// Reads the footer of an index file, if it exists and is intact.

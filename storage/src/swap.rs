@@ -91,10 +91,19 @@ impl Manifest {
     }
 }
 
-/// Step 2: makes the swap durable. After this returns, recovery completes it.
-pub(crate) async fn commit(dir: &Path, manifest: &Manifest) -> Result<()> {
+/// Step 2, first half: the manifest under its temporary name, synced. A
+/// failure here (no room for it, say) commits nothing: the old segments
+/// stand, the temporary file is gone (`write_file_synced`), and a later
+/// pass tries again.
+pub(crate) async fn prepare(dir: &Path, manifest: &Manifest) -> Result<()> {
+    segment::write_file_synced(&dir.join(MANIFEST_TMP_NAME), manifest.encode()).await
+}
+
+/// Step 2, second half: makes the swap durable. After this returns,
+/// recovery completes it; after it fails, only a restart knows which set
+/// won.
+pub(crate) async fn commit(dir: &Path) -> Result<()> {
     let tmp = dir.join(MANIFEST_TMP_NAME);
-    segment::write_file_synced(&tmp, manifest.encode()).await?;
     glommio::io::rename(&tmp, dir.join(MANIFEST_NAME))
         .await
         .map_err(|e| StorageError::io(&tmp, e))?;

@@ -14,6 +14,9 @@ use futures::channel::oneshot;
 pub enum WaitError {
     /// The mark will never move again (write or fsync failure, or close).
     Failed(String),
+    /// The records waited for will not come: their write was refused and
+    /// the log went back below them (`refuse_above`). The mark moves on.
+    Refused(String),
 }
 
 /// A waiter's key: its target, then a sequence number that tells apart
@@ -70,6 +73,19 @@ impl Watermark {
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for (_, tx) in waiters {
             let _ = tx.send(Err(WaitError::Failed(reason.to_string())));
+        }
+    }
+
+    /// Refuses every current waiter whose target is above `value` (what
+    /// they wait for was dropped: the log went back to `value`), without
+    /// failing the mark: later waits wait as usual.
+    pub fn refuse_above(&self, value: u64, reason: &str) {
+        let refused = match value.checked_add(1) {
+            Some(next) => self.waiters.borrow_mut().split_off(&(next, 0)),
+            None => BTreeMap::new(),
+        };
+        for (_, tx) in refused {
+            let _ = tx.send(Err(WaitError::Refused(reason.to_string())));
         }
     }
 
@@ -168,6 +184,33 @@ mod tests {
         w.advance(u64::MAX);
         assert_eq!(high.now_or_never(), Some(Ok(())));
         assert_eq!(w.waiting(), 0);
+    }
+
+    /// A refusal ends the waits above the value only, once: the mark is
+    /// not failed, and later waits are served as usual.
+    #[test]
+    fn refusal_ends_the_waits_above_only() {
+        let w = Watermark::new(5);
+        let mut at = Box::pin(w.wait_for(7));
+        let mut above = Box::pin(w.wait_for(8));
+        let mut far = Box::pin(w.wait_for(12));
+        for f in [&mut at, &mut above, &mut far] {
+            assert!(f.as_mut().now_or_never().is_none());
+        }
+        w.refuse_above(7, "disk full");
+        assert!(at.as_mut().now_or_never().is_none());
+        assert_eq!(
+            above.now_or_never(),
+            Some(Err(WaitError::Refused("disk full".into())))
+        );
+        assert!(matches!(far.now_or_never(), Some(Err(WaitError::Refused(_)))));
+        assert_eq!(w.waiting(), 1);
+        let mut again = Box::pin(w.wait_for(12));
+        assert!(again.as_mut().now_or_never().is_none());
+        w.advance(12);
+        assert_eq!(at.now_or_never(), Some(Ok(())));
+        assert_eq!(again.now_or_never(), Some(Ok(())));
+        w.refuse_above(u64::MAX, "nothing above");
     }
 
     #[test]

@@ -162,12 +162,16 @@ impl SegmentWriter {
     /// part already written while it arrived (`early.rs`), not written
     /// again (unless an early write failed); the rest of the bytes go out
     /// while those writes finish. An error leaves the file with any prefix
-    /// of the bytes: the caller poisons the partition.
+    /// of the bytes past `pos` and `recent` as it was: the caller cuts the
+    /// file back to `pos` or poisons the partition (`write_failure.rs`).
     ///
     /// `sync_after`: when the writes go through disk threads (and none was
     /// written early), the thread that makes the last write fdatasyncs the
     /// file right after it; the returned [`SyncAfter`] is that sync's end.
     /// `None`: no sync was started (the caller syncs as usual).
+    ///
+    /// `no_space`: a test's full disk (`NoSpaceAt::SegmentWrite`): the
+    /// bytes are written, then the write fails with ENOSPC.
     pub(crate) async fn write(
         &self,
         recent: &RefCell<RecentWrites>,
@@ -175,7 +179,14 @@ impl SegmentWriter {
         pos: u64,
         early: Option<Prewritten>,
         sync_after: bool,
+        no_space: bool,
     ) -> Result<Option<SyncAfter>> {
+        let injected = || {
+            StorageError::io(
+                self.path(),
+                std::io::Error::new(std::io::ErrorKind::StorageFull, "no space (injected by a test)"),
+            )
+        };
         let mut started_sync = None;
         assert_eq!(recent.borrow().end(), pos, "writes land back to back");
         let len: usize = parts.iter().map(|p| p.len()).sum();
@@ -192,6 +203,9 @@ impl SegmentWriter {
                     all
                 };
                 segment::write_all(file, path, bytes, pos).await?;
+                if no_space {
+                    return Err(injected());
+                }
                 recent.borrow_mut().forget_upto(end);
             }
             SegmentWriter::Direct { file, path, threads } => {
@@ -219,6 +233,9 @@ impl SegmentWriter {
                             range(p.from, p.to, false).await?;
                         }
                     }
+                }
+                if no_space {
+                    return Err(injected());
                 }
                 let mut recent = recent.borrow_mut();
                 let mut at = pos;
@@ -577,6 +594,16 @@ async fn write_range(
             }
             _ => buf.write(file, threads, path, floor).await?,
         };
+        let aligned = wrote > 0 && (wrote as u64).is_multiple_of(PAGE_BYTES);
+        if wrote < total && aligned && started_sync.is_none() {
+            // A short direct write (io_uring's; disk threads go on by
+            // themselves) stops on a page boundary: the rest goes on from
+            // there, so a write that cannot finish fails with the kernel's
+            // reason (ENOSPC, EFBIG, EIO), which decides what the caller
+            // does (`write_failure.rs`).
+            at = floor + wrote as u64;
+            continue;
+        }
         segment::check_written(path, wrote, total, floor)?;
         at += n as u64;
     }

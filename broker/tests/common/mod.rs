@@ -305,6 +305,13 @@ impl Broker {
 
     /// Starts a broker with `--shards shards` and extra flags.
     pub fn start_opts(shards: usize, args: &[&str]) -> Broker {
+        Broker::start_prepared(shards, args, |_| {})
+    }
+
+    /// Like [`Broker::start_opts`], with `prepare` called on the data
+    /// directory's path (not there yet) before the broker first starts: a
+    /// test that keeps the data on a filesystem of its own links it there.
+    pub fn start_prepared(shards: usize, args: &[&str], prepare: impl FnOnce(&Path)) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("es-broker-test-")
             .tempdir()
@@ -327,6 +334,7 @@ impl Broker {
             log_path,
             runs: 0,
         };
+        prepare(&broker.data_dir());
         broker.spawn();
         broker
     }
