@@ -35,15 +35,17 @@ impl Broker {
     /// Starts `bin` with `shards` shards, its data in `dir/data` and its log
     /// in `dir/broker-<shards>.log`.
     pub fn start(bin: &Path, dir: &Path, shards: usize) -> Result<Broker, String> {
-        Broker::start_with_env(bin, dir, shards, &[])
+        Broker::start_with_env(bin, dir, shards, &[], &[])
     }
 
-    /// As [`Broker::start`], with `env` added to the broker's environment.
+    /// As [`Broker::start`], with `env` added to the broker's environment
+    /// and `args` to its flags.
     pub fn start_with_env(
         bin: &Path,
         dir: &Path,
         shards: usize,
         env: &[(&str, &str)],
+        args: &[String],
     ) -> Result<Broker, String> {
         if !bin.is_file() {
             return Err(format!(
@@ -66,6 +68,7 @@ impl Broker {
             .arg(binary.to_string())
             .arg("--shards")
             .arg(shards.to_string())
+            .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)

@@ -54,6 +54,14 @@ pub struct SoakOptions {
     /// the soak has to tell from none.
     #[arg(long)]
     pub huge_pages: bool,
+    /// The `--groups-max` of a broker es-bench starts. group-commit-new
+    /// makes a new group with every operation: once the broker holds this
+    /// many, its commits are refused (`too_many_groups`), and what the
+    /// workload measures from then on is that a broker at its limit keeps
+    /// nothing more. The default is the default --warmup: the warm-up fills
+    /// the broker, the measured operations are all refused.
+    #[arg(long, default_value_t = 10_000)]
+    pub groups_max: u64,
     /// Where the temporary directory goes. Default: the system temp directory.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -135,6 +143,9 @@ pub struct Outcome {
     pub seconds: f64,
     /// The broker that ran it, when es-bench started one.
     pub pid: u32,
+    /// Operations the broker refused as its limit allows (group-commit-new
+    /// at `--groups-max`), counted as done.
+    pub refused: u64,
 }
 
 impl Outcome {
@@ -247,7 +258,8 @@ fn run(opts: &SoakOptions) -> Result<Vec<Outcome>, String> {
             } else {
                 &[("MIMALLOC_ALLOW_THP", "0")]
             };
-            let started = Broker::start_with_env(&bin, &dir, shards, env)?;
+            let args = ["--groups-max".to_string(), opts.groups_max.to_string()];
+            let started = Broker::start_with_env(&bin, &dir, shards, env, &args)?;
             soak(workload, opts, &started.addr, &started.http, started.pid()).map_err(|e| {
                 format!(
                     "{}: {e}\nbroker log (last lines):\n{}",
@@ -279,6 +291,7 @@ fn soak(
         http: http.to_string(),
         topic: opts.topic.clone(),
         records,
+        refused: Default::default(),
     };
     let before = footprint::read(pid)?;
     let mut workers = (0..opts.connections)
@@ -292,6 +305,7 @@ fn soak(
         samples: Vec::new(),
         seconds: 0.0,
         pid,
+        refused: 0,
     };
     let start = Instant::now();
     let total = opts.warmup + opts.ops;
@@ -320,6 +334,7 @@ fn soak(
         outcome.samples.push(sample);
     }
     outcome.seconds = start.elapsed().as_secs_f64();
+    outcome.refused = target.refused.load(std::sync::atomic::Ordering::Relaxed);
     Ok(outcome)
 }
 

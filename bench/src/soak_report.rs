@@ -11,7 +11,8 @@ const MIB: f64 = (1 << 20) as f64;
 fn describe(opts: &SoakOptions) -> String {
     let broker = if opts.start_broker {
         format!(
-            "a fresh broker per workload, started by es-bench{}",
+            "a fresh broker per workload, started by es-bench with --groups-max {}{}",
+            opts.groups_max,
             if opts.huge_pages {
                 ""
             } else {
@@ -118,6 +119,13 @@ fn summary(outcomes: &[Outcome]) -> String {
         named(true)
     ));
     out.push_str(&format!("not flat: {}\n", named(false)));
+    for o in outcomes.iter().filter(|o| o.refused > 0) {
+        out.push_str(&format!(
+            "{}: {} operations refused by the broker's limit (too_many_groups: --groups-max reached)\n",
+            o.workload.name(),
+            o.refused
+        ));
+    }
     out
 }
 
@@ -155,6 +163,7 @@ pub fn json(opts: &SoakOptions, outcomes: &[Outcome]) -> Value {
                 "least_squares_bytes_per_op": o.fit_bytes_per_op(),
                 "kib_per_10k_ops": o.kib_per_10k(),
                 "fds_per_op": o.fds_per_op(),
+                "refused_ops": o.refused,
                 "flat": o.flat(),
             })
         })
@@ -172,6 +181,7 @@ pub fn json(opts: &SoakOptions, outcomes: &[Outcome]) -> Value {
             "sample_every": opts.sample_every,
             "topic": opts.topic,
             "prefill": opts.prefill,
+            "groups_max": if opts.start_broker { json!(opts.groups_max) } else { Value::Null },
         },
         "flat_kib_per_10k_ops": FLAT_KIB_PER_10K,
         "workloads": workloads,

@@ -4,6 +4,8 @@
 //! operation) does one operation per [`Worker::once`].
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use es_protocol::client::{self, Client, Options as ClientOptions};
 use es_protocol::requests::fetch::Fetch;
@@ -41,7 +43,8 @@ pub enum Workload {
     BinaryConnections,
     /// A consumer group joined and left, under a few names.
     GroupJoin,
-    /// An offset commit to a new group name.
+    /// An offset commit to a new group name (refused once the broker holds
+    /// its --groups-max groups).
     GroupCommitNew,
     /// A group created by a commit, then deleted.
     GroupCreateDelete,
@@ -117,6 +120,7 @@ impl Workload {
                     topic,
                     worker: index,
                     done: 0,
+                    refused: target.refused.clone(),
                 })
             }
             Workload::ProducerInit => Box::new(ProducerInit {
@@ -136,6 +140,9 @@ pub struct Target {
     pub topic: String,
     /// Records partition 0 held when the workload started.
     pub records: u64,
+    /// Operations the broker refused at a limit (group-commit-new at
+    /// `--groups-max`).
+    pub refused: Arc<AtomicU64>,
 }
 
 /// One client doing one workload's operations in turn.
@@ -305,6 +312,8 @@ struct Groups {
     worker: usize,
     /// Operations this worker has done (names new groups).
     done: u64,
+    /// Commits to a new group refused with `too_many_groups`.
+    refused: Arc<AtomicU64>,
 }
 
 impl Groups {
@@ -342,7 +351,20 @@ impl Worker for Groups {
                 self.admin(Kind::LeaveGroup, json!({"group": group, "member_id": member}))
                     .map(|_| ())
             }
-            Workload::GroupCommitNew => self.commit(&format!("soak-new-{w}-{n}")),
+            Workload::GroupCommitNew => {
+                // A broker at its --groups-max refuses a new group: that
+                // answer is the operation, once the limit is reached.
+                let body = json!({"group": format!("soak-new-{w}-{n}"),
+                                  "offsets": [{"topic": self.topic, "partition": 0, "offset": 0}]});
+                match self.client.admin(Kind::CommitOffsets, body) {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.code() == Some("too_many_groups") => {
+                        self.refused.fetch_add(1, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("CommitOffsets: {e}")),
+                }
+            }
             Workload::GroupCreateDelete => {
                 let group = format!("soak-gone-{w}-{n}");
                 self.commit(&group)?;

@@ -3,7 +3,9 @@
 //! partition this shard owns, one partition at a time. It runs in its own
 //! glommio task queue with a small share of the shard, so produce and fetch
 //! keep their latency while a compaction rewrites segments; the storage
-//! engine yields between bounded steps. Also the shard's cold store.
+//! engine yields between bounded steps. Each pass ends with the consumer
+//! groups' offset retention (`coordinator::clean_offsets`). Also the
+//! shard's cold store.
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -70,8 +72,9 @@ async fn run(shard: Rc<Shard>) {
     }
 }
 
-/// One pass over the partitions this shard owns now.
-async fn pass(shard: &Shard) {
+/// One pass over the partitions this shard owns now, then over the
+/// consumer groups it coordinates (offset retention).
+async fn pass(shard: &Rc<Shard>) {
     let logs = shard.partitions.borrow().logs();
     for (topic, partition, log) in logs {
         if shard.is_shutting_down() {
@@ -83,6 +86,9 @@ async fn pass(shard: &Shard) {
             metrics::counter!("es_cleanup_errors_total").increment(1);
             tracing::warn!(%topic, partition, error = %e, "cleanup failed; the log is unchanged past the last finished step");
         }
+    }
+    if !shard.is_shutting_down() {
+        crate::coordinator::clean_offsets(shard, now_ms()).await;
     }
 }
 

@@ -107,6 +107,12 @@ pub struct Config {
     /// closed at once.
     #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub connections_max: usize,
+    /// Most consumer groups the broker holds at once (a group exists while
+    /// it has members or committed offsets); a join or commit that would
+    /// create one more is refused with `too_many_groups` and changes
+    /// nothing.
+    #[arg(long, env = "ES_GROUPS_MAX", default_value_t = GROUPS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub groups_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
@@ -118,6 +124,12 @@ pub struct Config {
     /// over its partitions.
     #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
     pub cleanup_interval_ms: u64,
+    /// How long a consumer group without members keeps its committed
+    /// offsets, from its last commit or the moment its last member left
+    /// (whichever is later); then the cleanup pass deletes the group
+    /// (Kafka's `offsets.retention.minutes`).
+    #[arg(long, env = "ES_GROUP_OFFSETS_RETENTION_MS", default_value_t = GROUP_OFFSETS_RETENTION_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
+    pub group_offsets_retention_ms: u64,
     /// Let start-up drop corrupt data and go on: a damaged batch with
     /// intact ones after it (or any in a sealed segment) is copied to
     /// `<base>.log.corrupt-<unix ms>` and cut off, a missing segment's
@@ -192,6 +204,18 @@ pub const CLEANUP_INTERVAL_MS_DEFAULT: u64 = 30_000;
 /// Longest cleanup interval (one day): past it, retention would lag its
 /// limits by more than most limits are long.
 pub const CLEANUP_INTERVAL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
+/// Default `--groups-max`: far more groups than a broker's consumers use,
+/// while the groups a client can make a broker hold stay in the tens of
+/// megabytes (docs/cli.md states the cost per group).
+pub const GROUPS_MAX_DEFAULT: usize = 100_000;
+/// Largest `--groups-max`.
+pub const GROUPS_MAX_LIMIT: usize = 100_000_000;
+/// Default `--group-offsets-retention-ms`: 7 days, Kafka's default.
+pub const GROUP_OFFSETS_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Longest `--group-offsets-retention-ms` (100 years): offsets that never
+/// expire in practice.
+pub const GROUP_OFFSETS_RETENTION_MS_MAX: u64 = 100 * 365 * 24 * 60 * 60 * 1000;
 
 impl Config {
     /// The cold tier's directory: `--cold-dir`, or `<data-dir>/cold`.
@@ -268,6 +292,13 @@ impl Config {
             self.connections_max as u64,
             1,
             CONNECTIONS_MAX_LIMIT as u64,
+        )?;
+        in_range("--groups-max", self.groups_max as u64, 1, GROUPS_MAX_LIMIT as u64)?;
+        in_range(
+            "--group-offsets-retention-ms",
+            self.group_offsets_retention_ms,
+            1,
+            GROUP_OFFSETS_RETENTION_MS_MAX,
         )?;
         in_range(
             "--segment-bytes",

@@ -1,18 +1,17 @@
 //! The group coordinator: runs group operations on the shard that owns the
 //! group (`placement::shard_of_group`), keeps committed offsets durable in
-//! `<data-dir>/groups/<group>.json` (atomic, fsynced before the reply), and
-//! expires members whose session timed out.
+//! the shard's groups log (group_store.rs: fsynced before the reply),
+//! expires members whose session timed out, and, on the cleanup tick, the
+//! offsets of groups left empty for `--group-offsets-retention-ms`.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 
 use crate::assignor::TopicPartition;
 use crate::error::ApiError;
 use crate::group::{Group, SESSION_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_MAX, SESSION_TIMEOUT_MS_MIN};
+use crate::produce::now_ms;
 use crate::shard::Shard;
 
 /// How often a shard looks for members whose session timed out.
@@ -40,22 +39,10 @@ pub enum GroupOp {
     Delete,
 }
 
-#[derive(Serialize, Deserialize)]
-struct GroupFile {
-    name: String,
-    offsets: Vec<CommittedOffset>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct CommittedOffset {
-    topic: String,
-    partition: u32,
-    offset: u64,
-}
-
-fn groups_dir(shard: &Shard) -> PathBuf {
-    shard.data_dir().join("groups")
-}
+/// Groups whose offsets expire handled per append on a cleanup tick: each
+/// waits for one fsync, so many expiries cost few; the rest go in the next
+/// batch of the same pass.
+const EXPIRE_BATCH: usize = 1024;
 
 /// Partitions of `topics`; every topic must exist.
 fn partitions_of(shard: &Shard, topics: &[String]) -> Result<BTreeSet<TopicPartition>, ApiError> {
@@ -99,6 +86,7 @@ pub fn lag(log_start: u64, high_watermark: u64, committed: Option<u64>) -> u64 {
 pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_json::Value, ApiError> {
     crate::topic::validate_group_name(name)?;
     let now = Instant::now();
+    let store = &shard.groups;
     match op {
         GroupOp::Join {
             topics,
@@ -115,25 +103,38 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             }
             let partitions = partitions_of(shard, &topics)?;
             let id = new_member_id(shard);
-            let mut groups = shard.groups.borrow_mut();
-            let g = groups.entry(name.to_string()).or_insert_with(|| Group::new(name));
-            g.join(
-                id.clone(),
-                topics,
-                Duration::from_millis(timeout_ms),
-                &partitions,
-                now,
-            )?;
-            let m = g.member(&id)?;
-            Ok(serde_json::json!({
-                "member_id": id,
-                "generation": g.generation,
-                "session_timeout_ms": timeout_ms,
-                "assignments": assignment_json(&m.assignment),
-            }))
+            let (joined, first_with_offsets) = {
+                let mut g = store.get_or_create(name)?;
+                let first = g.members.is_empty() && !g.committed.is_empty();
+                let joined = g
+                    .join(
+                        id.clone(),
+                        topics,
+                        Duration::from_millis(timeout_ms),
+                        &partitions,
+                        now,
+                    )
+                    .and_then(|()| {
+                        let m = g.member(&id)?;
+                        Ok(serde_json::json!({
+                            "member_id": id,
+                            "generation": g.generation,
+                            "session_timeout_ms": timeout_ms,
+                            "assignments": assignment_json(&m.assignment),
+                        }))
+                    });
+                (joined, first)
+            };
+            match &joined {
+                Ok(_) if first_with_offsets => store.append_members(name, now_ms(), true),
+                Ok(_) => {}
+                // A group created for this join holds nothing.
+                Err(_) => store.forget_if_vacant(name),
+            }
+            joined
         }
         GroupOp::Heartbeat { member_id } => {
-            let mut groups = shard.groups.borrow_mut();
+            let mut groups = store.groups_mut();
             let g = groups.get_mut(name).ok_or_else(|| group_not_found(name))?;
             g.heartbeat(&member_id, now)?;
             let m = g.member(&member_id)?;
@@ -144,20 +145,24 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             }))
         }
         GroupOp::Leave { member_id } => {
-            let mut groups = shard.groups.borrow_mut();
-            let g = groups.get_mut(name).ok_or_else(|| group_not_found(name))?;
-            let partitions = current_partitions(shard, &g.topics);
-            g.leave(&member_id, &partitions)?;
-            Ok(serde_json::json!({"member_id": member_id, "left": true, "generation": g.generation}))
+            let reply = {
+                let mut groups = store.groups_mut();
+                let g = groups.get_mut(name).ok_or_else(|| group_not_found(name))?;
+                let partitions = current_partitions(shard, &g.topics);
+                g.leave(&member_id, &partitions)?;
+                serde_json::json!({"member_id": member_id, "left": true, "generation": g.generation})
+            };
+            emptied(shard, name);
+            Ok(reply)
         }
         GroupOp::Commit { member, offsets } => commit(shard, name, member, offsets).await,
         GroupOp::Commits => {
-            let groups = shard.groups.borrow();
+            let groups = store.groups();
             let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
             Ok(serde_json::json!({"group": name, "offsets": committed_json(g)}))
         }
         GroupOp::Describe => {
-            let groups = shard.groups.borrow();
+            let groups = store.groups();
             let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
             let members: Vec<_> = g
                 .members
@@ -179,10 +184,9 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             }))
         }
         GroupOp::Delete => {
-            let lock = group_lock(shard, name);
-            let _guard = lock.acquire_permit(1).await;
+            let _lock = store.lock(name).await;
             {
-                let groups = shard.groups.borrow();
+                let groups = store.groups();
                 let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
                 if !g.members.is_empty() {
                     return Err(ApiError::new(
@@ -195,24 +199,38 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
                     ));
                 }
             }
-            let path = groups_dir(shard).join(format!("{name}.json"));
-            match glommio::io::remove(&path).await.map_err(std::io::Error::from) {
-                Ok(()) => es_storage::sync_dir(&groups_dir(shard))
-                    .await
-                    .map_err(ApiError::storage)?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ApiError::internal(format!("removing {}: {e}", path.display()))),
-            }
-            shard.groups.borrow_mut().remove(name);
+            store.append_delete(name, now_ms()).await?;
             Ok(serde_json::json!({"name": name, "deleted": true}))
         }
+    }
+}
+
+/// After `name` may have lost its last member: a group with offsets
+/// starts its retention now (and says so in the log); one without is
+/// forgotten.
+fn emptied(shard: &Rc<Shard>, name: &str) {
+    let store = &shard.groups;
+    let offsets = {
+        let mut groups = store.groups_mut();
+        match groups.get_mut(name) {
+            Some(g) if g.members.is_empty() => {
+                g.idle_since_ms = g.idle_since_ms.max(now_ms());
+                !g.committed.is_empty()
+            }
+            _ => return,
+        }
+    };
+    if offsets {
+        store.append_members(name, now_ms(), false);
+    } else {
+        store.forget_if_vacant(name);
     }
 }
 
 fn committed_json(g: &Group) -> serde_json::Value {
     g.committed
         .iter()
-        .map(|((t, p), o)| serde_json::json!({"topic": t, "partition": p, "offset": o}))
+        .map(|(t, p, o)| serde_json::json!({"topic": t, "partition": p, "offset": o}))
         .collect()
 }
 
@@ -224,17 +242,8 @@ fn group_not_found(name: &str) -> ApiError {
     )
 }
 
-fn group_lock(shard: &Shard, name: &str) -> Rc<glommio::sync::Semaphore> {
-    shard
-        .group_locks
-        .borrow_mut()
-        .entry(name.to_string())
-        .or_insert_with(|| Rc::new(glommio::sync::Semaphore::new(1)))
-        .clone()
-}
-
-/// Validates, writes the group file with the new offsets (durable), then
-/// applies them: a commit that was answered survives kill -9.
+/// Validates, appends the new offsets to the groups log and waits for them
+/// to be durable (and applied): a commit that was answered survives kill -9.
 async fn commit(
     shard: &Rc<Shard>,
     name: &str,
@@ -250,37 +259,37 @@ async fn commit(
             return Err(ApiError::partition_not_found(t, *p as u64, meta.partitions));
         }
     }
-    let lock = group_lock(shard, name);
-    let _guard = lock.acquire_permit(1).await;
-    let file = {
-        let groups = shard.groups.borrow();
-        let fresh = Group::new(name);
-        let g = match (groups.get(name), &member) {
-            (Some(g), _) => g,
+    let store = &shard.groups;
+    let _lock = store.lock(name).await;
+    let (creates, members) = {
+        let groups = store.groups();
+        match (groups.get(name), &member) {
+            (Some(g), _) => {
+                g.check_commit(member.as_ref().map(|(m, gen)| (m.as_str(), *gen)), &offsets)?;
+                (false, !g.members.is_empty())
+            }
             (None, Some(_)) => return Err(group_not_found(name)),
             // A member-less commit creates the group, once it is durable.
-            (None, None) => &fresh,
-        };
-        g.check_commit(member.as_ref().map(|(m, gen)| (m.as_str(), *gen)), &offsets)?;
-        let mut next = g.committed.clone();
-        next.extend(offsets.iter().cloned());
-        GroupFile {
-            name: name.to_string(),
-            offsets: next
-                .iter()
-                .map(|((t, p), o)| CommittedOffset {
-                    topic: t.clone(),
-                    partition: *p,
-                    offset: *o,
-                })
-                .collect(),
+            (None, None) => (true, false),
         }
     };
-    let bytes = serde_json::to_vec_pretty(&file).expect("group file serializes");
-    crate::fsops::write_atomic(&groups_dir(shard), &format!("{name}.json"), bytes).await?;
-    let mut groups = shard.groups.borrow_mut();
-    let g = groups.entry(name.to_string()).or_insert_with(|| Group::new(name));
-    g.committed.extend(offsets);
+    if creates {
+        store.count().reserve(name)?;
+    }
+    if let Err(e) = store
+        .append_commit(name, now_ms(), members, offsets, creates)
+        .await
+    {
+        // Not applied: the place reserved for the group is free again.
+        if creates {
+            store.count().release();
+        }
+        return Err(e);
+    }
+    let groups = store.groups();
+    let g = groups
+        .get(name)
+        .ok_or_else(|| ApiError::internal(format!("group {name:?} gone right after its commit")))?;
     Ok(serde_json::json!({"group": name, "offsets": committed_json(g)}))
 }
 
@@ -288,11 +297,11 @@ async fn commit(
 pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
     shard
         .groups
-        .borrow()
+        .groups()
         .values()
         .map(|g| {
             serde_json::json!({
-                "name": g.name,
+                "name": &*g.name,
                 "members": g.members.len(),
                 "generation": g.generation,
                 "topics": g.topics,
@@ -301,67 +310,117 @@ pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Loads the committed offsets of the groups this shard owns, at start-up.
-pub async fn load(shard: &Shard) -> Result<(), ApiError> {
-    let dir = groups_dir(shard);
-    let d = dir.clone();
-    let names = glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<String>> {
-            let listing = std::fs::read_dir(&d); // blocking-ok: on the blocking pool
-            match listing {
-                Ok(entries) => entries
-                    .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-                    .collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-                Err(e) => Err(e),
-            }
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("listing {}: {e}", dir.display())))?;
-    for file in names {
-        let Some(name) = file.strip_suffix(".json") else {
-            continue;
-        };
-        if crate::topic::validate_group_name(name).is_err() || shard.group_owner(name) != shard.id {
-            continue;
-        }
-        let path = dir.join(&file);
-        let Some(bytes) = crate::fsops::read_small(&path).await? else {
-            continue;
-        };
-        match serde_json::from_slice::<GroupFile>(&bytes) {
-            Ok(f) if f.name == name => {
-                let mut g = Group::new(name);
-                g.committed = f
-                    .offsets
-                    .into_iter()
-                    .map(|o| ((o.topic, o.partition), o.offset))
-                    .collect();
-                shard.groups.borrow_mut().insert(name.to_string(), g);
-            }
-            Ok(_) | Err(_) => tracing::warn!(path = %path.display(), "unreadable group file skipped"),
-        }
-    }
-    Ok(())
-}
-
 /// Expires members whose session timed out, on every group of this shard.
 pub async fn expire_loop(shard: Rc<Shard>) {
     while !shard.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(EXPIRY_CHECK_MS)).await;
         let now = Instant::now();
-        let mut groups = shard.groups.borrow_mut();
-        for g in groups.values_mut() {
-            if g.members.is_empty() {
-                continue;
-            }
-            let partitions = current_partitions(&shard, &g.topics);
-            let expired = g.expire(now, &partitions);
-            if !expired.is_empty() {
-                tracing::info!(group = %g.name, ?expired, generation = g.generation, "members expired; rebalanced");
+        let mut emptied_now = Vec::new();
+        {
+            let mut groups = shard.groups.groups_mut();
+            for g in groups.values_mut() {
+                if g.members.is_empty() {
+                    continue;
+                }
+                let partitions = current_partitions(&shard, &g.topics);
+                let expired = g.expire(now, &partitions);
+                if !expired.is_empty() {
+                    tracing::info!(group = %g.name, ?expired, generation = g.generation, "members expired; rebalanced");
+                    if g.members.is_empty() {
+                        emptied_now.push(g.name.clone());
+                    }
+                }
             }
         }
+        for name in emptied_now {
+            emptied(&shard, &name);
+        }
     }
+}
+
+/// A group and the partitions of its offsets that no longer exist.
+type Pruned = (Rc<str>, Vec<TopicPartition>);
+
+/// The offsets work of a cleanup tick at `now_ms` (ms since the Unix
+/// epoch): the groups left without members for longer than
+/// `--group-offsets-retention-ms` are deleted, and offsets of partitions
+/// that no longer exist (a topic deleted) are dropped from the others.
+/// Returns how many groups expired.
+pub async fn clean_offsets(shard: &Rc<Shard>, now_ms: i64) -> usize {
+    let retention_ms = shard.config.group_offsets_retention_ms;
+    let topics = shard.catalog.snapshot();
+    let exists = |t: &str, p: u32| topics.get(t).is_some_and(|m| p < m.partitions);
+    let (expired, pruned): (Vec<Rc<str>>, Vec<Pruned>) = {
+        let groups = shard.groups.groups();
+        let expired = groups
+            .values()
+            .filter(|g| !g.committed.is_empty() && g.offsets_expired(now_ms, retention_ms))
+            .map(|g| g.name.clone())
+            .collect::<Vec<_>>();
+        let pruned = groups
+            .values()
+            .filter(|g| !g.offsets_expired(now_ms, retention_ms))
+            .filter_map(|g| {
+                let gone: Vec<TopicPartition> = g
+                    .committed
+                    .iter()
+                    .filter(|(t, p, _)| !exists(t, *p))
+                    .map(|(t, p, _)| (t.to_string(), p))
+                    .collect();
+                (!gone.is_empty()).then(|| (g.name.clone(), gone))
+            })
+            .collect();
+        (expired, pruned)
+    };
+    let mut done = 0;
+    for batch in expired.chunks(EXPIRE_BATCH) {
+        let mut pending = Vec::with_capacity(batch.len());
+        for name in batch {
+            let lock = shard.groups.lock(name).await;
+            // Checked again under the lock: a member may have joined, or a
+            // commit come, since the list was made.
+            let still = shard
+                .groups
+                .groups()
+                .get(&**name)
+                .is_some_and(|g| !g.committed.is_empty() && g.offsets_expired(now_ms, retention_ms));
+            if still {
+                pending.push((name.clone(), lock, shard.groups.append_delete(name, now_ms)));
+            }
+        }
+        for (name, lock, appended) in pending {
+            match appended.await {
+                Ok(()) => {
+                    done += 1;
+                    tracing::info!(group = %name, retention_ms, "consumer group offsets expired: the group had no members for the retention");
+                }
+                Err(e) => {
+                    tracing::warn!(group = %name, error = %e, "expiring a group's offsets failed; tried again at the next cleanup")
+                }
+            }
+            drop(lock);
+        }
+    }
+    if done > 0 {
+        metrics::counter!("es_group_offsets_expired_total").increment(done as u64);
+    }
+    for (name, gone) in pruned {
+        let _lock = shard.groups.lock(&name).await;
+        // Checked again under the lock: a topic may have come back.
+        let topics = shard.catalog.snapshot();
+        let gone: Vec<TopicPartition> = gone
+            .into_iter()
+            .filter(|(t, p)| topics.get(t).is_none_or(|m| *p >= m.partitions))
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        if let Err(e) = shard.groups.append_prune(&name, gone).await {
+            tracing::warn!(group = %name, error = %e, "dropping the offsets of deleted partitions failed; tried again at the next cleanup");
+        }
+    }
+    shard.groups.shrink();
+    done
 }
 
 /// Offsets with member info parsed from a commit body.

@@ -4,11 +4,13 @@
 //! list come in as arguments, so every rule is unit-tested.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
 
 use crate::assignor::{self, TopicPartition};
+use crate::committed::Committed;
 use crate::error::ApiError;
 
 /// Session timeout bounds: short enough for tests, long enough for a
@@ -26,23 +28,48 @@ pub struct Member {
     pub assignment: BTreeSet<TopicPartition>,
 }
 
-#[derive(Debug, Default)]
+/// Lives on its coordinator shard. Kept while it has members or committed
+/// offsets; one with neither is forgotten (it has nothing on disk).
+#[derive(Debug)]
 pub struct Group {
-    pub name: String,
+    /// Shared with the key of the shard's map of groups.
+    pub name: Rc<str>,
     /// The topics the members consume (all members share them).
     pub topics: Vec<String>,
     pub generation: u64,
     pub members: BTreeMap<String, Member>,
-    pub committed: BTreeMap<TopicPartition, u64>,
+    pub committed: Committed,
     pub rebalances: u64,
+    /// When the group last committed or last had members, in ms since the
+    /// Unix epoch: its offsets expire `--group-offsets-retention-ms` after
+    /// this while it has no members.
+    pub idle_since_ms: i64,
 }
 
 impl Group {
     pub fn new(name: &str) -> Group {
         Group {
-            name: name.to_string(),
-            ..Default::default()
+            name: name.into(),
+            topics: Vec::new(),
+            generation: 0,
+            members: BTreeMap::new(),
+            committed: Committed::default(),
+            rebalances: 0,
+            idle_since_ms: 0,
         }
+    }
+
+    /// Whether the group's offsets have expired at `now_ms`: it has no
+    /// members, and has been idle (no commit, no member) for longer than
+    /// `retention_ms`.
+    pub fn offsets_expired(&self, now_ms: i64, retention_ms: u64) -> bool {
+        let retention = i64::try_from(retention_ms).unwrap_or(i64::MAX);
+        self.members.is_empty() && now_ms.saturating_sub(self.idle_since_ms) > retention
+    }
+
+    /// Whether the group holds nothing worth keeping: no member, no offset.
+    pub fn is_vacant(&self) -> bool {
+        self.members.is_empty() && self.committed.is_empty()
     }
 
     /// Adds a member and rebalances. `partitions` lists the partitions of
@@ -263,5 +290,41 @@ mod tests {
         g.leave("a", &p).unwrap();
         assert!(g.members.is_empty());
         assert!(g.check_commit(None, &[(a_part, 1)]).is_ok());
+    }
+
+    /// Offsets expire only without members, and only once the group has
+    /// been idle for longer than the retention (the clock is an argument).
+    #[test]
+    fn offsets_expire_after_the_retention_without_members() {
+        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+        let retention = 7 * DAY_MS;
+        let mut g = Group::new("g");
+        g.committed.set("t", 0, 5);
+        g.idle_since_ms = 1_000;
+        let at = |ms: u64| 1_000 + ms as i64;
+        assert!(
+            !g.offsets_expired(at(retention), retention),
+            "exactly the retention: kept"
+        );
+        assert!(g.offsets_expired(at(retention + 1), retention));
+        assert!(!g.offsets_expired(at(DAY_MS), retention), "a day idle of seven");
+        // A member keeps them, however long it has been.
+        g.join(
+            "a".into(),
+            vec!["t".into()],
+            Duration::from_secs(10),
+            &parts(1),
+            Instant::now(),
+        )
+        .unwrap();
+        assert!(!g.offsets_expired(at(100 * DAY_MS), retention));
+        // A clock behind the last commit never expires anything.
+        g.members.clear();
+        assert!(!g.offsets_expired(0, 1));
+        assert!(!g.offsets_expired(i64::MIN, 0));
+        assert!(
+            !g.offsets_expired(at(retention), u64::MAX),
+            "a retention past i64 never expires"
+        );
     }
 }

@@ -10,6 +10,7 @@ mod assignor;
 mod binary;
 mod catalog;
 mod cleanup;
+mod committed;
 mod config;
 mod config_file;
 mod controller;
@@ -18,6 +19,9 @@ mod error;
 mod fetch;
 mod fsops;
 mod group;
+mod group_load;
+mod group_log;
+mod group_store;
 mod groups;
 mod hot_metrics;
 mod http;
@@ -185,6 +189,9 @@ fn start(config: config::Config) -> Result<(), String> {
     trash::clear_at_start(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
+    let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)
+        .map_err(|e| format!("loading consumer groups: {e}"))?;
+    let groups = group_store::BrokerGroups::new(groups, config.groups_max);
     tracing::info!(
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,
@@ -226,6 +233,7 @@ fn start(config: config::Config) -> Result<(), String> {
         )),
         state,
         Arc::new(recorder),
+        groups,
     )?;
     tracing::info!("stopped cleanly");
     Ok(())

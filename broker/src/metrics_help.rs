@@ -109,6 +109,10 @@ pub const RECORDED: &[MetricHelp] = &[
         "Records dropped by compaction."),
     m("es_cleanup_errors_total", Counter, COUNT, &[], &[],
         "Cleanup passes that stopped on an error (logged; the log stays consistent)."),
+    m("es_group_offsets_expired_total", Counter, COUNT, &[], &[],
+        "Consumer groups deleted because they had no members for --group-offsets-retention-ms."),
+    m("es_group_log_compactions_total", Counter, COUNT, &[], &[],
+        "Groups logs rewritten as one snapshot per group because they had grown past twice their last snapshot."),
 ];
 
 /// The broker's metrics rendered from live state at each scrape.
@@ -118,6 +122,8 @@ pub const LIVE: &[MetricHelp] = &[
         "High watermark of each partition: the offset after its last durable record."),
     m("es_recent_writes_bytes", Gauge, BYTES, &["shard"], &[],
         "Newly written bytes the shard holds in memory for tailing readers, within --recent-writes-shard-bytes."),
+    m("es_groups", Gauge, COUNT, &[], &[],
+        "Consumer groups the broker holds (with members or committed offsets), against --groups-max."),
     m("es_group_members", Gauge, COUNT, &["group"], &[],
         "Members of each consumer group."),
     m("es_group_rebalances_total", Counter, COUNT, &["group"], &[],

@@ -71,14 +71,18 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
         .collect();
     let groups = shard
         .groups
-        .borrow()
+        .groups()
         .values()
         .map(|g| GroupSeries {
-            name: g.name.clone(),
+            name: g.name.to_string(),
             members: g.members.len(),
             rebalances: g.rebalances,
             topics: g.topics.clone(),
-            committed: g.committed.iter().map(|(tp, o)| (tp.clone(), *o)).collect(),
+            committed: g
+                .committed
+                .iter()
+                .map(|(t, p, o)| ((t.to_string(), p), o))
+                .collect(),
         })
         .collect();
     ShardSeries {
@@ -193,6 +197,10 @@ fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&
         }
     }
     {
+        let mut f = Family::new(out, "es_groups");
+        f.sample(&[], groups.len() as u64);
+    }
+    {
         let mut f = Family::new(out, "es_group_members");
         for g in &groups {
             f.sample(&[("group", &g.name)], g.members as u64);
@@ -291,6 +299,7 @@ mod tests {
             r#"es_partition_high_watermark{topic="orders",partition="1"} 8"#,
             r#"es_recent_writes_bytes{shard="0"} 7"#,
             r#"es_recent_writes_bytes{shard="1"} 0"#,
+            "es_groups 1",
             r#"es_group_members{group="billing"} 1"#,
             r#"es_group_rebalances_total{group="billing"} 3"#,
             r#"es_group_committed_offset{group="billing",topic="orders",partition="0"} 4"#,
@@ -307,6 +316,7 @@ mod tests {
         for family in [
             "es_partition_high_watermark",
             "es_recent_writes_bytes",
+            "es_groups",
             "es_group_members",
             "es_group_rebalances_total",
             "es_group_committed_offset",
@@ -321,7 +331,8 @@ mod tests {
     fn nothing_to_render_renders_no_family() {
         let parts = vec![ShardSeries::default()];
         let text = rendered(&parts, &[]);
-        assert!(!text.contains("es_group"), "{text}");
+        assert!(!text.contains("es_group_"), "{text}");
+        assert!(text.lines().any(|l| l == "es_groups 0"), "{text}");
         assert!(!text.contains("es_partition"), "{text}");
         assert!(text.contains(r#"es_recent_writes_bytes{shard="0"} 0"#), "{text}");
     }

@@ -47,6 +47,7 @@ pub fn run(
     catalog: Arc<Catalog>,
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
+    groups: crate::group_store::BrokerGroups,
 ) -> Result<(), String> {
     let shards = config.shard_count();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -60,20 +61,22 @@ pub fn run(
         MESH_CHANNEL_DEPTH,
     ))); // blocking-ok: taken once per shard at thread start, before its executor runs
     let shards_state = state.clone();
+    let groups = Arc::new(groups);
     let handles = LocalExecutorPoolBuilder::new(placement)
         .name("es-shard")
         .io_memory(IO_MEMORY_BYTES)
         .spin_before_park(Duration::from_micros(config.spin_before_park_us))
         .on_all_shards(move || {
-            let (config, catalog, state, metrics) = (
+            let (config, catalog, state, metrics, groups) = (
                 config.clone(),
                 catalog.clone(),
                 shards_state.clone(),
                 metrics.clone(),
+                groups.clone(),
             );
             // Taken by move: each shard's ends go to exactly one thread.
             let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop(); // blocking-ok: start-up, uncontended
-            async move { shard_main(config, catalog, state, metrics, mesh).await }
+            async move { shard_main(config, catalog, state, metrics, mesh, groups).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;
     // Shards never return: once every one has closed its partitions (the
@@ -147,6 +150,7 @@ async fn shard_main(
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     mesh: Option<crate::mesh::MeshEnds<Envelope>>,
+    groups: Arc<crate::group_store::BrokerGroups>,
 ) {
     // Held for the shard's life: a lost wake-up of its executor costs one
     // nudge interval, never a stuck shard (es_storage::Nudge).
@@ -194,6 +198,7 @@ async fn shard_main(
         state.clone(),
         metrics,
         Some(senders),
+        groups.take(id),
     ));
     crate::shard::serve_mesh(shard.clone(), receivers);
     glommio::spawn_local(watch_shutdown(shard.clone())).detach();
@@ -268,12 +273,7 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     }
     crate::cleanup::spawn(shard.clone());
     let (recovered, complete) = match recover(shard).await {
-        Ok(true) => (
-            crate::coordinator::load(shard)
-                .await
-                .map_err(|e| format!("loading consumer groups: {e}")),
-            true,
-        ),
+        Ok(true) => (Ok(()), true),
         // Shutdown came first: a clean stop, never ready.
         Ok(false) => (Ok(()), false),
         Err(e) => (Err(e), false),

@@ -60,10 +60,8 @@ pub struct Shard {
     pub producer_epochs: RefCell<HashMap<i64, i16>>,
     /// Producer id registry (controller shard only; loaded on first use).
     pub producer_registry: RefCell<Option<crate::producer_ids::Registry>>,
-    /// Consumer groups this shard coordinates.
-    pub groups: RefCell<HashMap<String, crate::group::Group>>,
-    /// Serializes writes of one group's offsets file.
-    pub group_locks: RefCell<HashMap<String, Rc<glommio::sync::Semaphore>>>,
+    /// Consumer groups this shard coordinates, and their groups log.
+    pub groups: Rc<crate::group_store::GroupStore>,
     /// Member ids: start time, shard and a counter make them unique.
     pub member_seq: Cell<u64>,
     pub started_nanos: u128,
@@ -86,10 +84,19 @@ impl Shard {
         state: Arc<BrokerState>,
         metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
         senders: Option<Senders<Envelope>>,
+        groups: crate::group_store::ShardGroups,
     ) -> Shard {
         let shards = config.shard_count();
         let producer_epochs = RefCell::new(catalog.producer_epochs());
         let request_budget = crate::binary::budget::RequestBudget::new(config.request_shard_bytes as u64, id);
+        let batcher = FsyncBatcher::new();
+        let groups = Rc::new(crate::group_store::GroupStore::new(
+            &config.data_dir,
+            id,
+            shards,
+            groups,
+            batcher.clone(),
+        ));
         Shard {
             id,
             shards,
@@ -97,7 +104,7 @@ impl Shard {
             catalog,
             state,
             metrics,
-            batcher: FsyncBatcher::new(),
+            batcher,
             senders,
             overflow: RefCell::new((0..shards).map(|_| Default::default()).collect()),
             draining: (0..shards).map(|_| Cell::new(false)).collect(),
@@ -106,8 +113,7 @@ impl Shard {
             producers: RefCell::new(HashMap::new()),
             producer_registry: RefCell::new(None),
             producer_epochs,
-            groups: RefCell::new(HashMap::new()),
-            group_locks: RefCell::new(HashMap::new()),
+            groups,
             member_seq: Cell::new(0),
             started_nanos: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

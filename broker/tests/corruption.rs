@@ -14,9 +14,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use common::{create_topic, fetch, last_segment, poll_until, produce_values, values_of, Broker, Client};
+use common::{create_topic, fetch, last_segment, produce_values, start_refused, values_of, Broker};
 
 /// Where each batch of a segment log starts (before a direct writer's zero
 /// padding, if any).
@@ -39,39 +38,6 @@ fn corrupt_copies(dir: &Path) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
-}
-
-/// Runs the broker on `b`'s data directory and addresses until it exits
-/// (it must not become ready); returns its exit code and output.
-fn start_refused(b: &Broker) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out_path = dir.path().join("out.log");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-    cmd.args(["--data-dir", b.data_dir().to_str().unwrap()])
-        .args(["--http-addr", &b.addr().to_string()])
-        .args(["--binary-addr", &b.binary_addr()])
-        .args(["--shards", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone().unwrap()))
-        .stderr(Stdio::from(out));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("ES_") && k != "ES_TEST_WAIT_SECS" {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().expect("es-broker runs");
-    let client = Client::new(b.addr());
-    let status = poll_until(
-        "es-broker to refuse to start",
-        || {
-            let ready = matches!(client.try_get("/ready"), Ok((200, _)));
-            ready.then(|| "it started on corrupt data (answers /ready 200) instead of refusing".to_string())
-        },
-        || child.try_wait().expect("try_wait"),
-    );
-    let _ = child.kill();
-    (status.code(), std::fs::read_to_string(&out_path).unwrap())
 }
 
 #[test]

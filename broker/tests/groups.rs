@@ -1,14 +1,18 @@
 //! Consumer groups against the real broker, over HTTP: sticky assignment
 //! between members, session expiry handing partitions over, commit rules
 //! (stale generation, partitions not held), durable commits across kill -9,
-//! describe with lag, reset, list and delete.
+//! describe with lag, reset, list and delete; the limits on what clients
+//! can make the broker keep: `--groups-max` and the expiry of empty
+//! groups' offsets (`--group-offsets-retention-ms`).
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{poll_until, Broker};
+use common::{poll_until, wait_for, Broker};
+use es_protocol::client::{Client as BinaryClient, Options};
+use es_protocol::Kind;
 use serde_json::{json, Value};
 
 /// A member's session that outlasts any test (the broker's largest): it
@@ -246,4 +250,137 @@ fn reset_list_and_delete() {
     assert_eq!(b.get("/v1/groups/bad%2Fname").0, 400);
     let (status, v) = b.post("/v1/groups/x/members", json!({"topics": ["missing"]}));
     assert_eq!(status, 404, "{v}");
+}
+
+fn group_names(b: &Broker) -> Vec<String> {
+    let (status, list) = b.get("/v1/groups");
+    assert_eq!(status, 200, "{list}");
+    list["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn commit(b: &Broker, group: &str, offset: u64) -> (u16, Value) {
+    b.post(
+        &format!("/v1/groups/{group}/commits"),
+        json!({"offsets": [{"topic": "t", "partition": 0, "offset": offset}]}),
+    )
+}
+
+/// Contract: with `--groups-max 3`, a commit, reset or join that would
+/// make a fourth group is 409 `too_many_groups` (over HTTP and the binary
+/// protocol) and creates nothing; the groups there carry on; a group
+/// deleted, or one that only had members and lost them, makes room again;
+/// and groups loaded at start count.
+#[test]
+fn groups_max_refuses_a_group_more_and_changes_nothing() {
+    let mut b = Broker::start_with(&["--shards", "2", "--groups-max", "3"]);
+    assert_eq!(b.post("/v1/topics", json!({"name": "t", "partitions": 1})).0, 201);
+    assert_eq!(commit(&b, "a", 1).0, 200);
+    assert_eq!(commit(&b, "b", 2).0, 200);
+    let m = join(&b, "c", &["t"], LONG_SESSION_MS);
+    let full = |got: (u16, Value)| {
+        assert_eq!(got.0, 409, "{}", got.1);
+        assert_eq!(got.1["error"]["code"], "too_many_groups", "{}", got.1);
+        assert!(
+            got.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("--groups-max"),
+            "{}",
+            got.1
+        );
+    };
+    full(commit(&b, "d", 4));
+    full(b.post("/v1/groups/e/reset", json!({"topic": "t", "to": "earliest"})));
+    full(b.post("/v1/groups/f/members", json!({"topics": ["t"]})));
+    let binary = BinaryClient::connect(&b.binary_addr(), Options::default()).unwrap();
+    let e = binary
+        .admin(
+            Kind::CommitOffsets,
+            json!({"group": "g", "offsets": [{"topic": "t", "partition": 0, "offset": 1}]}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), Some("too_many_groups"), "{e}");
+    assert_eq!(group_names(&b), vec!["a", "b", "c"], "nothing was created");
+    for g in ["d", "e", "f", "g"] {
+        assert_eq!(b.get(&format!("/v1/groups/{g}")).0, 404, "{g}");
+    }
+    // The groups there carry on: a commit to one of them is no new group.
+    assert_eq!(commit(&b, "a", 5).0, 200);
+    assert_eq!(heartbeat(&b, "c", m["member_id"].as_str().unwrap()).0, 200);
+
+    // A deleted group makes room; so does a group that only had members,
+    // once they are gone (it had nothing to keep).
+    assert_eq!(b.delete("/v1/groups/b").0, 200);
+    assert_eq!(commit(&b, "d", 4).0, 200);
+    full(commit(&b, "e", 1));
+    let (status, v) = b.delete(&format!(
+        "/v1/groups/c/members/{}",
+        m["member_id"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(group_names(&b), vec!["a", "d"]);
+    assert_eq!(commit(&b, "e", 1).0, 200);
+    full(commit(&b, "h", 1));
+
+    // After a restart the groups loaded count against the limit.
+    b.kill9();
+    b.restart();
+    assert_eq!(group_names(&b), vec!["a", "d", "e"]);
+    full(commit(&b, "h", 1));
+    assert_eq!(b.metric("es_groups"), Some(3.0));
+}
+
+/// Contract: a group without members loses its offsets (the group is
+/// deleted) once it has been idle for `--group-offsets-retention-ms`,
+/// at a cleanup pass; a group with a member keeps them however long, and
+/// its retention starts when its last member leaves. Expired groups stay
+/// gone after a restart. (That the default keeps them for seven days, and
+/// exactly when a retention is passed, is `group::tests`, whose clock is an
+/// argument.)
+#[test]
+fn empty_groups_offsets_expire_after_the_retention() {
+    // One shard, so that one cleanup pass looks at every group.
+    let mut b = Broker::start_with(&[
+        "--shards",
+        "1",
+        "--group-offsets-retention-ms",
+        "1",
+        "--cleanup-interval-ms",
+        "20",
+    ]);
+    assert_eq!(b.post("/v1/topics", json!({"name": "t", "partitions": 1})).0, 201);
+    let m = join(&b, "live", &["t"], LONG_SESSION_MS);
+    let member = m["member_id"].as_str().unwrap().to_string();
+    let (status, v) = b.post(
+        "/v1/groups/live/commits",
+        json!({"member_id": member, "generation": m["generation"],
+               "offsets": [{"topic": "t", "partition": 0, "offset": 3}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = commit(&b, "idle", 2);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["offsets"][0]["offset"], 2, "{v}");
+    wait_for("the idle group's offsets to expire", || {
+        !group_names(&b).contains(&"idle".to_string())
+    });
+    // The pass that expired "idle" looked at "live" too (it was there
+    // first), and left it: it has a member.
+    let (status, v) = b.get("/v1/groups/live/commits");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["offsets"][0]["offset"], 3, "{v}");
+    assert_eq!(b.get("/v1/groups/idle").0, 404);
+    assert!(b.metric("es_group_offsets_expired_total").unwrap_or(0.0) >= 1.0);
+
+    let (status, v) = b.delete(&format!("/v1/groups/live/members/{member}"));
+    assert_eq!(status, 200, "{v}");
+    wait_for("the group left empty to expire", || group_names(&b).is_empty());
+    assert_eq!(b.metric("es_group_offsets_expired_total"), Some(2.0));
+    b.kill9();
+    b.restart();
+    assert!(group_names(&b).is_empty(), "expired groups stay gone");
 }

@@ -1061,3 +1061,37 @@ pub fn raise_open_files_limit(want: u64) -> u64 {
         .status();
     open_files_limit().unwrap_or(current)
 }
+
+/// Runs a one-shard broker on `b`'s data directory and addresses until it
+/// exits (it must not become ready: damaged data refuses the start);
+/// returns its exit code and output. `ES_*` variables are not passed on.
+pub fn start_refused(b: &Broker) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out.log");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
+    cmd.args(["--data-dir", b.data_dir().to_str().unwrap()])
+        .args(["--http-addr", &b.addr().to_string()])
+        .args(["--binary-addr", &b.binary_addr()])
+        .args(["--shards", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ES_") && k != "ES_TEST_WAIT_SECS" {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd.spawn().expect("es-broker runs");
+    let client = Client::new(b.addr());
+    let status = poll_until(
+        "es-broker to refuse to start",
+        || {
+            let ready = matches!(client.try_get("/ready"), Ok((200, _)));
+            ready.then(|| "it started on corrupt data (answers /ready 200) instead of refusing".to_string())
+        },
+        || child.try_wait().expect("try_wait"),
+    );
+    let _ = child.kill();
+    (status.code(), std::fs::read_to_string(&out_path).unwrap())
+}
