@@ -3,7 +3,9 @@
 //! partition this shard owns, one partition at a time. It runs in its own
 //! glommio task queue with a small share of the shard, so produce and fetch
 //! keep their latency while a compaction rewrites segments; the storage
-//! engine yields between bounded steps. Also the shard's cold store.
+//! engine yields between bounded steps. Also the shard's cold store. On the
+//! controller, each tick also sweeps expired producer ids
+//! (producer_expiry.rs).
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -67,6 +69,9 @@ async fn run(shard: Rc<Shard>) {
             return;
         }
         pass(&shard).await;
+        if shard.id == crate::shard::CONTROLLER_SHARD {
+            crate::producer_expiry::sweep(&shard).await;
+        }
     }
 }
 
