@@ -14,24 +14,24 @@ pub type Topics = BTreeMap<String, Arc<TopicMeta>>;
 /// Shared by all shards (`Send + Sync`).
 pub struct Catalog {
     topics: ArcSwap<Topics>,
-    /// Producer epochs from the registry at start-up (see producer_ids.rs).
-    producer_epochs: std::collections::HashMap<i64, i16>,
+    /// The producer id registry as read at start-up (see producer_ids.rs).
+    producer_start_view: crate::producer_ids::StartView,
 }
 
 impl Catalog {
-    pub fn new(initial: Vec<TopicMeta>, producer_epochs: std::collections::HashMap<i64, i16>) -> Catalog {
+    pub fn new(initial: Vec<TopicMeta>, producer_start_view: crate::producer_ids::StartView) -> Catalog {
         let map = initial
             .into_iter()
             .map(|m| (m.name.clone(), Arc::new(m)))
             .collect();
         Catalog {
             topics: ArcSwap::from_pointee(map),
-            producer_epochs,
+            producer_start_view,
         }
     }
 
-    pub fn producer_epochs(&self) -> std::collections::HashMap<i64, i16> {
-        self.producer_epochs.clone()
+    pub fn producer_start_view(&self) -> &crate::producer_ids::StartView {
+        &self.producer_start_view
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<TopicMeta>> {

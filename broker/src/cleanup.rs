@@ -5,7 +5,8 @@
 //! keep their latency while a compaction rewrites segments; the storage
 //! engine yields between bounded steps. Each pass ends with the consumer
 //! groups' offset retention (`coordinator::clean_offsets`). Also the
-//! shard's cold store.
+//! shard's cold store. On the controller, each tick also sweeps expired
+//! producer ids (producer_expiry.rs).
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -69,6 +70,9 @@ async fn run(shard: Rc<Shard>) {
             return;
         }
         pass(&shard).await;
+        if shard.id == crate::shard::CONTROLLER_SHARD {
+            crate::producer_expiry::sweep(&shard).await;
+        }
     }
 }
 

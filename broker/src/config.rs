@@ -113,6 +113,13 @@ pub struct Config {
     /// nothing.
     #[arg(long, env = "ES_GROUPS_MAX", default_value_t = GROUPS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub groups_max: usize,
+    /// Milliseconds after which a producer id that wrote nothing (and got
+    /// no new epoch) is forgotten by every partition and the registry: a
+    /// later produce with it is 404 `unknown_producer_id` (Kafka's
+    /// `producer.id.expiration.ms`). Producer state grows with the ids
+    /// active within this time. Checked every `--cleanup-interval-ms`.
+    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    pub producer_id_expiry_ms: u64,
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
@@ -299,6 +306,12 @@ impl Config {
             self.group_offsets_retention_ms,
             1,
             GROUP_OFFSETS_RETENTION_MS_MAX,
+        )?;
+        in_range(
+            "--producer-id-expiry-ms",
+            self.producer_id_expiry_ms,
+            crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_MIN,
+            crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_MAX,
         )?;
         in_range(
             "--segment-bytes",

@@ -23,7 +23,7 @@ use futures::future::join_all;
 use hyper::StatusCode;
 
 use crate::error::ApiError;
-use crate::message::{Op, Reply};
+use crate::message::{Op, ProducerOp, Reply};
 use crate::placement::ShardId;
 use crate::shard::Shard;
 use crate::topic::{self, TopicMeta};
@@ -126,30 +126,89 @@ async fn discard(shard: &Rc<Shard>, name: &str, partitions: u32) -> Result<(), A
 /// A new producer id, or the next epoch of `existing`.
 pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(i64, i16), ApiError> {
     let _guard = shard.controller_lock.acquire_permit(1).await;
-    let loaded = shard.producer_registry.borrow_mut().take();
-    let mut registry = match loaded {
-        Some(r) => r,
-        None => crate::producer_ids::Registry::load(shard).await?,
+    let mut registry = take_registry(shard).await?;
+    let now_ms = crate::clock::now_ms();
+    let result = match existing {
+        None => registry.issue(shard.data_dir()).await.map(|id| (id, 0)),
+        Some(id) => {
+            // An id with no epoch past 0 in the registry is live if some
+            // shard holds state for it (it wrote lately).
+            let shards_know = if registry.has_epoch(id) {
+                Ok(None)
+            } else {
+                epoch_on_shards(shard, id).await
+            };
+            match shards_know {
+                Ok(known) => registry
+                    .next_epoch(shard.data_dir(), id, known, now_ms)
+                    .await
+                    .map(|epoch| (id, epoch)),
+                Err(e) => Err(e),
+            }
+        }
     };
-    let result = registry.init(shard.data_dir(), existing).await;
     *shard.producer_registry.borrow_mut() = Some(registry);
     let (id, epoch) = result?;
-    // Fence the older epochs everywhere before answering.
-    let calls = (0..shard.shards).map(|s| {
-        shard.call(
-            s,
-            Op::FenceProducer {
-                producer_id: id,
-                epoch,
-            },
-        )
-    });
+    // Every shard learns the id, and fences the older epochs, before the
+    // answer.
+    on_every_shard(
+        shard,
+        ProducerOp::Issued {
+            producer_id: id,
+            epoch,
+            at_ms: now_ms,
+        },
+    )
+    .await?;
+    Ok((id, epoch))
+}
+
+/// The producer id registry, taken out of its slot (put it back with
+/// `*shard.producer_registry.borrow_mut() = Some(..)`): loaded at first use,
+/// once the broker is ready, and then its floors told to every shard. Under
+/// the controller lock.
+pub async fn take_registry(shard: &Rc<Shard>) -> Result<crate::producer_ids::Registry, ApiError> {
+    let loaded = shard.producer_registry.borrow_mut().take();
+    if let Some(r) = loaded {
+        return Ok(r);
+    }
+    let registry = crate::producer_ids::Registry::load(shard).await?;
+    let floors = registry.floors();
+    let told = on_every_shard(shard, ProducerOp::Floors(floors)).await;
+    // Loaded whatever the shards answered: a floor only moves up, and the
+    // next load would find the same.
+    match told {
+        Ok(()) => Ok(registry),
+        Err(e) => {
+            *shard.producer_registry.borrow_mut() = Some(registry);
+            Err(e)
+        }
+    }
+}
+
+/// The newest epoch any shard holds for `id`.
+async fn epoch_on_shards(shard: &Rc<Shard>, id: i64) -> Result<Option<i16>, ApiError> {
+    let calls = (0..shard.shards).map(|s| shard.call(s, Op::Producers(ProducerOp::Epoch(id))));
+    let mut newest = None;
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::Epoch(e) => newest = newest.max(e),
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    Ok(newest)
+}
+
+/// Runs `op` on every shard; the first error, if any.
+pub async fn on_every_shard(shard: &Rc<Shard>, op: ProducerOp) -> Result<(), ApiError> {
+    let calls = (0..shard.shards).map(|s| shard.call(s, Op::Producers(op.clone())));
     for reply in join_all(calls).await {
         if let Reply::Done(Err(e)) = reply {
             return Err(e);
         }
     }
-    Ok((id, epoch))
+    Ok(())
 }
 
 pub async fn patch_topic(

@@ -10,6 +10,7 @@ mod assignor;
 mod binary;
 mod catalog;
 mod cleanup;
+mod clock;
 mod committed;
 mod config;
 mod config_file;
@@ -26,6 +27,7 @@ mod groups;
 mod hot_metrics;
 mod http;
 mod idempotence;
+mod known_producers;
 mod listener;
 mod lock;
 mod logging;
@@ -38,11 +40,14 @@ mod ops;
 mod owned;
 mod placement;
 mod produce;
+mod producer_expiry;
 mod producer_ids;
 mod producer_snapshot;
 mod runtime;
 mod shard;
 mod state;
+#[cfg(test)]
+mod test_executor;
 mod topic;
 mod trash;
 
@@ -225,11 +230,12 @@ fn start(config: config::Config) -> Result<(), String> {
         })
         .map_err(|e| format!("starting the signal thread: {e}"))?;
     let config_data_dir = config.data_dir.clone();
+    clock::init_test_offset(&config_data_dir);
     runtime::run(
         Arc::new(config),
         Arc::new(catalog::Catalog::new(
             topics,
-            producer_ids::load_epochs(&config_data_dir)?,
+            producer_ids::load_start_view(&config_data_dir)?,
         )),
         state,
         Arc::new(recorder),

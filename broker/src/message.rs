@@ -64,12 +64,9 @@ pub enum Op {
         partition: u32,
         timestamp_ms: i64,
     },
-    /// From the controller to every shard: epochs of this producer below
-    /// `epoch` are fenced from now on.
-    FenceProducer {
-        producer_id: i64,
-        epoch: i16,
-    },
+    /// From the controller to every shard: what it must know of producer
+    /// ids (issued ids and epochs, the registry's floors, expiry).
+    Producers(ProducerOp),
     PatchTopic {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
@@ -83,6 +80,39 @@ pub enum Op {
     AdoptConnection {
         socket: std::os::fd::OwnedFd,
         unhandled: Vec<u8>,
+    },
+}
+
+/// The controller's word to each shard about producer ids
+/// (known_producers.rs, producer_expiry.rs).
+#[derive(Debug, Clone)]
+pub enum ProducerOp {
+    /// `producer_id` was issued at `epoch` (0: a new id) at `at_ms`: older
+    /// epochs are fenced from now on. Replies `Done`.
+    Issued {
+        producer_id: i64,
+        epoch: i16,
+        at_ms: i64,
+    },
+    /// The registry's floors, after it loaded. Replies `Done`.
+    Floors(crate::known_producers::Floors),
+    /// From a shard to the others: these ids (id, epoch, active_ms) wrote
+    /// on it (first seen there, or found in a partition it opened).
+    /// Replies `Done`.
+    Live(Vec<(i64, i16, i64)>),
+    /// The newest epoch this shard knows for a live id. Replies `Epoch`.
+    Epoch(i64),
+    /// Ids with state here, last active before `cutoff_ms`. Replies `Ids`.
+    Stale { cutoff_ms: i64 },
+    /// Of `ids`, those active here since `cutoff_ms`. Replies `Ids`.
+    Fresh { ids: Vec<i64>, cutoff_ms: i64 },
+    /// Forget `ids` (each unless active here since `cutoff_ms`), in this
+    /// shard's view and every partition table; raise the expired floor.
+    /// Replies `Live`: the ids kept because they were active since.
+    Expire {
+        ids: Vec<i64>,
+        cutoff_ms: i64,
+        expired_below: i64,
     },
 }
 
@@ -165,6 +195,13 @@ pub enum Reply {
     Described(Result<Vec<PartitionState>, ApiError>),
     Topic(Result<TopicMeta, ApiError>),
     Producer(Result<(i64, i16), ApiError>),
+    /// Producer ids (`ProducerOp::Stale`, `Fresh`, `Expire`).
+    Ids(Vec<i64>),
+    /// A producer id's epoch on a shard (`ProducerOp::Epoch`).
+    Epoch(Option<i16>),
+    /// Producer ids with their epoch and last activity
+    /// (`ProducerOp::Expire`: those kept).
+    Live(Vec<(i64, i16, i64)>),
     Json(Result<serde_json::Value, ApiError>),
     Series(Box<crate::metrics_live::ShardSeries>),
 }

@@ -9,9 +9,9 @@ use futures::FutureExt;
 
 use crate::controller;
 use crate::error::ApiError;
-use crate::idempotence::{Check, ProducerFields, ProducerTable};
+use crate::idempotence::{Check, ProducerFields};
 use crate::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, PartitionState, Payload, Reply};
-use crate::producer_snapshot;
+use crate::producer_snapshot::{self, PartitionProducers};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topic::{self, TopicConfig, TopicMeta};
 
@@ -47,7 +47,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::DeleteTopic(_) => "delete_topic",
         Op::PatchTopic { .. } => "patch_topic",
         Op::InitProducer(_) => "init_producer",
-        Op::FenceProducer { .. } => "fence_producer",
+        Op::Producers(_) => "producers",
         Op::Group { .. } => "group",
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
@@ -100,12 +100,7 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::AdoptConnection { socket, unhandled } => {
             Reply::Done(crate::binary::adopt(&shard, socket, unhandled))
         }
-        Op::FenceProducer { producer_id, epoch } => {
-            let mut epochs = shard.producer_epochs.borrow_mut();
-            let e = epochs.entry(producer_id).or_insert(epoch);
-            *e = (*e).max(epoch);
-            Reply::Done(Ok(()))
-        }
+        Op::Producers(op) => crate::producer_expiry::on_shard(&shard, op),
         Op::InitProducer(existing) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
             Reply::Producer(Box::pin(controller::init_producer(&shard, existing)).await)
@@ -137,7 +132,7 @@ fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, Ap
 }
 
 async fn produce(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     topic: &str,
     partition: u32,
     payload: Payload,
@@ -150,11 +145,19 @@ async fn produce(
     let started = Instant::now();
     let count = payload.count();
     let appended = match producer {
-        None => match payload {
-            Payload::Records(records) => log.append_durable(&records, ProducerStamp::NONE).await,
-            Payload::Batch(batch, early) => log.append_batch_durable(batch, early).await,
+        None => {
+            let active = log.active_base();
+            let appended = match payload {
+                Payload::Records(records) => log.append_placed(&records, ProducerStamp::NONE),
+                Payload::Batch(batch, early) => log.append_batch_placed(batch, early),
+            }
+            .map_err(ApiError::storage)?;
+            snapshot_if_rolled(shard, &log, topic, partition, active);
+            log.wait_durable(appended.next_offset)
+                .await
+                .map_err(ApiError::storage)?;
+            appended
         }
-        .map_err(ApiError::storage)?,
         Some(f) => match idempotent_append(shard, &log, topic, partition, payload, f).await? {
             Ok(appended) => appended,
             Err(duplicate_base) => return Ok(duplicate_base),
@@ -170,7 +173,7 @@ async fn produce(
 /// a new batch is placed and recorded before anything else runs on the
 /// shard, so pipelined batches of one producer see each other.
 async fn idempotent_append(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     log: &PartitionLog,
     topic: &str,
     partition: u32,
@@ -184,44 +187,28 @@ async fn idempotent_append(
         ));
     }
     // Every shard learns each issued id and epoch before POST /v1/producers
-    // answers, so an id or epoch the registry never issued is refused here.
-    match shard.producer_epochs.borrow().get(&f.producer_id) {
-        None => {
-            return Err(ApiError::new(
-                hyper::StatusCode::NOT_FOUND,
-                "unknown_producer_id",
-                format!(
-                    "producer id {} was never issued by this broker: POST /v1/producers first",
-                    f.producer_id
-                ),
-            ))
-        }
-        Some(current) if f.epoch < *current => {
-            return Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "producer_fenced",
-                format!(
-                "producer {} epoch {} is fenced by epoch {current}: a newer instance of this producer exists",
-                f.producer_id, f.epoch
-            ),
-            ))
-        }
-        Some(current) if f.epoch > *current => {
-            return Err(ApiError::invalid(format!(
-                "producer {} epoch {} was never issued (the current epoch is {current})",
-                f.producer_id, f.epoch
-            )))
-        }
-        Some(_) => {}
-    }
+    // answers, so an id or epoch the registry never issued is refused here,
+    // as is an id that expired.
+    shard.known_producers.borrow().check(f.producer_id, f.epoch)?;
     let key = (topic.to_string(), partition);
     let check = match shard.producers.borrow().get(&key) {
-        Some(table) => table.check(f, count)?,
-        None => ProducerTable::default().check(f, count)?,
+        Some(state) => state.table.check(f, count)?,
+        // Open partitions have their producer state (both are inserted and
+        // removed together, with no await between).
+        None => {
+            return Err(ApiError::unavailable(format!(
+                "partition {topic}/{partition} is closing"
+            )))
+        }
     };
+    let now_ms = crate::clock::now_ms();
     match check {
         Check::Duplicate(base) => {
             metrics::counter!("es_produce_duplicates_total").increment(1);
+            if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+                state.table.touch(f.producer_id, now_ms);
+            }
+            note_active(shard, f, now_ms);
             log.wait_durable(Offset(base + count as u64))
                 .await
                 .map_err(ApiError::storage)?;
@@ -236,21 +223,23 @@ async fn idempotent_append(
                 epoch: f.epoch,
                 base_sequence: f.sequence,
             };
+            let active = log.active_base();
             let appended = match payload {
                 Payload::Records(records) => log.append_placed(&records, stamp),
                 // The batch carries the same stamp in its header.
                 Payload::Batch(batch, early) => log.append_batch_placed(batch, early),
             }
             .map_err(ApiError::storage)?;
-            shard
-                .producers
-                .borrow_mut()
-                .entry(key.clone())
-                .or_default()
-                .record(f, count, appended.base_offset.0);
+            // Placed and recorded with no await between: the table always
+            // holds exactly the batches placed (producer_snapshot.rs).
+            if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+                state.table.record(f, count, appended.base_offset.0, now_ms);
+            }
+            note_active(shard, f, now_ms);
+            snapshot_if_rolled(shard, log, topic, partition, active);
             if let Err(e) = log.wait_durable(appended.next_offset).await {
-                if let Some(t) = shard.producers.borrow_mut().get_mut(&key) {
-                    t.forget(f, appended.base_offset.0);
+                if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+                    state.table.forget(f, appended.base_offset.0);
                 }
                 return Err(ApiError::storage(e));
             }
@@ -296,6 +285,31 @@ async fn confirm_duplicate(
         "producer {} sequence {}: its earlier write was refused (no room on the disk) and not kept; retry",
         f.producer_id, f.sequence
     )))
+}
+
+/// The producer of `f` wrote here at `now_ms`; the other shards learn of
+/// it when it is new here (known_producers.rs).
+fn note_active(shard: &Rc<Shard>, f: ProducerFields, now_ms: i64) {
+    let new = shard
+        .known_producers
+        .borrow_mut()
+        .note(f.producer_id, f.epoch, now_ms);
+    if new {
+        crate::producer_expiry::tell_others(shard, vec![(f.producer_id, f.epoch, now_ms)]);
+    }
+}
+
+/// After a batch was placed (and recorded) with no await since
+/// `active_before` was read: if it started a new segment, snapshots the
+/// partition's producer state, so that a restart after a crash scans only
+/// the batches since.
+fn snapshot_if_rolled(shard: &Shard, log: &PartitionLog, topic: &str, partition: u32, active_before: Offset) {
+    if log.active_base() == active_before {
+        return;
+    }
+    if let Some(state) = shard.producers.borrow().get(&(topic.to_string(), partition)) {
+        state.snapshots.take(&state.table, log, "roll");
+    }
 }
 
 async fn offset_for_time(
@@ -399,7 +413,7 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
 /// Opens (creating) partitions of `meta` that this shard owns. A partition
 /// open already is refused (`internal`), before its directory is touched:
 /// opening it again would put a second log on its files.
-pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
+pub async fn open(shard: &Rc<Shard>, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
     for &p in partitions {
         debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
         if shard.partitions.borrow().contains(&meta.name, p) {
@@ -418,24 +432,37 @@ pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result
             tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
         }
         metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
-        let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
-        let saved =
-            producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await;
-        if let Err(e) = saved {
-            // Derived data (the next start scans again, from the snapshot
-            // before if any): a full disk does not keep a partition shut.
-            if e.status != hyper::StatusCode::SERVICE_UNAVAILABLE {
-                return Err(e);
-            }
-            tracing::warn!(topic = %meta.name, partition = p, error = %e, "producer snapshot not saved; the next start scans again");
+        let (table, loaded) =
+            producer_snapshot::load(shard.data_dir(), &meta.name, p, &log, crate::clock::now_ms()).await?;
+        metrics::counter!("es_recovery_producer_batches_scanned_total").increment(loaded.batches_scanned);
+        if loaded.batches_scanned > 0 {
+            tracing::info!(
+                topic = %meta.name,
+                partition = p,
+                from_offset = loaded.scanned_from,
+                batches = loaded.batches_scanned,
+                "producer state rebuilt from the batches after its snapshot"
+            );
         }
+        let snapshots = producer_snapshot::save_opened(shard.data_dir(), &meta.name, p, &table, &log).await?;
         let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
         if let Err(taken) = inserted {
             // Opened meanwhile by another operation: this copy goes.
             let _ = taken.log.close().await;
             return Err(ApiError::internal(taken.to_string()));
         }
-        shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
+        let new: Vec<(i64, i16, i64)> = {
+            let mut known = shard.known_producers.borrow_mut();
+            table
+                .producers()
+                .filter(|&(id, epoch, active_ms)| known.note(id, epoch, active_ms))
+                .collect()
+        };
+        crate::producer_expiry::tell_others(shard, new);
+        shard
+            .producers
+            .borrow_mut()
+            .insert((meta.name.clone(), p), PartitionProducers { table, snapshots });
     }
     Ok(())
 }
@@ -448,7 +475,11 @@ async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), Ap
     let mut first_error = None;
     for &p in partitions {
         let log = shard.partitions.borrow_mut().remove(topic, p);
-        shard.producers.borrow_mut().remove(&(topic.to_string(), p));
+        let producers = shard.producers.borrow_mut().remove(&(topic.to_string(), p));
+        if let Some(producers) = producers {
+            // No snapshot lands in the directory about to be deleted.
+            producers.snapshots.close().await;
+        }
         if let Some(log) = log {
             // A poisoned log cannot close cleanly; it is being deleted anyway.
             let _ = log.close().await;
@@ -504,12 +535,19 @@ pub async fn close_all(shard: &Shard) -> usize {
             continue;
         }
         // Every placed batch is durable now: the snapshot covers the log.
-        let table = shard.producers.borrow_mut().remove(&(topic.clone(), p));
-        if let Some(table) = table {
-            if let Err(e) =
-                producer_snapshot::save(shard.data_dir(), &topic, p, &table, log.durable_offset()).await
-            {
+        let producers = shard.producers.borrow_mut().remove(&(topic.clone(), p));
+        if let Some(producers) = producers {
+            if let Err(e) = producers.snapshots.save_closed(&producers.table, &log).await {
                 tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
+            }
+        }
+    }
+    if shard.id == CONTROLLER_SHARD {
+        // The exact next producer id, so the next start goes on one by one.
+        let registry = shard.producer_registry.borrow_mut().take();
+        if let Some(mut registry) = registry {
+            if let Err(e) = registry.close(shard.data_dir()).await {
+                tracing::warn!(error = %e, "producer id registry not closed; the next start skips the rest of its block");
             }
         }
     }

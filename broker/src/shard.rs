@@ -22,10 +22,11 @@ use futures::channel::oneshot;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::idempotence::ProducerTable;
+use crate::known_producers::KnownProducers;
 use crate::mesh::Senders;
 use crate::message::{Envelope, Op, Reply};
 use crate::placement::{self, ShardId};
+use crate::producer_snapshot::PartitionProducers;
 use crate::state::BrokerState;
 
 /// The shard that runs topic create, delete and config changes, one at a time.
@@ -54,10 +55,10 @@ pub struct Shard {
     /// Serializes controller operations (shard 0 only).
     pub controller_lock: glommio::sync::Semaphore,
     /// Idempotent producer state of the partitions this shard owns.
-    pub producers: RefCell<HashMap<(String, u32), ProducerTable>>,
-    /// The current epoch of each producer id the registry issued: a produce
-    /// with an older epoch is fenced on every partition.
-    pub producer_epochs: RefCell<HashMap<i64, i16>>,
+    pub producers: RefCell<HashMap<(String, u32), PartitionProducers>>,
+    /// What this shard knows of producer ids: a produce with an id or
+    /// epoch never issued, fenced or expired is refused on every partition.
+    pub known_producers: RefCell<KnownProducers>,
     /// Producer id registry (controller shard only; loaded on first use).
     pub producer_registry: RefCell<Option<crate::producer_ids::Registry>>,
     /// Consumer groups this shard coordinates, and their groups log.
@@ -87,7 +88,7 @@ impl Shard {
         groups: crate::group_store::ShardGroups,
     ) -> Shard {
         let shards = config.shard_count();
-        let producer_epochs = RefCell::new(catalog.producer_epochs());
+        let known_producers = RefCell::new(catalog.producer_start_view().known());
         let request_budget = crate::binary::budget::RequestBudget::new(config.request_shard_bytes as u64, id);
         let batcher = FsyncBatcher::new();
         let groups = Rc::new(crate::group_store::GroupStore::new(
@@ -112,7 +113,7 @@ impl Shard {
             hot: crate::hot_metrics::HotMetrics::new(),
             producers: RefCell::new(HashMap::new()),
             producer_registry: RefCell::new(None),
-            producer_epochs,
+            known_producers,
             groups,
             member_seq: Cell::new(0),
             started_nanos: std::time::SystemTime::now()
@@ -268,7 +269,7 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::DeleteTopic(_)
         | Op::PatchTopic { .. }
         | Op::InitProducer(_)
-        | Op::FenceProducer { .. }
+        | Op::Producers(_)
         | Op::AdoptConnection { .. } => true,
     }
 }
