@@ -279,7 +279,7 @@ async fn confirm_duplicate(
         return Ok(());
     }
     if let Some(t) = shard.producers.borrow_mut().get_mut(key) {
-        t.forget(f, base);
+        t.table.forget(f, base);
     }
     Err(ApiError::unavailable(format!(
         "producer {} sequence {}: its earlier write was refused (no room on the disk) and not kept; retry",
