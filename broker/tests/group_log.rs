@@ -151,6 +151,22 @@ fn the_log_compacts_as_groups_come_and_go() {
     b.kill9();
     b.restart();
     assert_eq!(all_commits(&b), kept, "the compacted log reads back");
+
+    // With no group left, a compaction leaves an empty log.
+    for g in kept.keys() {
+        assert_eq!(b.delete(&format!("/v1/groups/{g}")).0, 200);
+    }
+    let compactions = b.metric("es_group_log_compactions_total").unwrap_or(0.0);
+    for i in 0..100u64 {
+        let g = format!("again-{i}");
+        commit(&b, &g, 0, i);
+        assert_eq!(b.delete(&format!("/v1/groups/{g}")).0, 200);
+    }
+    assert!(b.metric("es_group_log_compactions_total").unwrap_or(0.0) > compactions);
+    assert!(fs::metadata(&log).unwrap().len() <= COMPACT_BYTES);
+    b.kill9();
+    b.restart();
+    assert!(all_commits(&b).is_empty());
 }
 
 /// Contract: the `<group>.json` files of a broker from before the groups

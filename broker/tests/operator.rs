@@ -156,6 +156,8 @@ fn out_of_range_values_are_refused_with_the_range() {
         ("--frame-stall-ms", "0", "1..="),
         ("--shards", "0", "1..=256"),
         ("--fetch-bytes-max", "0", "1..="),
+        ("--groups-max", "0", "1..=100000000"),
+        ("--group-offsets-retention-ms", "0", "1..=3153600000000"),
     ] {
         let (out, err) = run_to_exit(&[flag, value], &[]);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
