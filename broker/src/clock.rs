@@ -24,7 +24,8 @@ pub fn now_ms() -> i64 {
 }
 
 /// The test hook's file, in the data directory.
-pub const TEST_OFFSET_FILE: &str = "test-clock-offset-ms";
+#[cfg(debug_assertions)]
+const TEST_OFFSET_FILE: &str = "test-clock-offset-ms";
 
 /// Debug builds: re-reads the test offset when `ES_TEST_CLOCK` is set (a
 /// file that is missing or not a number leaves the clock as it is), and

@@ -15,6 +15,15 @@
 //! most 5 batches per partition are unacknowledged at once (the broker
 //! remembers each producer's last 5 batches per partition), so every retry
 //! is recognised.
+//!
+//! A producer id the broker no longer knows (`unknown_producer_id`: it
+//! expired, `--producer-id-expiry-ms`, after writing nothing for that long)
+//! is replaced once: when every unacknowledged batch was refused the first
+//! time it was sent (so none of them can have been written), the producer
+//! gets a new id and sends them again under it from sequence 0. If one of
+//! them was sent before (its answer lost with a connection), it may have
+//! been written, and sending it under another id could write it twice: the
+//! error is returned instead.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -77,6 +86,8 @@ struct Batch<P> {
     /// The answer due on the current connection; `None` when the send
     /// failed or the answer was already taken.
     pending: Option<P>,
+    /// Sent again after a lost connection: it may have been written.
+    resent: bool,
 }
 
 pub struct IdempotentProducer<L: Link> {
@@ -96,6 +107,8 @@ pub struct IdempotentProducer<L: Link> {
     acks: Vec<Option<(u32, u64)>>,
     /// Reconnect attempts since the last acknowledgement.
     attempts: u32,
+    /// Whether the producer id was replaced since the last acknowledgement.
+    renewed: bool,
 }
 
 impl<L: Link> IdempotentProducer<L> {
@@ -124,6 +137,7 @@ impl<L: Link> IdempotentProducer<L> {
             unacked: VecDeque::new(),
             acks: Vec::new(),
             attempts: 0,
+            renewed: false,
         })
     }
 
@@ -221,6 +235,7 @@ impl<L: Link> IdempotentProducer<L> {
             indices: buffer.indices,
             request,
             pending,
+            resent: false,
         });
         Ok(())
     }
@@ -266,9 +281,11 @@ impl<L: Link> IdempotentProducer<L> {
                         self.acknowledge(&batch, offsets)?;
                     }
                     self.attempts = 0;
+                    self.renewed = false;
                     return Ok(());
                 }
                 Err(e) if is_transient(&e) => self.recover(e)?,
+                Err(e) if e.code() == Some("unknown_producer_id") => self.renew(e)?,
                 Err(e) => return Err(e),
             }
         }
@@ -341,7 +358,46 @@ impl<L: Link> IdempotentProducer<L> {
 
     fn resend(&mut self) -> Result<(), ClientError> {
         for batch in self.unacked.iter_mut() {
+            batch.resent = true;
             batch.pending = Some(self.link.send(&batch.request)?);
+        }
+        Ok(())
+    }
+
+    /// After `error` (`unknown_producer_id`): takes the answers still due;
+    /// if no batch left unacknowledged can have been written (each was
+    /// refused on its first send), gets a new producer id and sends them
+    /// again under it, in order, from sequence 0 on each partition.
+    /// Otherwise, or if the id was replaced already since the last
+    /// acknowledgement, returns `error`.
+    fn renew(&mut self, error: ClientError) -> Result<(), ClientError> {
+        self.take_due_answers()?;
+        if self.unacked.is_empty() {
+            return Ok(());
+        }
+        if self.renewed || self.unacked.iter().any(|b| b.resent) {
+            return Err(error);
+        }
+        let (producer_id, epoch) = self.link.init_producer(None)?;
+        self.producer_id = producer_id;
+        self.epoch = epoch;
+        self.next_sequence.clear();
+        self.renewed = true;
+        let batches = std::mem::take(&mut self.unacked);
+        for mut batch in batches {
+            let sequence = self.sequence_for(batch.partition, batch.indices.len())?;
+            if let Request::IdempotentProduce(ip) = &mut batch.request {
+                ip.producer_id = producer_id;
+                ip.epoch = epoch;
+                ip.sequence = sequence;
+            }
+            batch.pending = match self.link.send(&batch.request) {
+                Ok(p) => Some(p),
+                // Resent with the others once the connection is back.
+                Err(e) if is_transient(&e) => None,
+                Err(e) => return Err(e),
+            };
+            self.unacked.push_back(batch);
         }
         Ok(())
     }
@@ -367,6 +423,9 @@ mod tests {
         Fenced,
     }
 
+    /// The producer id the fake broker hands out first.
+    const FIRST_ID: i64 = 7;
+
     /// A partition's producer window: its epoch, and (sequence, count, base offset) of the last batches.
     type Window = (i16, VecDeque<(i32, usize, u64)>);
 
@@ -380,9 +439,10 @@ mod tests {
         /// Reconnects that fail (connection refused) before one succeeds.
         refuse_reconnects: u32,
         epoch: i16,
-        /// Per partition: the values, and the window (sequence, count, base offset).
+        /// Per partition: the values; per producer id and partition, the
+        /// window (sequence, count, base offset).
         logs: BTreeMap<u32, Vec<Vec<u8>>>,
-        windows: BTreeMap<u32, Window>,
+        windows: BTreeMap<(i64, u32), Window>,
         /// Every request: (partition, sequence, record count), in order.
         seen: Vec<(u32, i32, usize)>,
         pauses: Vec<Duration>,
@@ -390,6 +450,12 @@ mod tests {
         /// Unanswered requests per partition now, and the most ever.
         outstanding: BTreeMap<u32, usize>,
         most_outstanding: usize,
+        /// From this request number on, the first id is unknown (expired).
+        expire_from: Option<usize>,
+        /// New ids handed out (InitProducer without an id).
+        issued: i64,
+        /// The producer id of every request, in order.
+        seen_ids: Vec<i64>,
     }
 
     impl Broker {
@@ -403,7 +469,7 @@ mod tests {
                 "one partition per request"
             );
             let n = ip.produce.records.len();
-            let (window_epoch, window) = self.windows.entry(p).or_default();
+            let (window_epoch, window) = self.windows.entry((ip.producer_id, p)).or_default();
             if ip.epoch > *window_epoch {
                 *window_epoch = ip.epoch;
                 window.clear();
@@ -465,7 +531,10 @@ mod tests {
             let partition = ip.produce.records[0].partition.expect("a partition");
             let number = b.seen.len();
             b.seen.push((partition, ip.sequence, ip.produce.records.len()));
+            b.seen_ids.push(ip.producer_id);
+            let expired = ip.producer_id == FIRST_ID && b.expire_from.is_some_and(|n| number >= n);
             let answer = match b.faults.get(&number).copied() {
+                None if expired => Err(broker_error("unknown_producer_id")),
                 None => b.produce(ip),
                 Some(Fault::AnswerLost) => {
                     let _ = b.produce(ip);
@@ -512,10 +581,16 @@ mod tests {
 
         fn init_producer(&mut self, existing: Option<i64>) -> Result<(i64, i16), ClientError> {
             let mut b = self.0.borrow_mut();
-            if existing.is_some() {
-                b.epoch += 1;
+            match existing {
+                Some(id) => {
+                    b.epoch += 1;
+                    Ok((id, b.epoch))
+                }
+                None => {
+                    b.issued += 1;
+                    Ok((FIRST_ID + b.issued - 1, 0))
+                }
             }
-            Ok((7, b.epoch))
         }
     }
 
@@ -703,6 +778,50 @@ mod tests {
         assert_eq!(err.code(), Some("producer_fenced"));
         assert!(b.borrow().pauses.is_empty());
         assert_eq!(b.borrow().seen.len(), 2);
+    }
+
+    #[test]
+    fn an_expired_id_is_replaced_when_no_batch_can_have_been_written() {
+        let b = broker(&[]);
+        let mut p = producer(&b, 2);
+        p.send(record(0, "a")).expect("send");
+        p.send(record(1, "b")).expect("send");
+        assert_eq!(p.flush().expect("flush"), vec![(0, 0), (1, 0)]);
+        // The broker forgets the id (it expired while the producer was
+        // idle): the next three batches are refused on their first send.
+        b.borrow_mut().expire_from = Some(2);
+        for (partition, v) in [(0, "c"), (0, "d"), (1, "e")] {
+            p.send(record(partition, v)).expect("send");
+        }
+        assert_eq!(p.flush().expect("a new id"), vec![(0, 1), (0, 2), (1, 1)]);
+        let broker = b.borrow();
+        assert_eq!(
+            broker.seen[5..],
+            [(0, 0, 1), (0, 1, 1), (1, 0, 1)],
+            "sent again in order, from sequence 0 on each partition"
+        );
+        assert_eq!(broker.seen_ids, vec![7, 7, 7, 7, 7, 8, 8, 8]);
+        assert!(broker.pauses.is_empty());
+        drop(broker);
+        assert_eq!(values(&b, 0), vec!["a", "c", "d"]);
+        assert_eq!(values(&b, 1), vec!["b", "e"]);
+    }
+
+    #[test]
+    fn an_expired_id_is_not_replaced_when_a_batch_may_have_been_written() {
+        // Request 1 is written but its answer is lost with the connection;
+        // when it is sent again, the broker no longer knows the id.
+        let b = broker(&[(1, Fault::AnswerLost)]);
+        b.borrow_mut().expire_from = Some(2);
+        let mut p = producer(&b, 1);
+        p.send(record(0, "a")).expect("send");
+        p.send(record(0, "b")).expect("send");
+        let err = p
+            .flush()
+            .expect_err("b may be written: not sent under another id");
+        assert_eq!(err.code(), Some("unknown_producer_id"));
+        assert_eq!(b.borrow().issued, 1, "no new id");
+        assert_eq!(values(&b, 0), vec!["a", "b"], "written once");
     }
 
     #[test]
