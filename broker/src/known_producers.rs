@@ -109,7 +109,8 @@ impl KnownProducers {
             None if producer_id < self.expired_below => {
                 return Err(unknown(format!(
                     "producer id {producer_id} expired: it wrote nothing for longer than \
-                     --producer-id-expiry-ms; POST /v1/producers for a new id"
+                     --producer-id-expiry-ms (or it was handed out just before the broker \
+                     crashed, and not used); POST /v1/producers for a new id"
                 )))
             }
             // Issued lately, never written here, never given a new epoch.

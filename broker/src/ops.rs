@@ -188,8 +188,22 @@ async fn idempotent_append(
     }
     // Every shard learns each issued id and epoch before POST /v1/producers
     // answers, so an id or epoch the registry never issued is refused here,
-    // as is an id that expired.
-    shard.known_producers.borrow().check(f.producer_id, f.epoch)?;
+    // as is an id that expired. Until every shard has opened its
+    // partitions, this shard may not have heard of an id that wrote
+    // elsewhere: not refused for good, asked again.
+    let known = shard.known_producers.borrow().check(f.producer_id, f.epoch);
+    if let Err(e) = known {
+        let opened = shard
+            .state
+            .ready_shards
+            .load(std::sync::atomic::Ordering::Acquire);
+        if e.code == "unknown_producer_id" && opened < shard.shards {
+            return Err(ApiError::unavailable(
+                "the broker is starting: producer state is still being loaded; retry",
+            ));
+        }
+        return Err(e);
+    }
     let key = (topic.to_string(), partition);
     let check = match shard.producers.borrow().get(&key) {
         Some(state) => state.table.check(f, count)?,
@@ -458,11 +472,15 @@ pub async fn open(shard: &Rc<Shard>, meta: &TopicMeta, partitions: &[u32]) -> Re
                 .filter(|&(id, epoch, active_ms)| known.note(id, epoch, active_ms))
                 .collect()
         };
-        crate::producer_expiry::tell_others(shard, new);
         shard
             .producers
             .borrow_mut()
             .insert((meta.name.clone(), p), PartitionProducers { table, snapshots });
+        if let Err(e) = crate::producer_expiry::tell_others_and_wait(shard, new).await {
+            // Those shards refuse the ids (unknown_producer_id): their
+            // producers ask for new ones; nothing is lost.
+            tracing::warn!(topic = %meta.name, partition = p, error = %e, "other shards were not told of this partition's producer ids");
+        }
     }
     Ok(())
 }

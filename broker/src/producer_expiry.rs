@@ -204,6 +204,24 @@ pub fn tell_others(shard: &Rc<Shard>, ids: Vec<(i64, i16, i64)>) {
     }
 }
 
+/// Like [`tell_others`], returning once every other shard has taken them
+/// in: a shard opening its partitions counts as ready only once the
+/// others know every id its partitions hold.
+pub async fn tell_others_and_wait(shard: &Rc<Shard>, ids: Vec<(i64, i16, i64)>) -> Result<(), ApiError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let calls = (0..shard.shards)
+        .filter(|&s| s != shard.id)
+        .map(|s| shard.call(s, Op::Producers(ProducerOp::Live(ids.clone()))));
+    for reply in join_all(calls).await {
+        if let Reply::Done(Err(e)) = reply {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Removes `ids` from the producer table of every partition this shard
 /// owns, and snapshots each table that changed, so that a restart does not
 /// bring them back from the batches behind its last snapshot.

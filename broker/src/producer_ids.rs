@@ -407,7 +407,8 @@ impl Registry {
         match mine.max(shards_know) {
             Some(epoch) => Ok(epoch),
             None if id < self.expired_below => Err(unknown(format!(
-                "producer id {id} expired: it wrote nothing for longer than --producer-id-expiry-ms; ask for a new id"
+                "producer id {id} expired: it wrote nothing for longer than --producer-id-expiry-ms \
+                 (or it was handed out just before the broker crashed, and not used); ask for a new id"
             ))),
             None => Ok(0),
         }

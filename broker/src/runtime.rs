@@ -327,12 +327,19 @@ async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
 }
 
 /// Debug builds only, for broker/tests/startup.rs: with
-/// `ES_TEST_HOLD_RECOVERY` set, every shard waits before opening each
-/// topic until shutdown starts, as a recovery of many partitions on a slow
-/// disk would keep it busy.
+/// `ES_TEST_HOLD_RECOVERY` set, every shard (only shard N with
+/// `shard=N`) waits before opening each topic until shutdown starts, as a
+/// recovery of many partitions on a slow disk would keep it busy.
 #[cfg(debug_assertions)]
 async fn test_hold_recovery(shard: &Shard) {
-    if std::env::var_os("ES_TEST_HOLD_RECOVERY").is_none() {
+    let Some(hold) = std::env::var_os("ES_TEST_HOLD_RECOVERY") else {
+        return;
+    };
+    let only = hold
+        .to_str()
+        .and_then(|v| v.strip_prefix("shard="))
+        .and_then(|n| n.parse::<ShardId>().ok());
+    if only.is_some_and(|n| n != shard.id) {
         return;
     }
     tracing::info!(
