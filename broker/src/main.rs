@@ -8,6 +8,7 @@ mod admin;
 mod allocator;
 mod assignor;
 mod binary;
+mod budget;
 mod catalog;
 mod cleanup;
 mod config;
@@ -41,6 +42,7 @@ mod shard;
 mod state;
 mod topic;
 mod trash;
+mod watchdog;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
