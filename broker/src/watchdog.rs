@@ -21,6 +21,8 @@ pub struct Activity {
     /// Since when the writer has been waiting for the socket to take
     /// bytes, while it is.
     write_waiting_since: Cell<Option<Instant>>,
+    /// The connection is closing (or moving): no verdict any more.
+    ended: Cell<bool>,
 }
 
 /// Something in flight on a connection, from a request's arrival until its
@@ -43,7 +45,14 @@ impl Activity {
             last: Cell::new(Instant::now()),
             busy: Cell::new(0),
             write_waiting_since: Cell::new(None),
+            ended: Cell::new(false),
         })
+    }
+
+    /// The connection is done with its socket: [`watch`] gives no verdict
+    /// from now on.
+    pub fn end(&self) {
+        self.ended.set(true);
     }
 
     /// Bytes arrived.
@@ -108,10 +117,14 @@ impl Drop for Busy {
 }
 
 /// Watches `activity` until a verdict is due: one timer at a time, woken
-/// when the next verdict could be due (at least every `stall`). Dropped
-/// with its connection.
+/// when the next verdict could be due (at least every `stall`). Part of
+/// its connection's future, dropped with it; never ready once the
+/// connection has ended its activity.
 pub async fn watch(activity: &Activity, idle: Option<Duration>, stall: Duration) -> Verdict {
     loop {
+        if activity.ended.get() {
+            futures::future::pending::<()>().await;
+        }
         let now = Instant::now();
         match activity.due(now, idle, stall) {
             Ok(verdict) => return verdict,

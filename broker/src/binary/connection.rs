@@ -192,8 +192,9 @@ struct Reserved {
 /// The connection's watch (watchdog.rs): once idle, the read loop is told
 /// to end; once its writer has waited too long for the client to read,
 /// the socket is shut down, which fails that write and frees what the
-/// unwritten responses held. Dropped (cancelled) before the connection
-/// closes its socket.
+/// unwritten responses held. It gives no verdict once the connection has
+/// ended its activity (before it closes or hands over its socket), and
+/// is dropped with the connection.
 async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Interrupt>, fd: RawFd) {
     let idle = std::time::Duration::from_millis(shard.config.connection_idle_ms);
     let verdict = crate::watchdog::watch(&activity, Some(idle), stall(&shard)).await;
@@ -203,8 +204,8 @@ async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Inte
         }
         Verdict::WriteStalled => {
             metrics::counter!("es_connections_write_stalled_total", "listener" => "binary").increment(1);
-            // SAFETY: `fd` is the connection's socket, open while this task
-            // runs (the connection cancels it before its socket closes);
+            // SAFETY: `fd` is the connection's socket, open until the
+            // connection ends its activity, after which no verdict comes;
             // shutdown only ends its transfers.
             unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         }
@@ -212,22 +213,46 @@ async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Inte
     interrupt.watched(verdict);
 }
 
-/// Serves one connection: `unhandled` bytes already read from it come
+/// Serves one connection, watched (`watch_over`) in the same task: the
+/// watch is part of the connection's future, not a task of its own, so
+/// nothing of it outlives the connection.
+async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
+    let activity = Activity::new();
+    let interrupt = Rc::new(Interrupt::new());
+    let watch = watch_over(
+        shard.clone(),
+        activity.clone(),
+        interrupt.clone(),
+        stream.as_raw_fd(),
+    );
+    let served = serve_frames(shard, stream, unhandled, handshaken, activity, interrupt);
+    futures::pin_mut!(served, watch);
+    // The watch acts and ends; the connection goes on to its close.
+    if let futures::future::Either::Right(((), served)) = futures::future::select(served, watch).await {
+        served.await;
+    }
+}
+
+/// The connection's frames: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
 /// accepted it, if it moved here).
-async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
+async fn serve_frames(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    unhandled: Vec<u8>,
+    handshaken: bool,
+    activity: Rc<Activity>,
+    interrupt: Rc<Interrupt>,
+) {
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
     // The socket itself, for reads that bypass the stream (`read_rest`).
     let fd = stream.as_raw_fd();
     let (mut rd, wr) = stream.split();
-    let activity = Activity::new();
     let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max + 1);
     let tx = Rc::new(tx);
     let writer = glommio::spawn_local(super::outgoing::write_loop(rx, wr, activity.clone()));
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
-    let interrupt = Rc::new(Interrupt::new());
-    let watch = glommio::spawn_local(watch_over(shard.clone(), activity.clone(), interrupt.clone(), fd));
     // Fetch answers not yet written (`--response-connection-bytes`).
     let responses = Budget::new(shard.config.response_connection_bytes() as u64, None);
     // Unhandled bytes are buf[start..filled]; the socket reads straight
@@ -448,8 +473,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     }
     drop(tx);
     let written = writer.await;
-    // The writer is done with the socket: nothing is left to watch.
-    drop(watch);
+    // The writer is done with the socket: nothing is left to watch, and
+    // the socket may close or move.
+    activity.end();
     let Some(mut wr) = written else { return };
     match end {
         // The reading half is dropped on return: the socket lives on in
