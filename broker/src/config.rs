@@ -22,6 +22,9 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
 pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
 /// Default `--frame-stall-ms`: 30 s.
 pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
+/// Default `--connection-idle-ms`: 10 minutes, Kafka's
+/// `connections.max.idle.ms`.
+pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
 
 /// `--help` headings: what every operator sets first, then limits a
 /// client cannot pass, then storage defaults, then performance tuning.
@@ -85,28 +88,49 @@ pub struct Config {
     /// connection that has this many unanswered.
     #[arg(long, env = "ES_INFLIGHT_REQUESTS_MAX", default_value_t = INFLIGHT_REQUESTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub inflight_requests_max: usize,
-    /// Bytes of large binary requests (frames of 64 KiB or more) each shard
-    /// holds at once, from the moment a frame's header arrives until its
-    /// request is handled: a connection whose next such frame does not fit
-    /// waits, unread, until the large frames that asked before it are
-    /// handled (in turn). At least `--frame-bytes-max`.
+    /// Bytes of client requests and responses each shard holds at once,
+    /// granted in turn: large binary requests (frames of 64 KiB or more)
+    /// from their header until handled, HTTP request bodies of 64 KiB or
+    /// more while they arrive and are handled, and fetch responses (binary
+    /// and HTTP) from before they are read until they are written. What
+    /// does not fit waits, unread. At least `--frame-bytes-max`.
     #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub request_shard_bytes: usize,
-    /// Milliseconds a binary connection in the middle of a frame of 64 KiB
-    /// or more may send nothing before it is closed with `frame_stalled`
-    /// (such a frame holds room in `--request-shard-bytes`).
+    /// Bytes of fetch responses one binary connection holds at once, from
+    /// before they are read until they are written (also charged to
+    /// `--request-shard-bytes`): a client that pipelines fetches and reads
+    /// slowly cannot take its shard's whole budget. Default: twice
+    /// `--fetch-bytes-max`; at least `--fetch-bytes-max`.
+    #[arg(long, env = "ES_RESPONSE_CONNECTION_BYTES", help_heading = LIMITS, value_name = "BYTES")]
+    pub response_connection_bytes: Option<usize>,
+    /// Milliseconds a client connection may stop in the middle of a
+    /// transfer before it is closed, freeing what it held: a binary frame
+    /// of 64 KiB or more that stops arriving (`frame_stalled`), an HTTP
+    /// request body that stops arriving (408), or responses the client
+    /// stops reading (binary and HTTP).
     #[arg(long, env = "ES_FRAME_STALL_MS", default_value_t = FRAME_STALL_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
     pub frame_stall_ms: u64,
+    /// Milliseconds a client connection with no request in flight (a
+    /// long-poll counts as in flight) and nothing received may stay open:
+    /// then it is closed (Kafka's `connections.max.idle.ms`). HTTP
+    /// keep-alive connections close after 30 s idle already, or after this
+    /// if shorter.
+    #[arg(long, env = "ES_CONNECTION_IDLE_MS", default_value_t = CONNECTION_IDLE_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    pub connection_idle_ms: u64,
     /// Largest HTTP request body accepted; larger gets 413.
     #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub http_body_bytes_max: usize,
     /// Largest fetch response (`max_bytes` is capped at this).
     #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub fetch_bytes_max: usize,
-    /// Most client connections open at once, over all shards; more are
-    /// closed at once.
+    /// Most client connections open at once, HTTP and binary together,
+    /// over all shards; more are closed at once.
     #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub connections_max: usize,
+    /// HTTP's share of `--connections-max`; the binary listener gets the
+    /// rest, so that neither can lock the other out. Default: half.
+    #[arg(long, env = "ES_HTTP_CONNECTIONS_MAX", help_heading = LIMITS, value_name = "N")]
+    pub http_connections_max: Option<usize>,
     /// Most consumer groups the broker holds at once (a group exists while
     /// it has members or committed offsets); a join or commit that would
     /// create one more is refused with `too_many_groups` and changes
@@ -232,6 +256,25 @@ impl Config {
             .unwrap_or_else(|| self.data_dir.join("cold"))
     }
 
+    /// `--response-connection-bytes`, or its default.
+    pub fn response_connection_bytes(&self) -> usize {
+        self.response_connection_bytes
+            .unwrap_or(self.fetch_bytes_max.saturating_mul(2))
+    }
+
+    /// `--http-connections-max`, or its default (half of
+    /// `--connections-max`, at least one).
+    pub fn http_connections_max(&self) -> usize {
+        self.http_connections_max
+            .unwrap_or((self.connections_max / 2).max(1))
+    }
+
+    /// The binary listener's share of `--connections-max`: what HTTP's
+    /// leaves.
+    pub fn binary_connections_max(&self) -> usize {
+        self.connections_max.saturating_sub(self.http_connections_max())
+    }
+
     /// The shard count to run with.
     pub fn shard_count(&self) -> usize {
         self.shards
@@ -281,7 +324,20 @@ impl Config {
                 self.request_shard_bytes, self.frame_bytes_max
             ));
         }
+        in_range(
+            "--response-connection-bytes",
+            self.response_connection_bytes() as u64,
+            self.fetch_bytes_max as u64,
+            REQUEST_SHARD_BYTES_LIMIT as u64,
+        )
+        .map_err(|e| format!("{e} (at least --fetch-bytes-max: a largest fetch must fit)"))?;
         in_range("--frame-stall-ms", self.frame_stall_ms, 1, FRAME_STALL_MS_MAX)?;
+        in_range(
+            "--connection-idle-ms",
+            self.connection_idle_ms,
+            1,
+            CONNECTION_IDLE_MS_MAX,
+        )?;
         in_range(
             "--http-body-bytes-max",
             self.http_body_bytes_max as u64,
@@ -297,7 +353,7 @@ impl Config {
         in_range(
             "--connections-max",
             self.connections_max as u64,
-            1,
+            2,
             CONNECTIONS_MAX_LIMIT as u64,
         )?;
         in_range("--groups-max", self.groups_max as u64, 1, GROUPS_MAX_LIMIT as u64)?;
@@ -313,6 +369,13 @@ impl Config {
             crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_MIN,
             crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_MAX,
         )?;
+        in_range(
+            "--http-connections-max",
+            self.http_connections_max() as u64,
+            1,
+            self.connections_max as u64 - 1,
+        )
+        .map_err(|e| format!("{e} (below --connections-max: the binary listener gets the rest)"))?;
         in_range(
             "--segment-bytes",
             self.segment_bytes,
@@ -358,6 +421,9 @@ pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
 /// Largest `--frame-stall-ms` (an hour): past it the stall timer guards
 /// nothing.
 pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
+/// Largest `--connection-idle-ms` (a week): past it, an idle connection
+/// might as well never be closed.
+pub const CONNECTION_IDLE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 /// Largest `--connections-max`: far above what one broker's descriptors allow.
 pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
 /// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
@@ -390,6 +456,47 @@ mod tests {
             "{e}"
         );
         assert!(validate(&["--frame-bytes-max", "1048576", "--request-shard-bytes", "1048576"]).is_ok());
+    }
+
+    #[test]
+    fn a_connections_budget_holds_a_largest_fetch() {
+        let e = validate(&[
+            "--fetch-bytes-max",
+            "2097152",
+            "--response-connection-bytes",
+            "1048576",
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("--response-connection-bytes") && e.contains("--fetch-bytes-max"),
+            "{e}"
+        );
+        let c = Config::try_parse_from(["es-broker", "--fetch-bytes-max", "1048576"]).unwrap();
+        assert_eq!(c.response_connection_bytes(), 2 << 20, "twice --fetch-bytes-max");
+    }
+
+    #[test]
+    fn each_listener_has_a_share_of_the_connections() {
+        let c = Config::try_parse_from(["es-broker", "--connections-max", "1000"]).unwrap();
+        assert_eq!((c.http_connections_max(), c.binary_connections_max()), (500, 500));
+        let c = Config::try_parse_from([
+            "es-broker",
+            "--connections-max",
+            "1000",
+            "--http-connections-max",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!((c.http_connections_max(), c.binary_connections_max()), (100, 900));
+        for bad in [
+            &["--connections-max", "1"][..],
+            &["--connections-max", "10", "--http-connections-max", "10"],
+            &["--http-connections-max", "0"],
+        ] {
+            let e = validate(bad).unwrap_err();
+            assert!(e.contains("connections-max"), "{e}");
+        }
+        assert!(validate(&["--connections-max", "2"]).is_ok());
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Client listeners, HTTP and binary alike: every shard binds the same
-//! address, accepts until shutdown starts, enforces the connection limit,
-//! sets TCP_NODELAY, and runs each connection in its own task with panics
-//! contained. Every task that runs client input is guarded the same way
+//! address, accepts until shutdown starts, enforces each listener's
+//! connection limit, sets TCP_NODELAY, and runs each connection in its own
+//! task with panics contained. Every task that runs client input is guarded the same way
 //! (`guarded`): a panic is logged at error level, counted in
 //! `es_request_panics_total{listener}`, and answered `internal`; the shard
 //! keeps serving.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
@@ -34,6 +35,46 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
 }
 
+/// Client connections open on one shard, per listener.
+#[derive(Default)]
+pub struct Open {
+    http: Cell<usize>,
+    binary: Cell<usize>,
+}
+
+impl Open {
+    fn of(&self, listener: &str) -> &Cell<usize> {
+        if listener == "http" {
+            &self.http
+        } else {
+            &self.binary
+        }
+    }
+
+    /// Open on `listener` (`http`, `binary`).
+    pub fn get(&self, listener: &str) -> usize {
+        self.of(listener).get()
+    }
+
+    /// Open on both.
+    pub fn total(&self) -> usize {
+        self.http.get() + self.binary.get()
+    }
+}
+
+/// The most connections `listener` may have open on one shard: its share
+/// of `--connections-max` (`--http-connections-max` for HTTP, the rest for
+/// binary), split evenly over shards. Each listener has its own, so idle
+/// sockets of one cannot lock the other's clients out.
+fn per_shard_max(shard: &Shard, listener: &str) -> usize {
+    let max = if listener == "http" {
+        shard.config.http_connections_max()
+    } else {
+        shard.config.binary_connections_max()
+    };
+    max.div_ceil(shard.shards).max(1)
+}
+
 /// Accepts connections on this shard until shutdown starts, running
 /// `connection` for each. `name` labels the metrics (`http`, `binary`).
 pub async fn accept_loop<F, Fut>(shard: Rc<Shard>, listener: TcpListener, name: &'static str, connection: F)
@@ -41,8 +82,7 @@ where
     F: Fn(Rc<Shard>, TcpStream) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
-    // The limit covers HTTP and binary connections together.
-    let per_shard_max = shard.config.connections_max.div_ceil(shard.shards).max(1);
+    let per_shard_max = per_shard_max(&shard, name);
     loop {
         let accepted = {
             let accept = listener.accept().fuse();
@@ -62,7 +102,7 @@ where
                 continue;
             }
         };
-        if shard.connections.get() >= per_shard_max {
+        if shard.connections.get(name) >= per_shard_max {
             metrics::counter!("es_connections_refused_total", "listener" => name).increment(1);
             drop(stream); // over the limit: closed at once
             continue;
@@ -76,7 +116,8 @@ where
 /// (accepted here, or moved here from another shard), with panics
 /// contained.
 pub fn spawn_connection(shard: &Rc<Shard>, name: &'static str, conn: impl Future<Output = ()> + 'static) {
-    shard.connections.set(shard.connections.get() + 1);
+    let open = shard.connections.of(name);
+    open.set(open.get() + 1);
     metrics::gauge!("es_connections_open", "listener" => name).increment(1.0);
     let shard = shard.clone();
     glommio::spawn_local(async move {
@@ -86,7 +127,8 @@ pub fn spawn_connection(shard: &Rc<Shard>, name: &'static str, conn: impl Future
                 "connection task panicked; connection dropped, shard keeps serving"
             );
         }
-        shard.connections.set(shard.connections.get() - 1);
+        let open = shard.connections.of(name);
+        open.set(open.get() - 1);
         metrics::gauge!("es_connections_open", "listener" => name).decrement(1.0);
     })
     .detach();

@@ -8,6 +8,7 @@ mod admin;
 mod allocator;
 mod assignor;
 mod binary;
+mod budget;
 mod catalog;
 mod cleanup;
 mod clock;
@@ -50,6 +51,7 @@ mod state;
 mod test_executor;
 mod topic;
 mod trash;
+mod watchdog;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;

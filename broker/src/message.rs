@@ -141,9 +141,16 @@ pub struct FetchArgs {
     pub partition: u32,
     pub offset: Option<u64>,
     pub max_records: usize,
+    /// About this many bytes of batches (a soft limit).
     pub max_bytes: usize,
+    /// Never more than this many bytes of batches (a hard limit: the bytes
+    /// the caller charged for the answer before asking; fetch.rs).
+    pub limit_bytes: usize,
     pub wait_ms: u64,
     pub form: FetchForm,
+    /// Only wait (up to `wait_ms`, at the high watermark) and read
+    /// nothing: a long-poll that holds no charge while it waits.
+    pub wait_only: bool,
 }
 
 /// How a fetch wants its records.
@@ -163,6 +170,9 @@ pub struct Fetched {
     pub start_offset: u64,
     pub next_offset: u64,
     pub high_watermark: u64,
+    /// Set when nothing was read because the first batch is larger than
+    /// `FetchArgs::limit_bytes`: its length.
+    pub first_batch_bytes: Option<usize>,
 }
 
 #[derive(Debug)]

@@ -366,6 +366,22 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
         }
         hw = log.durable_offset().0;
     }
+    if args.wait_only {
+        let data = match args.form {
+            FetchForm::Batches => FetchedData::Batches {
+                parts: Vec::new(),
+                count: 0,
+            },
+            FetchForm::Records => FetchedData::Records(Vec::new()),
+        };
+        return Ok(Fetched {
+            data,
+            start_offset: offset,
+            next_offset: offset,
+            high_watermark: hw,
+            first_batch_bytes: None,
+        });
+    }
     let out_of_range = |offset: u64, log_start: u64| {
         ApiError::new(
             hyper::StatusCode::RANGE_NOT_SATISFIABLE,
@@ -376,11 +392,12 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     if args.form == FetchForm::Batches {
         let mut parts = Vec::new();
         let read = log
-            .read_batches_into(
+            .read_batches_limited(
                 Offset(offset),
                 args.max_bytes,
                 args.max_records,
                 Offset(hw),
+                args.limit_bytes,
                 &mut parts,
             )
             .await;
@@ -393,6 +410,7 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
                 start_offset: offset,
                 next_offset: read.next_offset.0,
                 high_watermark: hw,
+                first_batch_bytes: read.first_batch_bytes,
             }),
             // Retention moved the start while this fetch waited or read.
             Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
@@ -401,8 +419,11 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
             Err(e) => Err(ApiError::storage(e)),
         };
     }
-    let read = match log.read_records(Offset(offset), args.max_bytes, Offset(hw)).await {
-        Ok(read) => read,
+    let limited = log
+        .read_records_limited(Offset(offset), args.max_bytes, Offset(hw), args.limit_bytes)
+        .await;
+    let (read, first_batch_bytes) = match limited {
+        Ok(l) => (l.read, l.first_batch_bytes),
         Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
             return Err(out_of_range(offset, log_start))
         }
@@ -421,6 +442,7 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
         start_offset: offset,
         next_offset,
         high_watermark: hw,
+        first_batch_bytes,
     })
 }
 

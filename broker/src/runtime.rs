@@ -271,6 +271,7 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }
+    glommio::spawn_local(crate::allocator::purge_loop(shard.clone())).detach();
     crate::cleanup::spawn(shard.clone());
     let (recovered, complete) = match recover(shard).await {
         Ok(true) => (Ok(()), true),
@@ -362,14 +363,14 @@ async fn watch_shutdown(shard: Rc<Shard>) {
 
 async fn drain_connections(shard: &Shard) {
     let mut waited = 0;
-    while shard.connections.get() > 0 && waited < SHUTDOWN_DRAIN_MS {
+    while shard.connections.total() > 0 && waited < SHUTDOWN_DRAIN_MS {
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
         waited += SHUTDOWN_POLL_MS;
     }
-    if shard.connections.get() > 0 {
+    if shard.connections.total() > 0 {
         tracing::warn!(
             shard = shard.id,
-            open = shard.connections.get(),
+            open = shard.connections.total(),
             "connections still open at shutdown"
         );
     }

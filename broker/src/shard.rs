@@ -68,11 +68,11 @@ pub struct Shard {
     pub started_nanos: u128,
     /// Rotates the partition for keyless records, one step per request.
     pub spread: Cell<u64>,
-    /// Client connections open on this shard.
-    pub connections: Cell<usize>,
-    /// Bytes of large binary requests this shard may hold at once
-    /// (`--request-shard-bytes`; binary/connection.rs).
-    pub request_budget: Rc<crate::binary::budget::RequestBudget>,
+    /// Client connections open on this shard, per listener.
+    pub connections: crate::listener::Open,
+    /// Bytes of client requests and responses this shard holds at once
+    /// (`--request-shard-bytes`; budget.rs).
+    pub request_budget: Rc<crate::budget::Budget>,
     /// Reaches 1 when this shard starts shutting down.
     pub shutdown: Watermark,
 }
@@ -89,7 +89,10 @@ impl Shard {
     ) -> Shard {
         let shards = config.shard_count();
         let known_producers = RefCell::new(catalog.producer_start_view().known());
-        let request_budget = crate::binary::budget::RequestBudget::new(config.request_shard_bytes as u64, id);
+        let request_budget = crate::budget::Budget::new(
+            config.request_shard_bytes as u64,
+            Some(metrics::gauge!("es_request_budget_bytes_held", "shard" => id.to_string())),
+        );
         let batcher = FsyncBatcher::new();
         let groups = Rc::new(crate::group_store::GroupStore::new(
             &config.data_dir,
@@ -121,7 +124,7 @@ impl Shard {
                 .map_or(0, |d| d.as_nanos()),
             controller_lock: glommio::sync::Semaphore::new(1),
             spread: Cell::new(id as u64),
-            connections: Cell::new(0),
+            connections: Default::default(),
             request_budget,
             shutdown: Watermark::new(0),
         }

@@ -425,7 +425,7 @@ fn a_large_batch_that_trickles_in_or_is_cut_off() {
     let value: Vec<u8> = (0..(300usize << 10)).map(|j| (j % 251) as u8).collect();
     // The bytes the shards hold for large frames being received: a batch's
     // once its header has been read, until it is handled or dropped.
-    let held = || b.metric_sum("es_binary_request_bytes_held").unwrap_or(0.0);
+    let held = || b.metric_sum("es_request_budget_bytes_held").unwrap_or(0.0);
 
     // Cut off: the frame's first 200 KiB, then, once the broker is
     // receiving the batch, the connection closes.
@@ -792,7 +792,7 @@ fn large_requests_wait_for_the_shards_request_budget() {
         s
     };
     let held = || {
-        b.metric(r#"es_binary_request_bytes_held{shard="0"}"#)
+        b.metric(r#"es_request_budget_bytes_held{shard="0"}"#)
             .unwrap_or(0.0)
     };
 
@@ -806,7 +806,9 @@ fn large_requests_wait_for_the_shards_request_budget() {
     let mut bc = handshaken();
     bc.write_all(&large(2)).unwrap();
     wait_for("B's frame waits", || {
-        b.metric("es_binary_request_budget_waits_total").unwrap_or(0.0) >= 1.0
+        b.metric(r#"es_request_budget_waits_total{listener="binary"}"#)
+            .unwrap_or(0.0)
+            >= 1.0
     });
     // Small requests still flow, and are appended before B's frame (its
     // records would come first otherwise).
@@ -869,7 +871,7 @@ fn a_large_frame_that_stops_arriving_is_refused_and_its_room_freed() {
         let got = raw_exchange(&b.binary_addr(), &bytes);
         assert_eq!(last_error_code(&got), "frame_stalled", "frame {i}: {got:?}");
         wait_for("the stalled frame's room is freed", || {
-            b.metric(r#"es_binary_request_bytes_held{shard="0"}"#)
+            b.metric(r#"es_request_budget_bytes_held{shard="0"}"#)
                 .unwrap_or(0.0)
                 == 0.0
         });

@@ -152,8 +152,11 @@ fn an_es_log_that_matches_nothing_is_warned_about_and_errors_still_show() {
 fn out_of_range_values_are_refused_with_the_range() {
     for (flag, value, range) in [
         ("--segment-bytes", "10", "65536..=4294967295"),
-        ("--connections-max", "0", "1..="),
+        ("--connections-max", "1", "2..="),
+        ("--http-connections-max", "0", "1..=9999"),
         ("--frame-stall-ms", "0", "1..="),
+        ("--connection-idle-ms", "0", "1..="),
+        ("--response-connection-bytes", "1", "16777216..="),
         ("--shards", "0", "1..=256"),
         ("--fetch-bytes-max", "0", "1..="),
         ("--groups-max", "0", "1..=100000000"),

@@ -68,7 +68,7 @@ pub use nudge::{Nudge, NUDGE_INTERVAL};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
-pub use read::{BatchesRead, RecordsRead};
+pub use read::{BatchesRead, LimitedRecords, RecordsRead};
 pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
 pub use recent_budget::{
     recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,

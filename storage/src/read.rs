@@ -43,7 +43,22 @@ pub struct BatchesRead {
     pub batches: u32,
     /// Where to read next (as in [`RecordsRead::next_offset`]).
     pub next_offset: Offset,
+    /// Set when nothing was read because the first batch is larger than
+    /// the read's limit (`read_batches_limited`): that batch's length.
+    pub first_batch_bytes: Option<usize>,
 }
+
+/// What [`PartitionLog::read_records_limited`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitedRecords {
+    pub read: RecordsRead,
+    /// As in [`BatchesRead::first_batch_bytes`].
+    pub first_batch_bytes: Option<usize>,
+}
+
+/// What `read_span` found: batches, where to read next, and the length of
+/// a first batch it left unread for being over the limit.
+type Span = (Vec<RawBatch>, Offset, Option<usize>);
 
 /// One step of a read in the hot tier.
 enum HotStep {
@@ -52,6 +67,8 @@ enum HotStep {
         stopped: bool,
         next: Option<Offset>,
         damaged: Option<Damage>,
+        /// The batch the read stopped before, over its limit: its length.
+        over_limit: Option<usize>,
     },
     /// The segment was replaced or removed while the read awaited.
     Retry,
@@ -64,7 +81,7 @@ impl PartitionLog {
     /// Offsets below the hot tier come from the cold tier. `from` below the
     /// log start offset is `StorageError::OffsetOutOfRange`.
     pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
-        Ok(self.read_span(from, max_bytes, upto).await?.0)
+        Ok(self.read_span(from, max_bytes, upto, usize::MAX).await?.0)
     }
 
     /// Like [`read_batches`](PartitionLog::read_batches), appending each
@@ -80,10 +97,31 @@ impl PartitionLog {
         upto: Offset,
         out: &mut Vec<bytes::Bytes>,
     ) -> Result<BatchesRead> {
-        let (batches, next_offset) = self.read_span(from, max_bytes, upto).await?;
+        self.read_batches_limited(from, max_bytes, max_records, upto, usize::MAX, out)
+            .await
+    }
+
+    /// [`read_batches_into`](PartitionLog::read_batches_into), taking at
+    /// most `limit_bytes` of batches in all (a hard limit, where
+    /// `max_bytes` is a soft one): a batch that would pass it is left for
+    /// the next read, and when the first batch alone is larger nothing is
+    /// read and `first_batch_bytes` says how large it is, so that a caller
+    /// that must account for the memory first can make room and ask again.
+    pub async fn read_batches_limited(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        max_records: usize,
+        upto: Offset,
+        limit_bytes: usize,
+        out: &mut Vec<bytes::Bytes>,
+    ) -> Result<BatchesRead> {
+        let (batches, next_offset, first_batch_bytes) =
+            self.read_span(from, max_bytes, upto, limit_bytes).await?;
         let mut read = BatchesRead {
             batches: 0,
             next_offset,
+            first_batch_bytes,
         };
         let mut records = 0usize;
         for b in batches {
@@ -106,7 +144,23 @@ impl PartitionLog {
 
     /// Like [`read`](PartitionLog::read), with where to read next.
     pub async fn read_records(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<RecordsRead> {
-        let (batches, next_offset) = self.read_span(from, max_bytes, upto).await?;
+        Ok(self
+            .read_records_limited(from, max_bytes, upto, usize::MAX)
+            .await?
+            .read)
+    }
+
+    /// [`read_records`](PartitionLog::read_records) within `limit_bytes`
+    /// of batches, as [`read_batches_limited`](PartitionLog::read_batches_limited).
+    pub async fn read_records_limited(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        upto: Offset,
+        limit_bytes: usize,
+    ) -> Result<LimitedRecords> {
+        let (batches, next_offset, first_batch_bytes) =
+            self.read_span(from, max_bytes, upto, limit_bytes).await?;
         let mut records = Vec::new();
         for b in batches {
             let got = batch::records(&b.header, &b.bytes).map_err(|e| StorageError::Corrupt {
@@ -116,15 +170,21 @@ impl PartitionLog {
             })?;
             records.extend(got.into_iter().filter(|r| r.offset >= from && r.offset < upto));
         }
-        Ok(RecordsRead { records, next_offset })
+        Ok(LimitedRecords {
+            read: RecordsRead { records, next_offset },
+            first_batch_bytes,
+        })
     }
 
+    /// Batches from `from` to `upto`: about `max_bytes` of them (soft),
+    /// never more than `limit_bytes` (hard; see `read_batches_limited`).
     async fn read_span(
         &self,
         from: Offset,
         max_bytes: usize,
         upto: Offset,
-    ) -> Result<(Vec<RawBatch>, Offset)> {
+        limit_bytes: usize,
+    ) -> Result<Span> {
         let shared = self.shared();
         let mut out: Vec<RawBatch> = Vec::new();
         let mut used = 0usize;
@@ -139,10 +199,11 @@ impl PartitionLog {
         }
         while cursor < upto {
             let budget = max_bytes.saturating_sub(used);
+            let limit = limit_bytes.saturating_sub(used);
             let hot_start = shared.hot_start();
-            let (batches, stopped, next, damaged) = if cursor < hot_start {
+            let (batches, stopped, next, damaged, over_limit) = if cursor < hot_start {
                 let step = match &shared.cold {
-                    Some(cold) => cold.read(cursor, budget, upto, hot_start).await?,
+                    Some(cold) => cold.read(cursor, budget, limit, upto, hot_start).await?,
                     None => ColdStep::NotCovered,
                 };
                 match step {
@@ -151,7 +212,8 @@ impl PartitionLog {
                         stopped,
                         next,
                         damaged,
-                    } => (batches, stopped, Some(next), damaged),
+                        over_limit,
+                    } => (batches, stopped, Some(next), damaged, over_limit),
                     ColdStep::Vanished => continue,
                     ColdStep::NotCovered if out.is_empty() => return Err(out_of_range(cursor)),
                     ColdStep::NotCovered => {
@@ -161,13 +223,14 @@ impl PartitionLog {
                     }
                 }
             } else {
-                match self.read_hot(cursor, budget, upto).await? {
+                match self.read_hot(cursor, budget, limit, upto).await? {
                     HotStep::Read {
                         batches,
                         stopped,
                         next,
                         damaged,
-                    } => (batches, stopped, next, damaged),
+                        over_limit,
+                    } => (batches, stopped, next, damaged, over_limit),
                     HotStep::Retry => continue,
                 }
             };
@@ -187,6 +250,16 @@ impl PartitionLog {
                 cut_short = true;
                 break;
             }
+            // The next batch to take does not fit the limit: a first one
+            // is left unread and its length said; after others, the read
+            // ends before it.
+            if let Some(len) = over_limit {
+                if out.is_empty() {
+                    return Ok((out, from, Some(len)));
+                }
+                cut_short = true;
+                break;
+            }
             match next {
                 Some(n) if !stopped && n > cursor => cursor = n,
                 _ => break,
@@ -196,12 +269,12 @@ impl PartitionLog {
             Some(b) if cut_short => b.header.next_offset().min(upto),
             _ => upto,
         };
-        Ok((out, next.max(from)))
+        Ok((out, next.max(from), None))
     }
 
     /// Reads from the hot segment holding `cursor` (which is at or past the
     /// hot start).
-    async fn read_hot(&self, cursor: Offset, budget: usize, upto: Offset) -> Result<HotStep> {
+    async fn read_hot(&self, cursor: Offset, budget: usize, limit: usize, upto: Offset) -> Result<HotStep> {
         let shared = self.shared();
         let Some(base) = shared.segment_for(cursor) else {
             return Ok(HotStep::Retry);
@@ -220,7 +293,7 @@ impl PartitionLog {
             path: &path,
             recent: recent.as_deref(),
         };
-        let (batches, damaged) = segment::read_batches(&src, &path, start, end, budget, |h| {
+        let read = segment::read_batches_limited(&src, &path, start, end, budget, limit, |h| {
             if h.base_offset >= upto {
                 stopped = true;
                 Scan::Stop
@@ -232,10 +305,11 @@ impl PartitionLog {
         })
         .await?;
         Ok(HotStep::Read {
-            batches,
+            batches: read.batches,
             stopped,
             next,
-            damaged,
+            damaged: read.damaged,
+            over_limit: read.over_limit,
         })
     }
 

@@ -502,8 +502,36 @@ pub(crate) async fn read_batches(
     start: u64,
     end: u64,
     budget_bytes: usize,
-    mut keep: impl FnMut(&BatchHeader) -> Scan,
+    keep: impl FnMut(&BatchHeader) -> Scan,
 ) -> Result<(Vec<RawBatch>, Option<Damage>)> {
+    let read = read_batches_limited(src, path, start, end, budget_bytes, usize::MAX, keep).await?;
+    Ok((read.batches, read.damaged))
+}
+
+/// What [`read_batches_limited`] found.
+pub(crate) struct SegmentRead {
+    pub batches: Vec<RawBatch>,
+    pub damaged: Option<Damage>,
+    /// The length of the batch the read stopped before because taking it
+    /// would have passed `limit_bytes` (no more than its header was read
+    /// for it).
+    pub over_limit: Option<usize>,
+}
+
+/// [`read_batches`], never taking more than `limit_bytes` in all: the read
+/// stops before a batch that would pass it, leaves it unread (its header
+/// tells its length) and says so (`over_limit`). Memory read stays within
+/// the larger of `limit_bytes` and one read-ahead chunk, whatever a client
+/// asked for.
+pub(crate) async fn read_batches_limited(
+    src: &impl ByteSource,
+    path: &Path,
+    start: u64,
+    end: u64,
+    budget_bytes: usize,
+    limit_bytes: usize,
+    mut keep: impl FnMut(&BatchHeader) -> Scan,
+) -> Result<SegmentRead> {
     /// Read-ahead when the budget is small: one read usually holds several batches.
     const READ_CHUNK_BYTES_MIN: usize = 64 << 10;
     let mut out = Vec::new();
@@ -518,6 +546,11 @@ pub(crate) async fn read_batches(
         reason,
         after,
     };
+    let done = |batches, damaged, over_limit| SegmentRead {
+        batches,
+        damaged,
+        over_limit,
+    };
     while pos < end {
         let at = (pos - buf_pos) as usize;
         match batch::check(&buf[at..]) {
@@ -525,6 +558,7 @@ pub(crate) async fn read_batches(
                 let len = h.batch_len as usize;
                 match keep(&h) {
                     Scan::Skip => {}
+                    Scan::Take if used + len > limit_bytes => return Ok(done(out, None, Some(len))),
                     Scan::Take => {
                         out.push(RawBatch {
                             header: h,
@@ -544,29 +578,41 @@ pub(crate) async fn read_batches(
                 let left = end - pos;
                 if left < needed as u64 {
                     let reason = format!("batch of {needed} bytes runs past the written end");
-                    return Ok((out, Some(damage(pos, reason, after))));
+                    return Ok(done(out, Some(damage(pos, reason, after)), None));
+                }
+                // A batch to take that would pass the limit is not read.
+                if used + needed > limit_bytes {
+                    if let Ok(h) = BatchHeader::parse(&buf[at..]) {
+                        match keep(&h) {
+                            Scan::Take => return Ok(done(out, None, Some(needed))),
+                            Scan::Stop => break,
+                            Scan::Skip => {}
+                        }
+                    }
                 }
                 let want = (needed
-                    .max(budget_bytes.saturating_sub(used))
+                    .max(budget_bytes.min(limit_bytes).saturating_sub(used))
                     .max(READ_CHUNK_BYTES_MIN) as u64)
                     .min(left) as usize;
                 buf = match src.read_at(pos, want).await {
                     Ok(b) => b,
                     Err(StorageError::Corrupt { position, reason, .. }) => {
-                        return Ok((out, Some(damage(position, reason, after))))
+                        return Ok(done(out, Some(damage(position, reason, after)), None))
                     }
                     Err(e) => return Err(e),
                 };
                 buf_pos = pos;
                 if buf.len() < want {
                     let reason = "file shorter than its written length".to_string();
-                    return Ok((out, Some(damage(pos, reason, after))));
+                    return Ok(done(out, Some(damage(pos, reason, after)), None));
                 }
             }
-            Err(BatchError::Malformed(reason)) => return Ok((out, Some(damage(pos, reason, after)))),
+            Err(BatchError::Malformed(reason)) => {
+                return Ok(done(out, Some(damage(pos, reason, after)), None))
+            }
         }
     }
-    Ok((out, None))
+    Ok(done(out, None, None))
 }
 
 /// What a reader wants done with the next batch.

@@ -56,6 +56,8 @@ pub(crate) enum ColdStep {
         next: Offset,
         /// Where the read met bytes that are not a valid batch, if it did.
         damaged: Option<Damage>,
+        /// The batch the read stopped before, over its limit: its length.
+        over_limit: Option<usize>,
     },
 }
 
@@ -106,6 +108,7 @@ impl ColdState {
         &self,
         cursor: Offset,
         budget: usize,
+        limit: usize,
         upto: Offset,
         hot_start: Offset,
     ) -> Result<ColdStep> {
@@ -140,12 +143,13 @@ impl ColdState {
         };
         let path = PathBuf::from(format!("cold:{}/{:020}.log", self.partition, base.0));
         let mut stopped = false;
-        let got = segment::read_batches(
+        let got = segment::read_batches_limited(
             &src,
             &path,
             start,
             seg.info.log_bytes,
             budget,
+            limit,
             |h: &BatchHeader| {
                 if h.base_offset >= upto {
                     stopped = true;
@@ -160,12 +164,13 @@ impl ColdState {
         .await;
         let vanished = || !self.segments.borrow().contains_key(&base);
         match got {
-            Ok((_, Some(_))) if vanished() => Ok(ColdStep::Vanished),
-            Ok((batches, damaged)) => Ok(ColdStep::Read {
-                batches,
+            Ok(read) if read.damaged.is_some() && vanished() => Ok(ColdStep::Vanished),
+            Ok(read) => Ok(ColdStep::Read {
+                batches: read.batches,
                 stopped,
                 next,
-                damaged,
+                damaged: read.damaged,
+                over_limit: read.over_limit,
             }),
             Err(_) if vanished() => Ok(ColdStep::Vanished),
             Err(e) => Err(e),

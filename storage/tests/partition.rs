@@ -365,3 +365,74 @@ fn reads_are_whole_when_the_page_cache_holds_only_some_pages() {
         }
     });
 }
+
+/// A limited read takes batches up to its limit and never past it: a
+/// batch that would pass it is left for the next read, and a first batch
+/// larger than the limit is not read at all, the read saying how large it
+/// is, so that a caller that charges memory before reading can make room
+/// and ask again.
+#[test]
+fn a_limited_read_never_takes_more_than_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let mut lens = Vec::new();
+        for (i, size) in [1_000usize, 5_000, 1_000, 1_000].into_iter().enumerate() {
+            let value = "v".repeat(size);
+            log.append_durable(&[rec(None, &value, i as i64)], ProducerStamp::NONE)
+                .await
+                .unwrap();
+            let mut parts = Vec::new();
+            log.read_batches_into(Offset(i as u64), 1, 1, log.durable_offset(), &mut parts)
+                .await
+                .unwrap();
+            lens.push(parts[0].len());
+        }
+        let hw = log.durable_offset();
+        let read = |from: u64, max_bytes: usize, limit: usize| {
+            let log = log.clone();
+            async move {
+                let mut parts = Vec::new();
+                let read = log
+                    .read_batches_limited(Offset(from), max_bytes, usize::MAX, hw, limit, &mut parts)
+                    .await
+                    .unwrap();
+                (read, parts.iter().map(|p| p.len()).collect::<Vec<_>>())
+            }
+        };
+        // The second batch does not fit beside the first: the read ends
+        // before it, and the next one starts there.
+        let (got, parts) = read(0, usize::MAX, lens[0] + lens[1] - 1).await;
+        assert_eq!(parts, vec![lens[0]]);
+        assert_eq!((got.next_offset, got.first_batch_bytes), (Offset(1), None));
+        // Alone, it is larger than the limit: nothing read, its length said.
+        let (got, parts) = read(1, usize::MAX, lens[1] - 1).await;
+        assert!(parts.is_empty());
+        assert_eq!(got.batches, 0);
+        assert_eq!(got.first_batch_bytes, Some(lens[1]));
+        assert_eq!(got.next_offset, Offset(1), "where it would start");
+        // With that much allowed it comes, and what fits after it.
+        let (got, parts) = read(1, usize::MAX, lens[1] + lens[2]).await;
+        assert_eq!(parts, vec![lens[1], lens[2]]);
+        assert_eq!(got.next_offset, Offset(3));
+        // The soft limit still stops after the batch that reaches it.
+        let (got, parts) = read(0, 1, usize::MAX).await;
+        assert_eq!((parts, got.next_offset), (vec![lens[0]], Offset(1)));
+        // Records read the same way.
+        let limited = log
+            .read_records_limited(Offset(1), usize::MAX, hw, lens[1] - 1)
+            .await
+            .unwrap();
+        assert!(limited.read.records.is_empty());
+        assert_eq!(limited.first_batch_bytes, Some(lens[1]));
+        let limited = log
+            .read_records_limited(Offset(0), usize::MAX, hw, usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(limited.read.records.len(), 4);
+        assert_eq!(limited.first_batch_bytes, None);
+        log.close().await.unwrap();
+    });
+}

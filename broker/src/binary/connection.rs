@@ -1,6 +1,7 @@
 //! One binary connection: the read loop (frames in, requests dispatched),
 //! the writer task (responses out), the handshake, closing on a bad frame
-//! with an error frame, and moving to the shard its partitions live on
+//! with an error frame, closing when idle or when the client stops reading
+//! (watchdog.rs), and moving to the shard its partitions live on
 //! (affinity.rs).
 
 use std::cell::Cell;
@@ -15,20 +16,21 @@ use futures::io::AsyncReadExt;
 use futures::FutureExt;
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
-use glommio::sync::Semaphore;
+use glommio::sync::{Semaphore, StaticPermit};
 
 use super::affinity::Affinity;
-use super::budget::Held;
 use super::early::EarlyFeed;
 use super::handler::Incoming;
 use super::handshake::{hello, HELLO_FRAME_BYTES_MAX};
 use super::large_batch::large_batch;
 use super::outgoing::Outgoing;
 use super::read_buf::{grown_len, READ_CHUNK_BYTES, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
+use crate::budget::{Budget, Held};
 use crate::error::ApiError;
 use crate::message::{Op, Reply};
 use crate::placement::ShardId;
 use crate::shard::Shard;
+use crate::watchdog::{Activity, Busy, Verdict};
 
 /// Frames at least this large, after the handshake, are charged to the
 /// shard's request budget (`--request-shard-bytes`, budget.rs) from when
@@ -37,7 +39,8 @@ use crate::shard::Shard;
 /// not (their bytes are bounded by the connection's read buffer and its
 /// requests in flight), so that small requests (fetches, metadata, groups)
 /// always flow; nor is a frame before the handshake (at most a Hello's
-/// size, `HELLO_FRAME_BYTES_MAX`).
+/// size, `HELLO_FRAME_BYTES_MAX`). Fetch answers are charged on their own
+/// (fetch.rs), to the connection's `--response-connection-bytes` as well.
 pub const CHARGED_FRAME_BYTES_MIN: usize = 64 << 10;
 
 /// While a large batch arrives and the socket holds nothing, the read that
@@ -71,6 +74,12 @@ pub fn adopt(shard: &Rc<Shard>, socket: OwnedFd, unhandled: Vec<u8>) -> Result<(
 enum End {
     Eof,
     Shutdown,
+    /// Nothing in flight and nothing received for `--connection-idle-ms`:
+    /// closed without an error frame.
+    Idle,
+    /// Responses waited for `--frame-stall-ms` for the client to read any
+    /// of their bytes: the socket is already shut down.
+    WriteStalled,
     /// A large frame stopped arriving for `--frame-stall-ms`.
     Stalled,
     /// A protocol error: answered with this error frame, then closed.
@@ -117,49 +126,124 @@ fn frame_id(prefix: &[u8]) -> u64 {
         .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8")))
 }
 
-/// Set by a request task whose handling panicked: the connection reads and
-/// dispatches nothing more, answers that request with an `internal` error
-/// frame once the requests in flight have answered, and closes (its state
-/// may be half updated; a client reconnects to a clean one).
-struct Panics {
+/// Why the read loop must stop, set from outside it. A request task whose
+/// handling panicked: the connection reads and dispatches nothing more,
+/// answers that request with an `internal` error frame once the requests
+/// in flight have answered, and closes (its state may be half updated; a
+/// client reconnects to a clean one). The connection's watch: idle, or a
+/// client that stopped reading.
+struct Interrupt {
     /// The first request that panicked.
-    id: Cell<Option<u64>>,
-    /// Closed when one has: wakes a read loop that waits.
+    panicked: Cell<Option<u64>>,
+    verdict: Cell<Option<Verdict>>,
+    /// Closed when either is set: wakes a read loop that waits.
     event: Semaphore,
 }
 
-impl Panics {
-    fn new() -> Panics {
-        Panics {
-            id: Cell::new(None),
+impl Interrupt {
+    fn new() -> Interrupt {
+        Interrupt {
+            panicked: Cell::new(None),
+            verdict: Cell::new(None),
             event: Semaphore::new(0),
         }
     }
 
-    fn set(&self, id: u64) {
-        if self.id.get().is_none() {
-            self.id.set(Some(id));
+    fn panicked(&self, id: u64) {
+        if self.panicked.get().is_none() {
+            self.panicked.set(Some(id));
         }
         self.event.close();
     }
 
-    /// The request that panicked, if one has.
-    fn get(&self) -> Option<u64> {
-        self.id.get()
+    fn watched(&self, verdict: Verdict) {
+        self.verdict.set(Some(verdict));
+        self.event.close();
     }
 
-    /// Waits until a request panics; the end it makes.
+    /// The end it makes, if it is set.
+    fn get(&self) -> Option<End> {
+        if let Some(id) = self.panicked.get() {
+            return Some(End::Panicked(id));
+        }
+        self.verdict.get().map(|v| match v {
+            Verdict::Idle => End::Idle,
+            Verdict::WriteStalled => End::WriteStalled,
+        })
+    }
+
+    /// Waits until it is set; the end it makes.
     async fn wait(&self) -> End {
         // No permit is ever given: this returns once the semaphore closes.
         let _ = self.event.acquire(1).await;
-        End::Panicked(self.id.get().unwrap_or(0))
+        self.get().unwrap_or(End::Eof)
     }
 }
 
-/// Serves one connection: `unhandled` bytes already read from it come
+/// What a large frame holds from when its header arrives until its
+/// request is handled: its place among the requests in flight, its bytes
+/// of the shard's budget, and the connection's activity (not idle).
+struct Reserved {
+    permit: StaticPermit,
+    held: Held,
+    busy: Busy,
+}
+
+/// The connection's watch (watchdog.rs): once idle, the read loop is told
+/// to end; once its writer has waited too long for the client to read,
+/// the socket is shut down, which fails that write and frees what the
+/// unwritten responses held. It gives no verdict once the connection has
+/// ended its activity (before it closes or hands over its socket), and
+/// is dropped with the connection.
+async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Interrupt>, fd: RawFd) {
+    let idle = std::time::Duration::from_millis(shard.config.connection_idle_ms);
+    let verdict = crate::watchdog::watch(&activity, Some(idle), stall(&shard)).await;
+    match verdict {
+        Verdict::Idle => {
+            metrics::counter!("es_connections_idle_closed_total", "listener" => "binary").increment(1);
+        }
+        Verdict::WriteStalled => {
+            metrics::counter!("es_connections_write_stalled_total", "listener" => "binary").increment(1);
+            // SAFETY: `fd` is the connection's socket, open until the
+            // connection ends its activity, after which no verdict comes;
+            // shutdown only ends its transfers.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    }
+    interrupt.watched(verdict);
+}
+
+/// Serves one connection, watched (`watch_over`) in the same task: the
+/// watch is part of the connection's future, not a task of its own, so
+/// nothing of it outlives the connection.
+async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
+    let activity = Activity::new();
+    let interrupt = Rc::new(Interrupt::new());
+    let watch = watch_over(
+        shard.clone(),
+        activity.clone(),
+        interrupt.clone(),
+        stream.as_raw_fd(),
+    );
+    let served = serve_frames(shard, stream, unhandled, handshaken, activity, interrupt);
+    futures::pin_mut!(served, watch);
+    // The watch acts and ends; the connection goes on to its close.
+    if let futures::future::Either::Right(((), served)) = futures::future::select(served, watch).await {
+        served.await;
+    }
+}
+
+/// The connection's frames: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
 /// accepted it, if it moved here).
-async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
+async fn serve_frames(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    unhandled: Vec<u8>,
+    handshaken: bool,
+    activity: Rc<Activity>,
+    interrupt: Rc<Interrupt>,
+) {
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
     // The socket itself, for reads that bypass the stream (`read_rest`).
@@ -167,9 +251,10 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let (mut rd, wr) = stream.split();
     let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max + 1);
     let tx = Rc::new(tx);
-    let writer = glommio::spawn_local(super::outgoing::write_loop(rx, wr));
+    let writer = glommio::spawn_local(super::outgoing::write_loop(rx, wr, activity.clone()));
     let permits = Rc::new(Semaphore::new(inflight_max as u64));
-    let panics = Rc::new(Panics::new());
+    // Fetch answers not yet written (`--response-connection-bytes`).
+    let responses = Budget::new(shard.config.response_connection_bytes() as u64, None);
     // Unhandled bytes are buf[start..filled]; the socket reads straight
     // into buf[filled..] and frames are decoded where they lie.
     let mut buf = vec![0u8; READ_IDLE_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
@@ -177,22 +262,28 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
     let (mut start, mut filled) = (0usize, unhandled.len());
     let mut handshaken = handshaken;
     let mut affinity = Affinity::default();
-    // The request budget held for the frame at `start`, charged once its
-    // header showed it large and before the rest of it was read.
-    let mut charged: Option<Held> = None;
+    // What the frame at `start` holds, reserved once its header showed it
+    // large and before the rest of it was read.
+    let mut reserved: Option<Reserved> = None;
+    let cx = Cx {
+        shard: &shard,
+        interrupt: &interrupt,
+        activity: &activity,
+        permits: &permits,
+    };
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
-            if let Some(id) = panics.get() {
-                break 'conn End::Panicked(id);
+            if let Some(end) = interrupt.get() {
+                break 'conn end;
             }
             let frame_max = if handshaken {
                 frame_max
             } else {
                 frame_max.min(HELLO_FRAME_BYTES_MAX)
             };
-            let (id, gzip, incoming, budget) = match frame::check(&buf[start..filled], frame_max) {
+            let (id, gzip, incoming, held) = match frame::check(&buf[start..filled], frame_max) {
                 Ok((h, used)) => {
                     let raw = &buf[start + frame::HEADER_BYTES..start + used];
                     start += used;
@@ -201,11 +292,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                         Ok(r) => Incoming::Request(r),
                         Err(resp) => break 'conn End::Refused(h.request_id, resp),
                     };
-                    let budget = match charge(&shard, &panics, handshaken, &mut charged, used).await {
+                    let held = match reserve(&cx, handshaken, &mut reserved, used).await {
                         Ok(held) => held,
                         Err(end) => break 'conn end,
                     };
-                    (h.request_id, gzip, req, budget)
+                    (h.request_id, gzip, req, held)
                 }
                 Err(DecodeError::Incomplete { needed, .. }) => {
                     let Some(big) = large_batch(&buf[start..filled], frame_max) else {
@@ -216,18 +307,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     // log ends: those already read, then the rest straight
                     // from the socket, its pages written early as they
                     // arrive (early.rs).
-                    let budget = match charge(
-                        &shard,
-                        &panics,
-                        handshaken,
-                        &mut charged,
-                        big.batch_at + big.batch_len,
-                    )
-                    .await
-                    {
-                        Ok(held) => held,
-                        Err(end) => break 'conn end,
-                    };
+                    let held =
+                        match reserve(&cx, handshaken, &mut reserved, big.batch_at + big.batch_len).await {
+                            Ok(held) => held,
+                            Err(end) => break 'conn end,
+                        };
                     let receiving = std::time::Instant::now();
                     // Requests read before this one (a pipelining producer)
                     // are placed first: then the log ends where this batch
@@ -237,13 +321,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                     let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
                     batch.extend_from_slice(&buf[start + big.batch_at..filled]);
                     (start, filled) = (0, 0);
-                    if let Err(end) = read_rest(&shard, &panics, &mut rd, fd, &mut batch, &mut early).await {
+                    if let Err(end) = read_rest(&cx, &mut rd, fd, &mut batch, &mut early).await {
                         break 'conn end.stalled(&shard, big.header.request_id);
                     }
                     shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
                     let id = big.header.request_id;
                     match ProduceBatch::from_parts(big.topic, big.partition, batch.finish()) {
-                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write()), budget),
+                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write()), held),
                         Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
                     }
                 }
@@ -270,25 +354,36 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             if let Some((topic, partition)) = incoming.partition() {
                 affinity.note(shard.owner(topic, partition), shard.id);
             }
-            let permit = permits
-                .clone()
-                .acquire_static_permit(1)
-                .await
-                .expect("semaphore never closes");
-            let (shard, tx, panics) = (shard.clone(), tx.clone(), panics.clone());
+            // A large frame came with its permit; others take one now,
+            // holding no budget while they wait.
+            let (permit, budget, busy) = match held {
+                Some(r) => (r.permit, Some(r.held), r.busy),
+                None => (
+                    permits
+                        .clone()
+                        .acquire_static_permit(1)
+                        .await
+                        .expect("semaphore never closes"),
+                    None,
+                    activity.busy(),
+                ),
+            };
+            let (shard, tx, interrupt, responses) =
+                (shard.clone(), tx.clone(), interrupt.clone(), responses.clone());
             glommio::spawn_local(async move {
                 let endpoint = incoming.endpoint();
-                let handling = super::handler::handle(&shard, incoming, id, gzip);
+                let handling = super::handler::handle(&shard, incoming, id, gzip, &responses);
                 let handled = crate::listener::guarded("binary", || endpoint.to_string(), handling).await;
-                // The request's bytes are gone: its answer may wait for
-                // a slow reader without holding the shard's budget.
+                // The request's bytes are gone: what its answer holds is
+                // its own charge (a fetch's), not the request's.
                 drop(budget);
                 match handled {
-                    Ok(out) => {
+                    Ok(mut out) => {
+                        out.busy = Some(busy);
                         let _ = tx.send(out).await;
                     }
                     // The read loop answers it, and closes.
-                    Err(()) => panics.set(id),
+                    Err(()) => interrupt.panicked(id),
                 }
                 drop(permit);
             })
@@ -300,7 +395,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             }
         }
         // A large frame is charged before the rest of it is read.
-        charged = match charge(&shard, &panics, handshaken, &mut charged, wanted).await {
+        reserved = match reserve(&cx, handshaken, &mut reserved, wanted).await {
             Ok(held) => held,
             Err(end) => break end,
         };
@@ -316,7 +411,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
             buf.copy_within(start..filled, 0);
             (start, filled) = (0, filled - start);
         }
-        let len = grown_len(buf.len(), start, filled, wanted, charged.is_some());
+        let len = grown_len(buf.len(), start, filled, wanted, reserved.is_some());
         if len > buf.len() {
             buf.resize(len, 0);
         }
@@ -328,6 +423,7 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 Ok(0) => break End::Eof,
                 Ok(n) => {
                     filled = n;
+                    activity.touch();
                     // A producer that keeps the socket full still lets
                     // the shard's other tasks run and sees a shutdown.
                     glommio::yield_if_needed().await;
@@ -344,12 +440,15 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
                 Err(_) => break End::Eof,
             }
         }
-        let stall = charged.is_some().then(|| stall(&shard));
-        match read_or_stop(&shard, &panics, &mut rd, &mut buf[filled..], stall).await {
+        let stall = reserved.is_some().then(|| stall(&shard));
+        match read_or_stop(&cx, &mut rd, &mut buf[filled..], stall).await {
             Ok(n) => filled += n,
             Err(end) => break end.stalled(&shard, frame_id(&buf[start..filled])),
         }
     };
+    // Its permit would keep the wait for the requests in flight below from
+    // ever ending.
+    drop(reserved);
     match &end {
         End::Refused(id, resp) => {
             metrics::counter!("es_binary_protocol_errors_total").increment(1);
@@ -373,8 +472,11 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         }
     }
     drop(tx);
-    drop(charged);
-    let Some(mut wr) = writer.await else { return };
+    let written = writer.await;
+    // The writer is done with the socket: nothing is left to watch, and
+    // the socket may close or move.
+    activity.end();
+    let Some(mut wr) = written else { return };
     match end {
         // The reading half is dropped on return: the socket lives on in
         // the copy handed over, and is not shut down.
@@ -402,53 +504,77 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
     }
 }
 
-/// The charge of the frame at `start`, a frame of `bytes`: the one already
-/// `charged` for it, else a new one if it is large
-/// (`CHARGED_FRAME_BYTES_MIN`) and the connection past its handshake, once
-/// that many bytes are free, in turn (budget.rs); or why the connection
-/// ends meanwhile (the broker shuts down). Waits are counted
-/// (`es_binary_request_budget_waits_total`).
-async fn charge(
-    shard: &Shard,
-    panics: &Panics,
+/// What the read loop and its waits share.
+struct Cx<'a> {
+    shard: &'a Rc<Shard>,
+    interrupt: &'a Interrupt,
+    activity: &'a Rc<Activity>,
+    permits: &'a Rc<Semaphore>,
+}
+
+/// What the frame at `start`, a frame of `bytes`, holds: what was already
+/// `reserved` for it, else, if it is large (`CHARGED_FRAME_BYTES_MIN`)
+/// and the connection past its handshake, a permit and then that many
+/// bytes of the shard's budget, in turn (budget.rs); or why the
+/// connection ends meanwhile (the broker shuts down, an interrupt). The
+/// permit comes first: the read loop never waits for one while it holds
+/// budget, which request tasks may be waiting for. Budget waits are
+/// counted (`es_request_budget_waits_total{listener}`).
+async fn reserve(
+    cx: &Cx<'_>,
     handshaken: bool,
-    charged: &mut Option<Held>,
+    reserved: &mut Option<Reserved>,
     bytes: usize,
-) -> Result<Option<Held>, End> {
-    if let Some(held) = charged.take() {
-        return Ok(Some(held));
+) -> Result<Option<Reserved>, End> {
+    if let Some(r) = reserved.take() {
+        return Ok(Some(r));
     }
     if bytes < CHARGED_FRAME_BYTES_MIN || !handshaken {
         return Ok(None);
     }
-    let budget = &shard.request_budget;
-    if let Some(held) = budget.try_take(bytes as u64) {
-        return Ok(Some(held));
-    }
-    metrics::counter!("es_binary_request_budget_waits_total").increment(1);
-    let take = budget.take(bytes as u64).fuse();
-    let stop = shard.shutdown.wait_for(1).fuse();
-    let panicked = panics.wait().fuse();
-    futures::pin_mut!(take, stop, panicked);
-    futures::select! {
-        held = take => Ok(Some(held)),
-        _ = stop => Err(End::Shutdown),
-        end = panicked => Err(end),
-    }
+    // Waiting on the broker, not on the client: not idle.
+    let busy = cx.activity.busy();
+    let permit = {
+        let permit = cx.permits.acquire_static_permit(1).fuse();
+        let stop = cx.shard.shutdown.wait_for(1).fuse();
+        let interrupted = cx.interrupt.wait().fuse();
+        futures::pin_mut!(permit, stop, interrupted);
+        futures::select! {
+            p = permit => p.expect("semaphore never closes"),
+            _ = stop => return Err(End::Shutdown),
+            end = interrupted => return Err(end),
+        }
+    };
+    let budget = &cx.shard.request_budget;
+    let held = match budget.try_take(bytes as u64) {
+        Some(held) => held,
+        None => {
+            metrics::counter!("es_request_budget_waits_total", "listener" => "binary").increment(1);
+            let take = budget.take(bytes as u64).fuse();
+            let stop = cx.shard.shutdown.wait_for(1).fuse();
+            let interrupted = cx.interrupt.wait().fuse();
+            futures::pin_mut!(take, stop, interrupted);
+            futures::select! {
+                held = take => held,
+                _ = stop => return Err(End::Shutdown),
+                end = interrupted => return Err(end),
+            }
+        }
+    };
+    Ok(Some(Reserved { permit, held, busy }))
 }
 
 /// Reads some bytes into `into`: how many, or why the connection ends (the
 /// peer closed it or failed, the broker shuts down, one of its requests
 /// panicked, or nothing came for `stall`).
 async fn read_or_stop(
-    shard: &Shard,
-    panics: &Panics,
+    cx: &Cx<'_>,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     into: &mut [u8],
     stall: Option<std::time::Duration>,
 ) -> Result<usize, End> {
     let read = rd.read(into).fuse();
-    let stop = shard.shutdown.wait_for(1).fuse();
+    let stop = cx.shard.shutdown.wait_for(1).fuse();
     let stalled = async {
         match stall {
             Some(d) => glommio::timer::sleep(d).await,
@@ -456,15 +582,18 @@ async fn read_or_stop(
         }
     }
     .fuse();
-    let panicked = panics.wait().fuse();
-    futures::pin_mut!(read, stop, stalled, panicked);
+    let interrupted = cx.interrupt.wait().fuse();
+    futures::pin_mut!(read, stop, stalled, interrupted);
     futures::select! {
         r = read => match r {
             Ok(0) | Err(_) => Err(End::Eof),
-            Ok(n) => Ok(n),
+            Ok(n) => {
+                cx.activity.touch();
+                Ok(n)
+            }
         },
         _ = stop => Err(End::Shutdown),
-        end = panicked => Err(end),
+        end = interrupted => Err(end),
         _ = stalled => {
             metrics::counter!("es_binary_stalled_frames_total").increment(1);
             Err(End::Stalled)
@@ -479,8 +608,7 @@ async fn read_or_stop(
 /// each wait, `early` writes what has arrived (early.rs): a batch that is
 /// already in the socket is read whole and written once.
 async fn read_rest(
-    shard: &Shard,
-    panics: &Panics,
+    cx: &Cx<'_>,
     rd: &mut (impl futures::io::AsyncRead + Unpin),
     fd: RawFd,
     batch: &mut ReceivingBatch,
@@ -493,11 +621,10 @@ async fn read_rest(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 early.arrived(batch.filled());
                 let n = read_or_stop(
-                    shard,
-                    panics,
+                    cx,
                     rd,
                     batch.unfilled_zeroed(WAIT_READ_BYTES),
-                    Some(stall(shard)),
+                    Some(stall(cx.shard)),
                 )
                 .await?;
                 batch.received(n);

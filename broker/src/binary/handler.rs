@@ -13,14 +13,15 @@ use es_protocol::{Kind, Request, Response};
 use es_storage::{BatchBuf, EarlyWrite};
 
 use crate::admin::{self, CreateTopic};
+use crate::budget::Budget;
 use crate::error::ApiError;
-use crate::fetch::FetchQuery;
+use crate::fetch::{Charger, FetchQuery};
 use crate::idempotence::ProducerFields;
 use crate::message::{FetchForm, FetchedData, Op, Payload, Reply};
 use crate::produce::Item;
 use crate::shard::Shard;
 
-use super::outgoing::Outgoing;
+use super::outgoing::{Outgoing, WRITE_DIRECT_BYTES_MIN};
 
 /// A request as a connection's read loop hands it over.
 pub enum Incoming {
@@ -73,15 +74,23 @@ impl Incoming {
     }
 }
 
-/// Runs one request and frames its answer (or its error) for the writer.
-pub async fn handle(shard: &Rc<Shard>, incoming: Incoming, request_id: u64, gzip: bool) -> Outgoing {
+/// Runs one request and frames its answer (or its error) for the writer;
+/// a fetch's answer is charged to the connection's `responses` budget and
+/// the shard's (fetch.rs), and holds its charge until written.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    incoming: Incoming,
+    request_id: u64,
+    gzip: bool,
+    responses: &Rc<Budget>,
+) -> Outgoing {
     let started = Instant::now();
     let endpoint = incoming.endpoint();
     if let Some(topic) = incoming.record_topic() {
         crate::listener::test_panic_hook(topic);
     }
     let answer = match incoming {
-        Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip)).await,
+        Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip, responses)).await,
         Incoming::Request(other) => run(shard, other)
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
@@ -106,8 +115,16 @@ pub async fn handle(shard: &Rc<Shard>, incoming: Incoming, request_id: u64, gzip
 
 /// A fetch answers with the stored batches as storage read them: the frame
 /// header and fixed fields, then the batches' buffers, not copied into one
-/// (unless the reply is gzipped).
-async fn fetch(shard: &Rc<Shard>, f: Fetch, request_id: u64, gzip: bool) -> Result<Outgoing, ApiError> {
+/// (unless the reply is gzipped, or small: then the writer would copy it
+/// anyway, and the copy frees the larger buffers it was read into). The
+/// answer holds its charge, resized to its length, until written.
+async fn fetch(
+    shard: &Rc<Shard>,
+    f: Fetch,
+    request_id: u64,
+    gzip: bool,
+    responses: &Rc<Budget>,
+) -> Result<Outgoing, ApiError> {
     let meta = admin::lookup(shard, &f.topic)?;
     let q = FetchQuery {
         offset: f.offset,
@@ -116,7 +133,11 @@ async fn fetch(shard: &Rc<Shard>, f: Fetch, request_id: u64, gzip: bool) -> Resu
         wait_ms: Some(f.wait_ms as u64),
         form: FetchForm::Batches,
     };
-    let fetched = crate::fetch::fetch(shard, &meta, f.partition as u64, q).await?;
+    let charger = Charger {
+        connection: Some(responses),
+        listener: "binary",
+    };
+    let (fetched, charge) = crate::fetch::fetch(shard, &meta, f.partition as u64, q, &charger).await?;
     let FetchedData::Batches { parts, count } = fetched.data else {
         return Err(ApiError::internal("a batches fetch answered with records"));
     };
@@ -124,18 +145,31 @@ async fn fetch(shard: &Rc<Shard>, f: Fetch, request_id: u64, gzip: bool) -> Resu
     // Storage verified every checksum on read; the framing is checked
     // again before the batches go out (by `trusted` when gzipped).
     let bad = |e: es_protocol::DecodeError| ApiError::internal(format!("stored batches: {e}"));
-    if gzip {
+    let mut out = if gzip {
         let ok = FetchOk::trusted(hw, next, start, count, parts.concat(), 0).map_err(bad)?;
-        return Ok(Outgoing::frame(
-            Response::FetchOk(ok).into_frame(request_id, true),
-        ));
-    }
-    batch::validate_framing_parts(parts.iter().map(|p| &p[..]), count, start, hw).map_err(bad)?;
-    let len = parts.iter().map(|p| p.len()).sum();
-    Ok(Outgoing {
-        head: FetchOk::frame_prefix(request_id, hw, next, start, count, len),
-        body: parts,
-    })
+        Outgoing::frame(Response::FetchOk(ok).into_frame(request_id, true))
+    } else {
+        batch::validate_framing_parts(parts.iter().map(|p| &p[..]), count, start, hw).map_err(bad)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut head = FetchOk::frame_prefix(request_id, hw, next, start, count, len);
+        if len < WRITE_DIRECT_BYTES_MIN {
+            head.reserve_exact(len);
+            for p in &parts {
+                head.extend_from_slice(p);
+            }
+            Outgoing::frame(head)
+        } else {
+            Outgoing {
+                body: parts,
+                ..Outgoing::frame(head)
+            }
+        }
+    };
+    out.charge = charge.map(|mut c| {
+        c.resize(out.len() as u64);
+        c
+    });
+    Ok(out)
 }
 
 fn endpoint(req: &Request) -> &'static str {

@@ -4,7 +4,6 @@
 //! responses as they complete, matched by request id.
 
 mod affinity;
-pub mod budget;
 mod connection;
 mod early;
 mod handler;

@@ -12,7 +12,7 @@ use crate::groups::{self, ResetTo};
 use crate::shard::Shard;
 
 async fn body_json(shard: &Shard, req: Request<Incoming>) -> Result<serde_json::Value, ApiError> {
-    let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
+    let body = response::read_body(shard, req.into_body()).await?;
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(serde_json::json!({}));
     }

@@ -32,7 +32,7 @@ pub async fn init_json(shard: &Rc<Shard>, existing: Option<i64>) -> Result<serde
 }
 
 pub async fn init(shard: &Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
+    let body = response::read_body(shard, req.into_body()).await?;
     let init: InitProducer = if body.iter().all(|b| b.is_ascii_whitespace()) {
         InitProducer::default()
     } else {

@@ -9,9 +9,10 @@ use hyper::{Request, Response, StatusCode};
 use serde::Deserialize;
 
 use super::response::{self, Body};
+use super::server::Conn;
 use crate::admin::lookup;
 use crate::error::ApiError;
-use crate::fetch::FetchQuery;
+use crate::fetch::{Charger, FetchQuery};
 use crate::idempotence::ProducerFields;
 use crate::message::FetchedData;
 use crate::produce::Item;
@@ -60,7 +61,7 @@ pub async fn produce(
     crate::listener::test_panic_hook(topic);
     let started = Instant::now();
     let meta = lookup(shard, topic)?;
-    let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
+    let body = response::read_body(shard, req.into_body()).await?;
     metrics::counter!("es_http_bytes_in_total").increment(body.len() as u64);
     let produce: ProduceRequest = response::parse(&body)?;
     let enc = encoding(produce.encoding.as_deref())?;
@@ -125,8 +126,15 @@ fn number(name: &str, value: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::invalid(format!("{name} must be a non-negative integer, not {value:?}")))
 }
 
+/// A fetch answers with as many of the records read as fit its charge
+/// (fetch.rs: `max_bytes`, capped by `--fetch-bytes-max`, at least 64
+/// KiB), at least one: JSON may be several times the records' bytes (escapes,
+/// base64, the fields of each record), and a slow reader holds its body
+/// until written. The body holds the charge, resized to its length, until
+/// the connection has written it.
 pub async fn fetch(
     shard: &Rc<Shard>,
+    conn: &Conn,
     topic: &str,
     partition: &str,
     query: Option<&str>,
@@ -148,7 +156,11 @@ pub async fn fetch(
             other => return Err(ApiError::invalid(format!("unknown query parameter {other:?}"))),
         }
     }
-    let fetched = crate::fetch::fetch(shard, &meta, partition, q).await?;
+    let charger = Charger {
+        connection: None,
+        listener: "http",
+    };
+    let (fetched, charge) = crate::fetch::fetch(shard, &meta, partition, q, &charger).await?;
     let text = |what: &str, offset: u64, bytes: Vec<u8>| -> Result<String, ApiError> {
         match enc {
             Encoding::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
@@ -164,21 +176,52 @@ pub async fn fetch(
     let FetchedData::Records(got) = fetched.data else {
         return Err(ApiError::internal("a records fetch answered with batches"));
     };
-    let mut records = Vec::with_capacity(got.len());
+    let fits = charge.as_ref().map_or(usize::MAX, |c| c.bytes() as usize);
+    // The body, `{"high_watermark":..,"next_offset":..,"records":[..]}`
+    // (serde_json's key order), its records written one by one until the
+    // next would not fit.
+    let mut records = Vec::new();
+    let (total, mut taken, mut last_taken) = (got.len(), 0, 0);
     for r in got {
-        let key = r.key.map(|k| text("key", r.offset.0, k)).transpose()?;
-        records.push(serde_json::json!({
-            "offset": r.offset.0,
+        let offset = r.offset.0;
+        let key = r.key.map(|k| text("key", offset, k)).transpose()?;
+        let record = serde_json::json!({
+            "offset": offset,
             "timestamp": r.timestamp_ms,
             "key": key,
-            "value": text("value", r.offset.0, r.value)?,
-        }));
+            "value": text("value", offset, r.value)?,
+        });
+        let before = records.len();
+        if before > 0 {
+            records.push(b',');
+        }
+        serde_json::to_writer(&mut records, &record).expect("JSON values serialize");
+        if taken > 0 && records.len() > fits {
+            records.truncate(before);
+            break;
+        }
+        taken += 1;
+        last_taken = offset;
     }
-    let body = serde_json::json!({
-        "records": records,
-        "next_offset": fetched.next_offset,
-        "high_watermark": fetched.high_watermark,
-    });
+    // Cut short: the next fetch starts after the last record sent.
+    let next_offset = if taken == total {
+        fetched.next_offset
+    } else {
+        last_taken + 1
+    };
+    let mut body = format!(
+        "{{\"high_watermark\":{},\"next_offset\":{next_offset},\"records\":[",
+        fetched.high_watermark
+    )
+    .into_bytes();
+    body.reserve_exact(records.len() + 2);
+    body.extend_from_slice(&records);
+    body.extend_from_slice(b"]}");
+    drop(records);
+    if let Some(mut c) = charge {
+        c.resize(body.len() as u64);
+        conn.written.hold_until_written(body.len() as u64, c);
+    }
     metrics::histogram!("es_fetch_duration_seconds").record(started.elapsed().as_secs_f64());
-    Ok(response::json(StatusCode::OK, &body))
+    Ok(response::json_bytes(StatusCode::OK, body))
 }

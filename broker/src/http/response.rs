@@ -1,17 +1,38 @@
 //! Building responses and reading bodies.
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body as _, Incoming};
 use hyper::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 
+use crate::budget::Charge;
 use crate::error::ApiError;
+use crate::shard::Shard;
+
+/// Request bodies at least this large are charged to the shard's budget
+/// (`--request-shard-bytes`) while they arrive and until their request is
+/// handled, as binary frames of that size are (binary/connection.rs):
+/// many partial bodies cannot pin more than the budget. Smaller ones are
+/// bounded by hyper's buffers per connection.
+pub const CHARGED_BODY_BYTES_MIN: usize = 64 << 10;
 
 pub type Body = Full<Bytes>;
 
 pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
     let bytes = serde_json::to_vec(value).expect("JSON values serialize");
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .expect("valid response")
+}
+
+/// A JSON body already serialized.
+pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")
@@ -31,13 +52,92 @@ pub fn text(status: StatusCode, content_type: &str, body: String) -> Response<Bo
         .expect("valid response")
 }
 
-/// Reads a whole body up to `limit` bytes; more is `payload_too_large`.
-pub async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large(limit)),
-        Err(e) => Err(ApiError::invalid(format!("could not read the request body: {e}"))),
+/// A request body read whole, with its charge of the shard's budget (if
+/// it is large), held while the body lives.
+pub struct ReadBody {
+    bytes: Bytes,
+    _charge: Option<Charge>,
+}
+
+impl std::ops::Deref for ReadBody {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
     }
+}
+
+/// Reads a whole body, up to `--http-body-bytes-max` bytes (more is 413
+/// `payload_too_large`, a `Content-Length` over it is refused before this,
+/// in routes.rs). A large body is charged first (its `Content-Length`;
+/// without one, once it passes `CHARGED_BODY_BYTES_MIN`, the whole limit,
+/// until it has all come), in turn with the shard's other large requests;
+/// it is copied into one buffer of its size as it arrives (nothing of
+/// hyper's read buffers is kept). A body that sends nothing for
+/// `--frame-stall-ms` is 408 `request_timeout`, and its connection closes.
+pub async fn read_body(shard: &Shard, mut body: Incoming) -> Result<ReadBody, ApiError> {
+    let limit = shard.config.http_body_bytes_max;
+    let announced = body.size_hint().exact().map(|n| n as usize);
+    if announced.is_some_and(|n| n > limit) {
+        return Err(too_large(limit));
+    }
+    let mut charge = match announced {
+        Some(n) if n >= CHARGED_BODY_BYTES_MIN => Some(take(shard, n).await),
+        _ => None,
+    };
+    let mut bytes = Vec::with_capacity(announced.unwrap_or(0));
+    let stall = Duration::from_millis(shard.config.frame_stall_ms);
+    let mut timer = glommio::timer::Timer::new(stall);
+    loop {
+        let frame = {
+            let next = body.frame().fuse();
+            futures::pin_mut!(next);
+            futures::select! {
+                f = next => f,
+                _ = (&mut timer).fuse() => {
+                    metrics::counter!("es_http_body_stalled_total").increment(1);
+                    return Err(stalled(shard.config.frame_stall_ms));
+                }
+            }
+        };
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|e| ApiError::invalid(format!("could not read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if bytes.len() + data.len() > limit {
+            return Err(too_large(limit));
+        }
+        if charge.is_none() && bytes.len() + data.len() >= CHARGED_BODY_BYTES_MIN {
+            // No length was announced: the most it can be, until it ends.
+            charge = Some(take(shard, limit).await);
+        }
+        bytes.extend_from_slice(&data);
+        timer.reset(stall);
+    }
+    if let Some(c) = &mut charge {
+        c.resize(bytes.len() as u64);
+    }
+    Ok(ReadBody {
+        bytes: Bytes::from(bytes),
+        _charge: charge,
+    })
+}
+
+/// `bytes` of the shard's budget, in turn; a wait is counted.
+async fn take(shard: &Shard, bytes: usize) -> Charge {
+    let budget = &shard.request_budget;
+    if let Some(held) = budget.try_take(bytes as u64) {
+        return Charge::shard_only(held);
+    }
+    metrics::counter!("es_request_budget_waits_total", "listener" => "http").increment(1);
+    Charge::shard_only(budget.take(bytes as u64).await)
+}
+
+/// A body that stopped arriving.
+fn stalled(stall_ms: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "request_timeout",
+        format!("the request body stopped arriving for {stall_ms} ms (--frame-stall-ms); the connection is closed"),
+    )
 }
 
 pub fn too_large(limit: usize) -> ApiError {

@@ -5,10 +5,11 @@ use std::convert::Infallible;
 use std::rc::Rc;
 use std::time::Instant;
 
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::response::{self, Body};
+use super::server::Conn;
 use super::{groups, producers, records, topics};
 use crate::error::ApiError;
 use crate::shard::Shard;
@@ -17,10 +18,14 @@ use crate::shard::Shard;
 /// (`listener::guarded`: logged, counted in `es_request_panics_total`) and
 /// answered 500 `internal` with `Connection: close`, so its connection
 /// closes and the shard keeps serving.
-pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn route(
+    shard: Rc<Shard>,
+    conn: Rc<Conn>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let (method, uri) = (req.method().clone(), req.uri().clone());
     let what = move || format!("{method} {}", uri.path());
-    match crate::listener::guarded("http", what, routed(shard, req)).await {
+    match crate::listener::guarded("http", what, routed(shard, conn, req)).await {
         Ok(resp) => Ok(resp),
         Err(()) => {
             let e = ApiError::internal(
@@ -28,19 +33,38 @@ pub async fn route(shard: Rc<Shard>, req: Request<Incoming>) -> Result<Response<
                  the connection is closed",
             );
             let mut resp = response::error(&e);
-            resp.headers_mut().insert(
-                hyper::header::CONNECTION,
-                hyper::header::HeaderValue::from_static("close"),
-            );
+            close_after(&mut resp);
             Ok(resp)
         }
     }
 }
 
-async fn routed(shard: Rc<Shard>, req: Request<Incoming>) -> Response<Body> {
+/// The connection closes once `resp` is written.
+fn close_after(resp: &mut Response<Body>) {
+    resp.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+}
+
+async fn routed(shard: Rc<Shard>, conn: Rc<Conn>, req: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
-    let (endpoint, result) = dispatch(&shard, req).await;
-    let resp = result.unwrap_or_else(|e| response::error(&e));
+    // A body announced over the limit is refused before any of it is
+    // read; the connection closes rather than read what follows.
+    let limit = shard.config.http_body_bytes_max;
+    let (endpoint, result) = if req.body().size_hint().lower() > limit as u64 {
+        ("payload_too_large", Err(response::too_large(limit)))
+    } else {
+        dispatch(&shard, &conn, req).await
+    };
+    let mut resp = result.unwrap_or_else(|e| response::error(&e));
+    // A body refused midway (too large, stalled) was not read to its end.
+    if matches!(
+        resp.status(),
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+    ) {
+        close_after(&mut resp);
+    }
     let status = resp.status().as_u16().to_string();
     let out_bytes = hyper::body::Body::size_hint(resp.body()).exact().unwrap_or(0);
     metrics::counter!("es_http_bytes_out_total").increment(out_bytes);
@@ -55,7 +79,7 @@ async fn routed(shard: Rc<Shard>, req: Request<Incoming>) -> Response<Body> {
 
 type Handled = (&'static str, Result<Response<Body>, ApiError>);
 
-async fn dispatch(shard: &Rc<Shard>, req: Request<Incoming>) -> Handled {
+async fn dispatch(shard: &Rc<Shard>, conn: &Conn, req: Request<Incoming>) -> Handled {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -98,9 +122,10 @@ async fn dispatch(shard: &Rc<Shard>, req: Request<Incoming>) -> Handled {
             ("patch_config", topics::patch(shard, t, req).await)
         }
         (["v1", "topics", t, "records"], &Method::POST) => ("produce", records::produce(shard, t, req).await),
-        (["v1", "topics", t, "partitions", p, "records"], &Method::GET) => {
-            ("fetch", records::fetch(shard, t, p, req.uri().query()).await)
-        }
+        (["v1", "topics", t, "partitions", p, "records"], &Method::GET) => (
+            "fetch",
+            records::fetch(shard, conn, t, p, req.uri().query()).await,
+        ),
         (known, _) if is_known(known) => (
             "method_not_allowed",
             Err(ApiError::new(

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::shard::Shard;
 
 pub async fn create(shard: &Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
-    let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
+    let body = response::read_body(shard, req.into_body()).await?;
     let create: CreateTopic = response::parse(&body)?;
     Ok(response::json(
         StatusCode::CREATED,
@@ -37,7 +37,7 @@ pub async fn patch(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     admin::lookup(shard, name)?;
-    let body = response::read_body(req.into_body(), shard.config.http_body_bytes_max).await?;
+    let body = response::read_body(shard, req.into_body()).await?;
     let changes: serde_json::Map<String, serde_json::Value> = response::parse(&body)?;
     Ok(response::json(
         StatusCode::OK,
