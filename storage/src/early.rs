@@ -204,6 +204,19 @@ impl EarlyState {
         }
     }
 
+    /// A placed batch whose pages were written early is given back unwritten
+    /// (`rewind.rs`): those pages are stale past the written end, and their
+    /// writes must finish before the write loop writes again.
+    pub fn void_placed(&mut self, segment: Offset, p: Prewritten) {
+        if p.to > p.from {
+            let from = self.stale.entry(segment).or_insert(p.from);
+            *from = (*from).min(p.from);
+        }
+        self.ended.retain(|w| !w.settled());
+        self.ended.push(p.writes.clone());
+        self.unsettled.push(p.writes);
+    }
+
     fn end_if(&mut self, ticket: EarlyTicket) {
         if self.is_current(ticket) {
             self.end();

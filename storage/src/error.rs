@@ -17,6 +17,11 @@ pub enum StorageError {
     /// the broker restarts and recovery has run.
     #[error("partition {path} refuses writes after an earlier failure: {reason}")]
     Poisoned { path: PathBuf, reason: String },
+    /// A write could not be made for a reason that passes (no file
+    /// descriptor free): nothing of it was kept, and the partition takes
+    /// writes again; a retry may succeed.
+    #[error("partition {path} did not write this batch: {reason}; nothing of it was kept, retry")]
+    Transient { path: PathBuf, reason: String },
     /// The partition was closed (shutdown in progress).
     #[error("partition {path} is closed")]
     Closed { path: PathBuf },
@@ -48,11 +53,29 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: impl IntoIoError) -> Self {
         StorageError::Io {
             path: path.into(),
-            source: source.into(),
+            source: source.into_io_error(),
         }
+    }
+}
+
+/// What an I/O call failed with, as an `io::Error` that keeps its OS error
+/// code (which `poison.rs` tells failures apart by).
+pub(crate) trait IntoIoError {
+    fn into_io_error(self) -> io::Error;
+}
+
+impl IntoIoError for io::Error {
+    fn into_io_error(self) -> io::Error {
+        self
+    }
+}
+
+impl<T> IntoIoError for glommio::GlommioError<T> {
+    fn into_io_error(self) -> io::Error {
+        crate::poison::os_error(self)
     }
 }
 

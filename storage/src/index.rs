@@ -74,6 +74,11 @@ impl SparseIndex {
         self.entries.push(entry);
     }
 
+    /// Keeps the first `len` entries.
+    pub fn truncate(&mut self, len: usize) {
+        self.entries.truncate(len);
+    }
+
     pub fn entries(&self) -> &[IndexEntry] {
         &self.entries
     }

@@ -15,6 +15,7 @@ mod cold;
 mod cold_dir;
 mod compaction;
 mod config;
+mod device;
 mod direct_buf;
 mod dirs;
 mod disk_threads;
@@ -26,6 +27,7 @@ pub mod index;
 mod metric_help;
 mod offset;
 mod partition;
+mod poison;
 mod policy;
 mod read;
 mod recent;
@@ -34,7 +36,9 @@ mod reclaim;
 mod record;
 mod recovery;
 mod retention;
+mod rewind;
 mod segment;
+mod segment_files;
 mod swap;
 mod thread_slice;
 mod tier;
@@ -50,6 +54,7 @@ pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
+pub use device::read_device_properties;
 pub use dirs::{create_dir_all, create_dir_all_durable, index_path, log_path, rename_if_exists, sync_dir};
 pub use disk_threads::{
     start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
@@ -61,6 +66,7 @@ pub use fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
+pub use poison::{os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
 pub use read::{BatchesRead, RecordsRead};
 pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
@@ -71,6 +77,7 @@ pub use reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
 pub use segment::RawBatch;
+pub use segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
 pub use swap::{Leftovers, MANIFEST_NAME};
 pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 pub use tier::ColdTier;

@@ -12,7 +12,14 @@
 //!
 //! Invariant: `durable <= written <= next_offset` (the "dirty" mark),
 //! asserted on every update. A failed write or fsync poisons the partition:
-//! it refuses writes until restart, when recovery decides what survived.
+//! it refuses writes until restart, when recovery decides what survived. A
+//! write that could not start for a reason that passes (no descriptor:
+//! `poison.rs`) poisons nothing: what was placed after the written end is
+//! given back (`rewind.rs`).
+//!
+//! Descriptors: the active segment keeps its log open (and, once written,
+//! its writer's); a closed segment's log is opened by the shard's bounded
+//! cache when read (`segment_files.rs`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -34,7 +41,7 @@ use crate::index::IndexEntry;
 use crate::recent::RecentWrites;
 use crate::record::{ProducerStamp, Record};
 use crate::recovery::{self, Quarantined, Shape, Trimmed};
-use crate::segment::{self, Segment};
+use crate::segment::{self, Mark, Segment};
 use crate::swap::{self, Leftovers};
 use crate::tier::{ColdState, ColdTier};
 use crate::watermark::Watermark;
@@ -96,13 +103,18 @@ pub(crate) struct Shared {
     write_duration: metrics::Histogram,
     /// Places of corruption reads met and reported (`report_damage`).
     pub damage_reported: RefCell<HashSet<(PathBuf, u64)>>,
+    /// The next offset when the log was opened.
+    opened_next: Offset,
 }
 
 pub(crate) struct Inner {
     pub segments: BTreeMap<Offset, Segment>,
     pub next_offset: Offset,
-    pending: VecDeque<Pending>,
-    writer_running: bool,
+    pub(crate) pending: VecDeque<Pending>,
+    pub(crate) writer_running: bool,
+    /// A give-back was logged since the last write (`rewind.rs`): one line
+    /// per episode, not one per refused batch.
+    pub(crate) transient_logged: bool,
     pub failure: Option<String>,
     pub closed: bool,
     /// The early write of a batch still arriving, if any (`early.rs`).
@@ -111,15 +123,18 @@ pub(crate) struct Inner {
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
 /// one part per batch (moved in, never copied to join them).
-struct Pending {
-    segment: Offset,
+pub(crate) struct Pending {
+    pub segment: Offset,
     position: u64,
     parts: Vec<BatchBuf>,
     len: u64,
     end: Offset,
     appends: u64,
     /// Pages of the first batch written early (`early.rs`).
-    prewritten: Option<Prewritten>,
+    pub prewritten: Option<Prewritten>,
+    /// The segment's placed state after this job's last batch: its
+    /// written state once the job is written.
+    mark: Option<Mark>,
 }
 
 impl PartitionLog {
@@ -226,6 +241,7 @@ impl PartitionLog {
                 next_offset: next,
                 pending: VecDeque::new(),
                 writer_running: false,
+                transient_logged: false,
                 failure: None,
                 closed: false,
                 early: EarlyState::default(),
@@ -239,6 +255,7 @@ impl PartitionLog {
             faults: Faults::default(),
             write_duration: metrics::histogram!("es_segment_write_duration_seconds"),
             damage_reported: RefCell::new(HashSet::new()),
+            opened_next: next,
         });
         Ok((PartitionLog { shared }, report))
     }
@@ -316,6 +333,12 @@ impl PartitionLog {
         self.shared.inner.borrow().next_offset
     }
 
+    /// Whether a record was appended since the log was opened (state
+    /// derived from the log, saved at open, is still current if not).
+    pub fn appended_since_open(&self) -> bool {
+        self.next_offset() != self.shared.opened_next
+    }
+
     /// Every record below this is in the segment files.
     pub fn written_offset(&self) -> Offset {
         Offset(self.shared.written.get())
@@ -355,7 +378,7 @@ impl PartitionLog {
             .written
             .wait_for(appended.next_offset.0)
             .await
-            .map_err(|_| self.shared.refusal())?;
+            .map_err(|e| self.shared.wait_failed(e))?;
         Ok(appended)
     }
 
@@ -370,7 +393,10 @@ impl PartitionLog {
     /// Assigns offsets to `records` and queues them for writing, without
     /// waiting: synchronous, so a caller that must record where a batch went
     /// before anything else runs on the shard (idempotent producers) can.
-    /// Nothing is acknowledged before [`wait_durable`] on `next_offset`.
+    /// Nothing is acknowledged before [`wait_durable`] on `next_offset`,
+    /// which the caller starts before it next awaits: a batch given back
+    /// (`rewind.rs`) fails the waits in progress for it, while a wait begun
+    /// afterwards waits for whatever is placed at those offsets next.
     ///
     /// [`wait_durable`]: PartitionLog::wait_durable
     pub fn append_placed(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
@@ -464,7 +490,7 @@ impl PartitionLog {
             .durable
             .wait_for(offset.0)
             .await
-            .map_err(|_| self.shared.refusal())
+            .map_err(|e| self.shared.wait_failed(e))
     }
 
     /// Assigns offsets and a file position to a new batch and queues it for
@@ -557,6 +583,7 @@ impl PartitionLog {
                 end: base,
                 appends: 0,
                 prewritten,
+                mark: None,
             });
         }
         let job = pending.back_mut().expect("just pushed");
@@ -565,7 +592,11 @@ impl PartitionLog {
         let header = BatchHeader::parse(&bytes).expect("we just encoded it");
         job.len += bytes.len() as u64;
         job.parts.push(bytes);
+        if seg.dirty_bytes == seg.written_bytes {
+            seg.written_mark = Some(seg.mark());
+        }
         seg.note_batch(&header, position, config.index_interval_bytes);
+        job.mark = Some(seg.mark());
         seg.sealed = false;
         job.end = header.next_offset();
         job.appends += 1;
@@ -586,21 +617,30 @@ impl PartitionLog {
     /// scans nothing.
     pub async fn close(&self) -> Result<()> {
         let shared = &self.shared;
-        let end = {
+        {
             let mut inner = shared.inner.borrow_mut();
             if inner.closed && inner.failure.is_none() {
                 return Ok(());
             }
             inner.closed = true;
             inner.early.end();
-            inner.next_offset
-        };
+        }
         // A cleanup in progress sees `closed` and stops at its next step;
         // wait for it, so nothing writes in the directory after close.
         let _maintenance = shared.maintenance.acquire_permit(1).await;
+        // Queued writes land (or are given back, which moves the end back
+        // to what was written: `rewind.rs`).
+        let end = loop {
+            let end = shared.inner.borrow().next_offset;
+            match shared.written.wait_for(end.0).await {
+                Ok(()) => break end,
+                Err(crate::WaitError::Withdrawn(_)) => continue,
+                Err(crate::WaitError::Failed(_)) => return Err(shared.refusal()),
+            }
+        };
         // A poisoned log is never sealed: sealing would let the next open
         // trust bytes whose fsync failed. Recovery decides at restart.
-        if shared.written.wait_for(end.0).await.is_err() || shared.inner.borrow().failure.is_some() {
+        if shared.inner.borrow().failure.is_some() {
             return Err(shared.refusal());
         }
         if let Err(e) = shared.seal_active(end).await {
@@ -656,6 +696,22 @@ impl Shared {
     /// next open trusts it without a scan.
     async fn seal_active(&self, end: Offset) -> Result<()> {
         self.wait_early_ended().await;
+        if self
+            .inner
+            .borrow()
+            .segments
+            .values()
+            .next_back()
+            .is_some_and(|s| s.sealed)
+        {
+            // Sealed: fsynced, its index on disk matching it (opened clean
+            // and not written since, or sealed by a roll given back): a
+            // close costs no fsync.
+            if end.0 > self.durable.get() {
+                self.durable.advance(end.0);
+            }
+            return Ok(());
+        }
         let (file, writer, written, log_path, index_path, index_bytes) = {
             let mut inner = self.inner.borrow_mut();
             let seg = inner
@@ -701,6 +757,18 @@ impl Shared {
     pub fn is_stopped(&self) -> bool {
         let inner = self.inner.borrow();
         inner.closed || inner.failure.is_some()
+    }
+
+    /// The error of an append whose wait for `written` or `durable` ended
+    /// without reaching its offsets.
+    pub fn wait_failed(&self, e: crate::WaitError) -> StorageError {
+        match e {
+            crate::WaitError::Withdrawn(reason) => StorageError::Transient {
+                path: self.dir.clone(),
+                reason,
+            },
+            crate::WaitError::Failed(_) => self.refusal(),
+        }
     }
 
     /// The error an append gets from a closed or poisoned partition.
@@ -813,15 +881,43 @@ impl Shared {
         }
         let path = dirs::log_path(&self.dir, base);
         let file = Rc::new(segment::create_new(&path).await?);
-        dirs::sync_dir(&self.dir).await?;
-        let mut inner = self.inner.borrow_mut();
-        let seg = inner
-            .segments
-            .get_mut(&base)
-            .expect("the writer's segment exists");
-        seg.file = Some(file);
-        seg.created = true;
+        if let Err(e) = dirs::sync_dir(&self.dir).await {
+            // Not created after all, so that a retry can create it (the
+            // roll is given back, or the partition poisoned).
+            drop(file);
+            if let Err(removed) = glommio::io::remove(&path).await {
+                return Err(StorageError::io(&path, removed));
+            }
+            return Err(e);
+        }
+        let (closed_id, closed_file) = {
+            let mut inner = self.inner.borrow_mut();
+            let seg = inner
+                .segments
+                .get_mut(&base)
+                .expect("the writer's segment exists");
+            seg.file = Some(file);
+            seg.created = true;
+            // The segment before is closed now: its read handle goes to the
+            // shard's cache of closed segments' files.
+            match inner.segments.range_mut(..base).next_back() {
+                Some((_, s)) => (s.id, s.file.take()),
+                None => (0, None),
+            }
+        };
+        if let Some(file) = closed_file.and_then(|f| Rc::try_unwrap(f).ok()) {
+            crate::segment_files::adopt(closed_id, file).await;
+        }
         Ok(())
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Its closed segments' files leave the shard's cache with it.
+        for seg in self.inner.get_mut().segments.values() {
+            crate::segment_files::forget(seg.id);
+        }
     }
 }
 
@@ -898,7 +994,12 @@ async fn write_loop(shared: Rc<Shared>) {
         let (writer, recent) = match shared.writer_for(job.segment).await {
             Ok(w) => w,
             Err(e) => {
-                shared.poison(&e);
+                // Nothing of this job or those after it was written.
+                if crate::poison::poisons(&e) {
+                    shared.poison(&e);
+                } else {
+                    shared.give_back_unwritten(&e);
+                }
                 return;
             }
         };
@@ -939,6 +1040,8 @@ async fn write_loop(shared: Rc<Shared>) {
             seg.written_bytes = job.position + len;
             assert!(seg.written_bytes <= seg.dirty_bytes, "written <= dirty");
             assert!(job.end <= next, "written <= next offset");
+            seg.written_mark = job.mark.filter(|_| seg.written_bytes < seg.dirty_bytes);
+            inner.transient_logged = false;
         }
         shared.written.advance(job.end.0);
         match sync_started {

@@ -69,6 +69,21 @@ pub(crate) struct Segment {
     bytes_since_entry: u64,
     last_batch: Option<IndexEntry>,
     pub opened_at: Instant,
+    /// What was placed when only written batches were (`None`: every
+    /// batch placed is written): what a rewind restores (`rewind.rs`).
+    pub written_mark: Option<Mark>,
+}
+
+/// A segment's placed state after some batch: offsets, index and byte
+/// counts, to go back to when the batches placed after it are given back.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Mark {
+    index_len: usize,
+    bytes_since_entry: u64,
+    last_batch: Option<IndexEntry>,
+    next_offset: Offset,
+    max_timestamp_ms: i64,
+    dirty_bytes: u64,
 }
 
 impl Segment {
@@ -92,6 +107,7 @@ impl Segment {
             bytes_since_entry: 0,
             last_batch: None,
             opened_at: Instant::now(),
+            written_mark: None,
         }
     }
 
@@ -120,6 +136,38 @@ impl Segment {
 
     pub fn is_empty(&self) -> bool {
         self.dirty_bytes == 0
+    }
+
+    /// The placed state as it stands (an active segment: its index loaded).
+    pub fn mark(&self) -> Mark {
+        let index_len = match &self.index {
+            IndexState::Loaded(ix) => ix.entries().len(),
+            IndexState::OnDisk(_) => 0,
+        };
+        Mark {
+            index_len,
+            bytes_since_entry: self.bytes_since_entry,
+            last_batch: self.last_batch,
+            next_offset: self.next_offset,
+            max_timestamp_ms: self.max_timestamp_ms,
+            dirty_bytes: self.dirty_bytes,
+        }
+    }
+
+    /// Back to `mark`, forgetting the batches placed after it (none of
+    /// them written: `written_bytes` is already at the mark).
+    pub fn rewind(&mut self, mark: Mark) {
+        assert_eq!(
+            self.written_bytes, mark.dirty_bytes,
+            "only unwritten batches are given back"
+        );
+        self.loaded_index_mut().truncate(mark.index_len);
+        self.bytes_since_entry = mark.bytes_since_entry;
+        self.last_batch = mark.last_batch;
+        self.next_offset = mark.next_offset;
+        self.max_timestamp_ms = mark.max_timestamp_ms;
+        self.dirty_bytes = mark.dirty_bytes;
+        self.written_mark = None;
     }
 
     /// Accounts for a batch placed at `position` (its bytes follow the ones

@@ -14,6 +14,9 @@ use futures::channel::oneshot;
 pub enum WaitError {
     /// The mark will never move again (write or fsync failure, or close).
     Failed(String),
+    /// The offsets waited for were given back unwritten (a write that
+    /// could not start, `rewind.rs`); the mark moves on for others.
+    Withdrawn(String),
 }
 
 /// A waiter's key: its target, then a sequence number that tells apart
@@ -70,6 +73,18 @@ impl Watermark {
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for (_, tx) in waiters {
             let _ = tx.send(Err(WaitError::Failed(reason.to_string())));
+        }
+    }
+
+    /// Wakes every waiter whose target is above `limit` with
+    /// [`WaitError::Withdrawn`]; later waits are not affected.
+    pub fn withdraw_above(&self, limit: u64, reason: &str) {
+        let above = match limit.checked_add(1) {
+            Some(next) => self.waiters.borrow_mut().split_off(&(next, 0)),
+            None => BTreeMap::new(),
+        };
+        for (_, tx) in above {
+            let _ = tx.send(Err(WaitError::Withdrawn(reason.to_string())));
         }
     }
 
@@ -168,6 +183,29 @@ mod tests {
         w.advance(u64::MAX);
         assert_eq!(high.now_or_never(), Some(Ok(())));
         assert_eq!(w.waiting(), 0);
+    }
+
+    /// Offsets given back wake their waiters, not those below them, and
+    /// the mark goes on as before.
+    #[test]
+    fn withdrawn_waits_end_and_the_mark_goes_on() {
+        let w = Watermark::new(2);
+        let mut kept = Box::pin(w.wait_for(4));
+        let mut given_back = Box::pin(w.wait_for(5));
+        assert!(kept.as_mut().now_or_never().is_none());
+        assert!(given_back.as_mut().now_or_never().is_none());
+        w.withdraw_above(4, "no descriptor");
+        assert_eq!(
+            given_back.now_or_never(),
+            Some(Err(WaitError::Withdrawn("no descriptor".into())))
+        );
+        assert!(kept.as_mut().now_or_never().is_none());
+        w.advance(4);
+        assert_eq!(kept.now_or_never(), Some(Ok(())));
+        let mut again = Box::pin(w.wait_for(5));
+        assert!(again.as_mut().now_or_never().is_none());
+        w.advance(5);
+        assert_eq!(again.now_or_never(), Some(Ok(())));
     }
 
     #[test]
