@@ -107,6 +107,12 @@ pub struct Config {
     /// closed at once.
     #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub connections_max: usize,
+    /// Most file descriptors open for closed (non-active) segments, over
+    /// all shards (split evenly): a read of a closed segment opens its log
+    /// through a cache of this many, the least recently read closed first.
+    /// Active segments are not counted (docs/cli.md, "File descriptors").
+    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub open_segments_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
@@ -201,6 +207,11 @@ impl Config {
             .unwrap_or_else(|| self.data_dir.join("cold"))
     }
 
+    /// This shard's share of `--open-segments-max`.
+    pub fn open_segments_per_shard(&self) -> usize {
+        self.open_segments_max.div_ceil(self.shard_count()).max(1)
+    }
+
     /// The shard count to run with.
     pub fn shard_count(&self) -> usize {
         self.shards
@@ -270,6 +281,12 @@ impl Config {
             CONNECTIONS_MAX_LIMIT as u64,
         )?;
         in_range(
+            "--open-segments-max",
+            self.open_segments_max as u64,
+            1,
+            OPEN_SEGMENTS_MAX_LIMIT as u64,
+        )?;
+        in_range(
             "--segment-bytes",
             self.segment_bytes,
             SEGMENT_BYTES_FLAG_MIN,
@@ -316,6 +333,9 @@ pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
 pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
 /// Largest `--connections-max`: far above what one broker's descriptors allow.
 pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--open-segments-max`: as `--connections-max`, far above what
+/// one broker's descriptors allow.
+pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
 /// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
 pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
 

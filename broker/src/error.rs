@@ -4,6 +4,10 @@
 
 use hyper::StatusCode;
 
+/// What an error out of file descriptors adds: it passes, and what to raise.
+const OUT_OF_DESCRIPTORS: &str = "the broker is out of file descriptors for now; retry \
+     (an operator raises `ulimit -n` or lowers --connections-max / --open-segments-max: docs/operations.md)";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -52,13 +56,29 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
-    /// Maps a storage error: a poisoned or closed partition is unavailable
+    /// A failed file operation `what` (`writing <path>`): out of file
+    /// descriptors it is `unavailable` (it passes: retry), else internal.
+    pub fn io(what: impl std::fmt::Display, e: &std::io::Error) -> ApiError {
+        if es_storage::out_of_descriptors(e) {
+            metrics::counter!("es_descriptors_exhausted_total", "op" => "file").increment(1);
+            ApiError::unavailable(format!("{what}: {e}: {OUT_OF_DESCRIPTORS}"))
+        } else {
+            ApiError::internal(format!("{what}: {e}"))
+        }
+    }
+
+    /// Maps a storage error: a poisoned or closed partition, a write that
+    /// could not start and a descriptor not to be had are unavailable
     /// (retry elsewhere or later); damaged data on disk is `corrupt_data`;
     /// anything else is internal.
     pub fn storage(e: es_storage::StorageError) -> ApiError {
         use es_storage::StorageError as E;
         match e {
             E::Poisoned { .. } | E::Closed { .. } => ApiError::unavailable(e.to_string()),
+            E::Transient { .. } => ApiError::unavailable(e.to_string()),
+            ref io if es_storage::storage_out_of_descriptors(io) => {
+                ApiError::unavailable(format!("{e}: {OUT_OF_DESCRIPTORS}"))
+            }
             E::Invalid(m) => ApiError::invalid(m),
             E::Corrupt { .. } | E::DataLoss { .. } => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_data", e.to_string())

@@ -17,7 +17,7 @@ pub async fn remove_dir_all(dir: &Path) -> Result<(), ApiError> {
             }
         })
         .await
-        .map_err(|e| ApiError::internal(format!("removing {}: {e}", dir.display())))?;
+        .map_err(|e| ApiError::io(format!("removing {}", dir.display()), &e))?;
     // Nothing was there: nothing to make durable.
     if let (true, Some(parent)) = (removed, dir.parent()) {
         es_storage::sync_dir(parent).await.map_err(ApiError::storage)?;
@@ -31,7 +31,9 @@ pub async fn remove_dir_all(dir: &Path) -> Result<(), ApiError> {
 pub async fn write_atomic(dir: &Path, name: &str, bytes: Vec<u8>) -> Result<(), ApiError> {
     es_storage::create_dir_all(dir).await.map_err(ApiError::storage)?;
     let tmp = dir.join(format!("{name}.tmp"));
-    let io = |e: glommio::GlommioError<()>| ApiError::internal(format!("writing {}: {e}", tmp.display()));
+    let io = |e: glommio::GlommioError<()>| {
+        ApiError::io(format!("writing {}", tmp.display()), &es_storage::os_error(e))
+    };
     let file = glommio::io::BufferedFile::create(&tmp).await.map_err(io)?;
     let len = bytes.len();
     let n = file.write_at(bytes, 0).await.map_err(io)?;
@@ -52,15 +54,17 @@ pub async fn read_small(path: &Path) -> Result<Option<Vec<u8>>, ApiError> {
     let file = match glommio::io::BufferedFile::open(path).await {
         Ok(f) => f,
         Err(e) => {
-            let e = std::io::Error::from(e);
+            let e = es_storage::os_error(e);
             return if e.kind() == std::io::ErrorKind::NotFound {
                 Ok(None)
             } else {
-                Err(ApiError::internal(format!("opening {}: {e}", path.display())))
+                Err(ApiError::io(format!("opening {}", path.display()), &e))
             };
         }
     };
-    let io = |e: glommio::GlommioError<()>| ApiError::internal(format!("reading {}: {e}", path.display()));
+    let io = |e: glommio::GlommioError<()>| {
+        ApiError::io(format!("reading {}", path.display()), &es_storage::os_error(e))
+    };
     let len = file.file_size().await.map_err(io)?;
     let mut out = Vec::with_capacity(len as usize);
     while (out.len() as u64) < len {

@@ -30,6 +30,7 @@ mod mesh;
 mod message;
 mod metrics_help;
 mod metrics_live;
+mod nofile;
 mod ops;
 mod owned;
 mod placement;
@@ -185,6 +186,7 @@ fn start(config: config::Config) -> Result<(), String> {
     trash::clear_at_start(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
+    nofile::ensure(&config, topics.iter().map(|t| t.partitions as u64).sum())?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_storage::{Offset, PartitionLog, ProducerStamp};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 
 use crate::controller;
 use crate::error::ApiError;
@@ -222,10 +222,34 @@ async fn idempotent_append(
     match check {
         Check::Duplicate(base) => {
             metrics::counter!("es_produce_duplicates_total").increment(1);
-            log.wait_durable(Offset(base + count as u64))
+            let end = Offset(base + count as u64);
+            // The original may have been given back unwritten (a write that
+            // could not start: storage's rewind.rs), its offsets free for
+            // other batches, before its own append forgot it here: its
+            // offsets are answered only once they hold it.
+            let given_back = || {
+                ApiError::unavailable(format!(
+                    "producer {} sequence {}: the batch this retries was not written; retry",
+                    f.producer_id, f.sequence
+                ))
+            };
+            if log.next_offset() < end {
+                return Err(given_back());
+            }
+            log.wait_durable(end).await.map_err(ApiError::storage)?;
+            let stamp = ProducerStamp {
+                producer_id: f.producer_id,
+                epoch: f.epoch,
+                base_sequence: f.sequence,
+            };
+            let there = log
+                .read_batches(Offset(base), 1, end)
                 .await
                 .map_err(ApiError::storage)?;
-            Ok(Err(base))
+            match there.first() {
+                Some(b) if b.header.base_offset.0 == base && b.header.producer == stamp => Ok(Err(base)),
+                _ => Err(given_back()),
+            }
         }
         Check::Append => {
             let stamp = ProducerStamp {
@@ -354,38 +378,70 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     })
 }
 
-/// Opens (creating) partitions of `meta` that this shard owns. A partition
-/// open already is refused (`internal`), before its directory is touched:
-/// opening it again would put a second log on its files.
+/// Partitions a shard opens, or closes, at once: their file operations
+/// (io_uring, the blocking pool) overlap instead of adding up, so a start
+/// or a stop with thousands of partitions takes a fraction of the time one
+/// by one would (docs/benchmarks.md); each holds a few descriptors for a
+/// moment (`nofile::RESERVE_PER_SHARD`).
+pub const OPEN_PARALLEL: usize = 32;
+
+/// Opens (creating) partitions of `meta` that this shard owns, up to
+/// [`OPEN_PARALLEL`] at once. Every one is tried; the first error is
+/// returned.
 pub async fn open(shard: &Shard, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
-    for &p in partitions {
-        debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
-        if shard.partitions.borrow().contains(&meta.name, p) {
-            return Err(ApiError::internal(format!(
-                "partition {}/{p} is open already",
-                meta.name
-            )));
-        }
-        let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
-        let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
-        let (log, report) =
-            PartitionLog::open_with(&dir, meta.config.log_config(), shard.batcher.clone(), cold)
-                .await
-                .map_err(ApiError::storage)?;
-        if !report.scanned.is_empty() {
-            tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
-        }
-        metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
-        let table = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
-        producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
-        let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
-        if let Err(taken) = inserted {
-            // Opened meanwhile by another operation: this copy goes.
-            let _ = taken.log.close().await;
-            return Err(ApiError::internal(taken.to_string()));
-        }
-        shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
+    let opened: Vec<Result<(), ApiError>> = futures::stream::iter(partitions.iter().copied())
+        .map(|p| open_partition(shard, meta, p))
+        .buffer_unordered(OPEN_PARALLEL)
+        .collect()
+        .await;
+    opened.into_iter().collect()
+}
+
+/// Opens partition `p` of `meta`, which this shard owns. A partition open
+/// already is refused (`internal`), before its directory is touched:
+/// opening it again would put a second log on its files.
+pub async fn open_partition(shard: &Shard, meta: &TopicMeta, p: u32) -> Result<(), ApiError> {
+    debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
+    if shard.partitions.borrow().contains(&meta.name, p) {
+        return Err(ApiError::internal(format!(
+            "partition {}/{p} is open already",
+            meta.name
+        )));
     }
+    let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
+    let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
+    let (log, report) = PartitionLog::open_with(&dir, meta.config.log_config(), shard.batcher.clone(), cold)
+        .await
+        .map_err(ApiError::storage)?;
+    if !report.scanned.is_empty() {
+        tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
+    }
+    metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
+    let table = async {
+        let (table, current) = producer_snapshot::load(shard.data_dir(), &meta.name, p, &log).await?;
+        // Saved only when it took batches the snapshot did not cover: a
+        // clean start writes nothing.
+        if !current {
+            producer_snapshot::save(shard.data_dir(), &meta.name, p, &table, log.durable_offset()).await?;
+        }
+        Ok::<_, ApiError>(table)
+    }
+    .await;
+    let table = match table {
+        Ok(table) => table,
+        Err(e) => {
+            // Not served: closed, not left open behind no catalog entry.
+            let _ = log.close().await;
+            return Err(e);
+        }
+    };
+    let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
+    if let Err(taken) = inserted {
+        // Opened meanwhile by another operation: this copy goes.
+        let _ = taken.log.close().await;
+        return Err(ApiError::internal(taken.to_string()));
+    }
+    shard.producers.borrow_mut().insert((meta.name.clone(), p), table);
     Ok(())
 }
 
@@ -440,27 +496,35 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
         .collect()
 }
 
-/// Closes every partition this shard owns: final fsync and sealed index, so
-/// the next start scans nothing. Returns how many did not close cleanly
-/// (each logged).
+/// Closes every partition this shard owns, up to [`OPEN_PARALLEL`] at
+/// once: final fsync and sealed index, so the next start scans nothing (a
+/// partition not written since it was opened has both already, and costs
+/// no fsync). Returns how many did not close cleanly (each logged).
 pub async fn close_all(shard: &Shard) -> usize {
     let logs = shard.partitions.borrow_mut().drain();
-    let mut unclean = 0;
-    for (topic, p, log) in logs {
-        if let Err(e) = log.close().await {
-            tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
-            unclean += 1;
-            continue;
-        }
-        // Every placed batch is durable now: the snapshot covers the log.
-        let table = shard.producers.borrow_mut().remove(&(topic.clone(), p));
-        if let Some(table) = table {
-            if let Err(e) =
-                producer_snapshot::save(shard.data_dir(), &topic, p, &table, log.durable_offset()).await
-            {
-                tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
-            }
+    let closed: Vec<bool> = futures::stream::iter(logs)
+        .map(|(topic, p, log)| close_partition(shard, topic, p, log))
+        .buffer_unordered(OPEN_PARALLEL)
+        .collect()
+        .await;
+    closed.into_iter().filter(|clean| !clean).count()
+}
+
+/// Closes one partition at shutdown; `false` if it did not close cleanly.
+async fn close_partition(shard: &Shard, topic: String, p: u32, log: PartitionLog) -> bool {
+    if let Err(e) = log.close().await {
+        tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
+        return false;
+    }
+    // Every placed batch is durable now: the snapshot covers the log. One
+    // saved at open (or none needed) still does if nothing was appended.
+    let table = shard.producers.borrow_mut().remove(&(topic.clone(), p));
+    if let Some(table) = table.filter(|_| log.appended_since_open()) {
+        if let Err(e) =
+            producer_snapshot::save(shard.data_dir(), &topic, p, &table, log.durable_offset()).await
+        {
+            tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
         }
     }
-    unclean
+    true
 }

@@ -49,29 +49,32 @@ pub async fn remove_topic(data_dir: &Path, topic: &str) -> Result<(), ApiError> 
 }
 
 /// The producer table of `log`: the snapshot if it is usable, then every
-/// batch after it.
+/// batch after it; and whether that took no batch (so the snapshot on disk,
+/// or its absence with nothing to read, still says it all: no save needed).
 pub async fn load(
     data_dir: &Path,
     topic: &str,
     partition: u32,
     log: &PartitionLog,
-) -> Result<ProducerTable, ApiError> {
+) -> Result<(ProducerTable, bool), ApiError> {
     let path = dir(data_dir, topic).join(format!("{partition}.json"));
     let end = log.durable_offset();
-    let (mut table, mut from) = match crate::fsops::read_small(&path).await? {
+    // `kept`: what is on disk (a usable snapshot, or none) may stay.
+    let (mut table, mut from, kept) = match crate::fsops::read_small(&path).await? {
         Some(bytes) => match serde_json::from_slice::<Snapshot>(&bytes) {
             // A snapshot past the log's end describes batches recovery
             // trimmed: not usable.
-            Ok(s) if s.offset <= end.0 => (ProducerTable::from_image(s.producers), Offset(s.offset)),
-            Ok(_) => (ProducerTable::default(), log.log_start_offset()),
+            Ok(s) if s.offset <= end.0 => (ProducerTable::from_image(s.producers), Offset(s.offset), true),
+            Ok(_) => (ProducerTable::default(), log.log_start_offset(), false),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; rebuilding from the log");
-                (ProducerTable::default(), log.log_start_offset())
+                (ProducerTable::default(), log.log_start_offset(), false)
             }
         },
-        None => (ProducerTable::default(), log.log_start_offset()),
+        None => (ProducerTable::default(), log.log_start_offset(), true),
     };
     from = from.max(log.log_start_offset());
+    let current = kept && from >= end;
     while from < end {
         let batches = log
             .read_batches(from, SCAN_READ_BYTES, end)
@@ -95,5 +98,5 @@ pub async fn load(
     if let Some(id) = table.largest_producer_id() {
         crate::producer_ids::note_partition_producer_id(id);
     }
-    Ok(table)
+    Ok((table, current))
 }

@@ -343,8 +343,8 @@ mod tests {
             assert_eq!(open_segment_files(), 4);
             // The four most recently read are cached: no new descriptor.
             let before = open_fds();
-            for i in 16..20 {
-                let _ = open(i as u64, &paths[i]).await.unwrap();
+            for (i, p) in paths.iter().enumerate().skip(16) {
+                let _ = open(i as u64, p).await.unwrap();
             }
             assert_eq!(open_fds(), before);
             for i in 0..20 {
