@@ -144,6 +144,12 @@ pub struct Config {
     /// active within this time. Checked every `--cleanup-interval-ms`.
     #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = crate::producer_expiry::PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
     pub producer_id_expiry_ms: u64,
+    /// Most file descriptors open for closed (non-active) segments, over
+    /// all shards (split evenly): a read of a closed segment opens its log
+    /// through a cache of this many, the least recently read closed first.
+    /// Active segments are not counted (docs/cli.md, "File descriptors").
+    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub open_segments_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
@@ -275,6 +281,11 @@ impl Config {
         self.connections_max.saturating_sub(self.http_connections_max())
     }
 
+    /// This shard's share of `--open-segments-max`.
+    pub fn open_segments_per_shard(&self) -> usize {
+        self.open_segments_max.div_ceil(self.shard_count()).max(1)
+    }
+
     /// The shard count to run with.
     pub fn shard_count(&self) -> usize {
         self.shards
@@ -377,6 +388,12 @@ impl Config {
         )
         .map_err(|e| format!("{e} (below --connections-max: the binary listener gets the rest)"))?;
         in_range(
+            "--open-segments-max",
+            self.open_segments_max as u64,
+            1,
+            OPEN_SEGMENTS_MAX_LIMIT as u64,
+        )?;
+        in_range(
             "--segment-bytes",
             self.segment_bytes,
             SEGMENT_BYTES_FLAG_MIN,
@@ -426,6 +443,9 @@ pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
 pub const CONNECTION_IDLE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 /// Largest `--connections-max`: far above what one broker's descriptors allow.
 pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--open-segments-max`: as `--connections-max`, far above what
+/// one broker's descriptors allow.
+pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
 /// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
 pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
 

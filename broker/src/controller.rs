@@ -37,6 +37,16 @@ pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId
     out
 }
 
+/// Partitions of every topic in the catalog.
+fn partition_count(shard: &Shard) -> u64 {
+    shard
+        .catalog
+        .snapshot()
+        .values()
+        .map(|m| m.partitions as u64)
+        .sum()
+}
+
 /// Sends one operation per owning shard, in parallel, and fails if any does.
 async fn on_owners(
     shard: &Rc<Shard>,
@@ -91,6 +101,7 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
     }
     shard.catalog.put(meta.clone());
     tracing::info!(topic = %meta.name, partitions = meta.partitions, "topic created");
+    crate::nofile::check(&shard.config, partition_count(shard));
     Ok(meta)
 }
 
@@ -102,6 +113,7 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError>
         .ok_or_else(|| ApiError::topic_not_found(name))?;
     discard(shard, name, meta.partitions).await?;
     tracing::info!(topic = %name, "topic deleted");
+    crate::nofile::check(&shard.config, partition_count(shard));
     Ok(())
 }
 

@@ -4,6 +4,10 @@
 
 use hyper::StatusCode;
 
+/// What an error out of file descriptors adds: it passes, and what to raise.
+const OUT_OF_DESCRIPTORS: &str = "the broker is out of file descriptors for now; retry \
+     (an operator raises `ulimit -n` or lowers --connections-max / --open-segments-max: docs/operations.md)";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -52,16 +56,35 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
 
+    /// A failed file operation `what` (`writing <path>`): no room, or no
+    /// file descriptor free, is `unavailable` (it passes: retry), anything
+    /// else internal.
+    pub fn io(what: impl std::fmt::Display, e: &std::io::Error) -> ApiError {
+        if es_storage::out_of_descriptors(e) {
+            metrics::counter!("es_descriptors_exhausted_total", "op" => "file").increment(1);
+            ApiError::unavailable(format!("{what}: {e}: {OUT_OF_DESCRIPTORS}"))
+        } else if es_storage::is_no_space(e) {
+            ApiError::unavailable(format!(
+                "{what}: {e}: the disk is full; retry once space is freed"
+            ))
+        } else {
+            ApiError::internal(format!("{what}: {e}"))
+        }
+    }
+
     /// Maps a storage error: a poisoned or closed partition, a write
-    /// refused for want of room, and any I/O that found no room are
-    /// unavailable (retry elsewhere or later); damaged data on disk is
-    /// `corrupt_data`; anything else is internal.
+    /// refused (for want of room or of a descriptor), and any I/O that found
+    /// no room or no descriptor are unavailable (retry elsewhere or later);
+    /// damaged data on disk is `corrupt_data`; anything else is internal.
     pub fn storage(e: es_storage::StorageError) -> ApiError {
         use es_storage::StorageError as E;
         match e {
             E::Poisoned { .. } | E::Closed { .. } | E::Refused { .. } => ApiError::unavailable(e.to_string()),
             E::Io { .. } if e.is_no_space() => {
                 ApiError::unavailable(format!("{e}: the disk is full; retry once space is freed"))
+            }
+            ref io if es_storage::storage_out_of_descriptors(io) => {
+                ApiError::unavailable(format!("{e}: {OUT_OF_DESCRIPTORS}"))
             }
             E::Invalid(m) => ApiError::invalid(m),
             E::Corrupt { .. } | E::DataLoss { .. } => {

@@ -17,7 +17,7 @@ pub async fn remove_dir_all(dir: &Path) -> Result<(), ApiError> {
             }
         })
         .await
-        .map_err(|e| ApiError::internal(format!("removing {}: {e}", dir.display())))?;
+        .map_err(|e| ApiError::io(format!("removing {}", dir.display()), &e))?;
     // Nothing was there: nothing to make durable.
     if let (true, Some(parent)) = (removed, dir.parent()) {
         es_storage::sync_dir(parent).await.map_err(ApiError::storage)?;
@@ -43,41 +43,41 @@ pub async fn write_atomic(dir: &Path, name: &str, bytes: Vec<u8>) -> Result<(), 
     }
     glommio::io::rename(&tmp, dir.join(name))
         .await
-        .map_err(|e| io_error("renaming", &tmp, e.into()))?;
+        .map_err(|e| io_error("renaming", &tmp, es_storage::os_error(e)))?;
     es_storage::sync_dir(dir).await.map_err(ApiError::storage)
 }
 
-/// Writes `bytes` as the new file `path` and fdatasyncs it.
+/// Writes `bytes` as the new file `path` and fdatasyncs it. Errors keep
+/// their OS error code (`es_storage::os_error`), which tells no room and no
+/// descriptor from the rest.
 async fn write_synced(path: &Path, bytes: Vec<u8>) -> std::io::Result<()> {
-    let file = glommio::io::BufferedFile::create(path).await?;
+    let file = glommio::io::BufferedFile::create(path)
+        .await
+        .map_err(es_storage::os_error)?;
     let len = bytes.len();
     let written = async {
-        let n = file.write_at(bytes, 0).await?;
+        let n = file.write_at(bytes, 0).await.map_err(es_storage::os_error)?;
         if n < len {
             // The kernel says why once asked for the rest (ENOSPC ...).
-            file.write_at(vec![0], n as u64).await?;
+            file.write_at(vec![0], n as u64)
+                .await
+                .map_err(es_storage::os_error)?;
             return Err(std::io::Error::new(
                 std::io::ErrorKind::StorageFull,
                 format!("short write: {n} of {len} bytes (disk full?)"),
             ));
         }
-        file.fdatasync().await.map_err(std::io::Error::from)
+        file.fdatasync().await.map_err(es_storage::os_error)
     }
     .await;
     let closed = file.close().await;
     written?;
-    closed.map_err(std::io::Error::from)
+    closed.map_err(es_storage::os_error)
 }
 
-/// An I/O failure on a broker file: `unavailable` when it found no room,
-/// `internal` otherwise.
+/// An I/O failure `what` on the broker file `path` (`ApiError::io`).
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> ApiError {
-    let message = format!("{what} {}: {e}", path.display());
-    if es_storage::is_no_space(&e) {
-        ApiError::unavailable(format!("{message}: the disk is full; retry once space is freed"))
-    } else {
-        ApiError::internal(message)
-    }
+    ApiError::io(format!("{what} {}", path.display()), &e)
 }
 
 /// Reads a whole small file; `None` if it does not exist.
@@ -85,15 +85,17 @@ pub async fn read_small(path: &Path) -> Result<Option<Vec<u8>>, ApiError> {
     let file = match glommio::io::BufferedFile::open(path).await {
         Ok(f) => f,
         Err(e) => {
-            let e = std::io::Error::from(e);
+            let e = es_storage::os_error(e);
             return if e.kind() == std::io::ErrorKind::NotFound {
                 Ok(None)
             } else {
-                Err(ApiError::internal(format!("opening {}: {e}", path.display())))
+                Err(ApiError::io(format!("opening {}", path.display()), &e))
             };
         }
     };
-    let io = |e: glommio::GlommioError<()>| ApiError::internal(format!("reading {}: {e}", path.display()));
+    let io = |e: glommio::GlommioError<()>| {
+        ApiError::io(format!("reading {}", path.display()), &es_storage::os_error(e))
+    };
     let len = file.file_size().await.map_err(io)?;
     let mut out = Vec::with_capacity(len as usize);
     while (out.len() as u64) < len {

@@ -83,6 +83,7 @@ where
     Fut: Future<Output = ()> + 'static,
 {
     let per_shard_max = per_shard_max(&shard, name);
+    let mut backoff = AcceptBackoff::default();
     loop {
         let accepted = {
             let accept = listener.accept().fuse();
@@ -95,11 +96,19 @@ where
         };
         let stream = match accepted {
             None => return,
-            Some(Ok(s)) => s,
+            Some(Ok(s)) => {
+                backoff.accepted(name);
+                s
+            }
             Some(Err(e)) => {
-                tracing::warn!(listener = name, error = %e, "accept failed");
-                glommio::timer::sleep(Duration::from_millis(10)).await;
-                continue;
+                let pause = backoff.failed(name, &es_storage::os_error(e));
+                let slept = glommio::timer::sleep(pause).fuse();
+                let stop = shard.shutdown.wait_for(1).fuse();
+                futures::pin_mut!(slept, stop);
+                futures::select! {
+                    _ = slept => continue,
+                    _ = stop => return,
+                }
             }
         };
         if shard.connections.get(name) >= per_shard_max {
@@ -109,6 +118,47 @@ where
         }
         let _ = stream.set_nodelay(true);
         spawn_connection(&shard, name, connection(shard.clone(), stream));
+    }
+}
+
+/// First pause after a failed accept.
+const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
+/// Longest pause between accepts while they keep failing: a connection
+/// waits in the kernel's queue at most this long after a descriptor frees.
+const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
+
+/// The pause after failed accepts: doubling while they fail, so that a
+/// process out of descriptors (`EMFILE`) is not spun on; logged once per
+/// run of failures, counted every time.
+#[derive(Default)]
+struct AcceptBackoff {
+    failures: u64,
+}
+
+impl AcceptBackoff {
+    /// Accept failed with `e`: how long to wait before the next.
+    fn failed(&mut self, listener: &'static str, e: &std::io::Error) -> Duration {
+        self.failures += 1;
+        if es_storage::out_of_descriptors(e) {
+            metrics::counter!("es_descriptors_exhausted_total", "op" => "accept").increment(1);
+        }
+        if self.failures == 1 {
+            tracing::warn!(
+                listener,
+                error = %e,
+                "accept failed; new connections wait in the kernel's queue until it works again"
+            );
+        }
+        let ms = ACCEPT_BACKOFF_MIN_MS.saturating_mul(1 << (self.failures - 1).min(16));
+        Duration::from_millis(ms.min(ACCEPT_BACKOFF_MAX_MS))
+    }
+
+    /// Accept worked: a run of failures, if any, is over.
+    fn accepted(&mut self, listener: &'static str) {
+        if self.failures > 0 {
+            tracing::info!(listener, failed = self.failures, "accept works again");
+            self.failures = 0;
+        }
     }
 }
 
@@ -191,3 +241,25 @@ pub fn test_panic_hook(topic: &str) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn test_panic_hook(_topic: &str) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_accepts_back_off_up_to_a_second_and_start_over() {
+        let mut b = AcceptBackoff::default();
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let pauses: Vec<u64> = (0..12)
+            .map(|_| b.failed("http", &emfile).as_millis() as u64)
+            .collect();
+        assert_eq!(&pauses[..4], &[10, 20, 40, 80]);
+        assert!(pauses.windows(2).all(|w| w[0] <= w[1]), "{pauses:?}");
+        assert_eq!(*pauses.last().unwrap(), ACCEPT_BACKOFF_MAX_MS);
+        b.accepted("http");
+        assert_eq!(
+            b.failed("http", &emfile).as_millis() as u64,
+            ACCEPT_BACKOFF_MIN_MS
+        );
+    }
+}

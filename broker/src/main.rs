@@ -37,6 +37,7 @@ mod mesh;
 mod message;
 mod metrics_help;
 mod metrics_live;
+mod nofile;
 mod ops;
 mod owned;
 mod placement;
@@ -199,6 +200,7 @@ fn start(config: config::Config) -> Result<(), String> {
     let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)
         .map_err(|e| format!("loading consumer groups: {e}"))?;
     let groups = group_store::BrokerGroups::new(groups, config.groups_max);
+    nofile::ensure(&config, topics.iter().map(|t| t.partitions as u64).sum())?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,

@@ -32,6 +32,8 @@ use crate::shard::Shard;
 pub struct ShardSeries {
     pub shard: ShardId,
     pub recent_writes_bytes: u64,
+    /// Descriptors open for closed segments (`--open-segments-max`).
+    pub open_segment_files: u64,
     pub partitions: Vec<PartitionSeries>,
     pub groups: Vec<GroupSeries>,
 }
@@ -88,6 +90,7 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
     ShardSeries {
         shard: shard.id,
         recent_writes_bytes: es_storage::recent_writes_shard_held_bytes() as u64,
+        open_segment_files: es_storage::open_segment_files() as u64,
         partitions,
         groups,
     }
@@ -192,8 +195,13 @@ fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&
         let mut shards: Vec<&ShardSeries> = parts.iter().collect();
         shards.sort_by_key(|s| s.shard);
         let mut f = Family::new(out, "es_recent_writes_bytes");
-        for s in shards {
+        for s in &shards {
             f.sample(&[("shard", &s.shard.to_string())], s.recent_writes_bytes);
+        }
+        drop(f);
+        let mut f = Family::new(out, "es_open_segment_files");
+        for s in &shards {
+            f.sample(&[("shard", &s.shard.to_string())], s.open_segment_files);
         }
     }
     {
@@ -277,6 +285,7 @@ mod tests {
             ShardSeries {
                 shard: 0,
                 recent_writes_bytes: 7,
+                open_segment_files: 2,
                 partitions: vec![partition("orders", 0, 0, 10)],
                 groups: vec![GroupSeries {
                     name: "billing".into(),
@@ -289,6 +298,7 @@ mod tests {
             ShardSeries {
                 shard: 1,
                 recent_writes_bytes: 0,
+                open_segment_files: 0,
                 partitions: vec![partition("orders", 1, 5, 8), partition("gone", 0, 0, 3)],
                 groups: vec![],
             },
@@ -300,6 +310,7 @@ mod tests {
             r#"es_recent_writes_bytes{shard="0"} 7"#,
             r#"es_recent_writes_bytes{shard="1"} 0"#,
             "es_groups 1",
+            r#"es_open_segment_files{shard="0"} 2"#,
             r#"es_group_members{group="billing"} 1"#,
             r#"es_group_rebalances_total{group="billing"} 3"#,
             r#"es_group_committed_offset{group="billing",topic="orders",partition="0"} 4"#,
@@ -317,6 +328,7 @@ mod tests {
             "es_partition_high_watermark",
             "es_recent_writes_bytes",
             "es_groups",
+            "es_open_segment_files",
             "es_group_members",
             "es_group_rebalances_total",
             "es_group_committed_offset",

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_storage::{Offset, PartitionLog, ProducerStamp};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 
 use crate::controller;
 use crate::error::ApiError;
@@ -296,7 +296,7 @@ async fn confirm_duplicate(
         t.table.forget(f, base);
     }
     Err(ApiError::unavailable(format!(
-        "producer {} sequence {}: its earlier write was refused (no room on the disk) and not kept; retry",
+        "producer {} sequence {}: its earlier write was refused (no room on the disk, or no file descriptor) and not kept; retry",
         f.producer_id, f.sequence
     )))
 }
@@ -446,28 +446,46 @@ async fn fetch(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     })
 }
 
-/// Opens (creating) partitions of `meta` that this shard owns. A partition
-/// open already is refused (`internal`), before its directory is touched:
-/// opening it again would put a second log on its files.
+/// Partitions a shard opens, or closes, at once: their file operations
+/// (io_uring, the blocking pool) overlap instead of adding up, so a start
+/// or a stop with thousands of partitions takes a fraction of the time one
+/// by one would (docs/benchmarks.md); each holds a few descriptors for a
+/// moment (`nofile::RESERVE_PER_SHARD`).
+pub const OPEN_PARALLEL: usize = 32;
+
+/// Opens (creating) partitions of `meta` that this shard owns, up to
+/// [`OPEN_PARALLEL`] at once. Every one is tried; the first error is
+/// returned.
 pub async fn open(shard: &Rc<Shard>, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
-    for &p in partitions {
-        debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
-        if shard.partitions.borrow().contains(&meta.name, p) {
-            return Err(ApiError::internal(format!(
-                "partition {}/{p} is open already",
-                meta.name
-            )));
-        }
-        let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
-        let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
-        let (log, report) =
-            PartitionLog::open_with(&dir, meta.config.log_config(), shard.batcher.clone(), cold)
-                .await
-                .map_err(ApiError::storage)?;
-        if !report.scanned.is_empty() {
-            tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
-        }
-        metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
+    let opened: Vec<Result<(), ApiError>> = futures::stream::iter(partitions.iter().copied())
+        .map(|p| open_partition(shard, meta, p))
+        .buffer_unordered(OPEN_PARALLEL)
+        .collect()
+        .await;
+    opened.into_iter().collect()
+}
+
+/// Opens partition `p` of `meta`, which this shard owns. A partition open
+/// already is refused (`internal`), before its directory is touched:
+/// opening it again would put a second log on its files.
+pub async fn open_partition(shard: &Rc<Shard>, meta: &TopicMeta, p: u32) -> Result<(), ApiError> {
+    debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
+    if shard.partitions.borrow().contains(&meta.name, p) {
+        return Err(ApiError::internal(format!(
+            "partition {}/{p} is open already",
+            meta.name
+        )));
+    }
+    let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
+    let cold = Some(crate::cleanup::cold_tier(&shard.config, &meta.name, p));
+    let (log, report) = PartitionLog::open_with(&dir, meta.config.log_config(), shard.batcher.clone(), cold)
+        .await
+        .map_err(ApiError::storage)?;
+    if !report.scanned.is_empty() {
+        tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
+    }
+    metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
+    let loaded = async {
         let (table, loaded) =
             producer_snapshot::load(shard.data_dir(), &meta.name, p, &log, crate::clock::now_ms()).await?;
         metrics::counter!("es_recovery_producer_batches_scanned_total").increment(loaded.batches_scanned);
@@ -480,29 +498,40 @@ pub async fn open(shard: &Rc<Shard>, meta: &TopicMeta, partitions: &[u32]) -> Re
                 "producer state rebuilt from the batches after its snapshot"
             );
         }
-        let snapshots = producer_snapshot::save_opened(shard.data_dir(), &meta.name, p, &table, &log).await?;
-        let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
-        if let Err(taken) = inserted {
-            // Opened meanwhile by another operation: this copy goes.
-            let _ = taken.log.close().await;
-            return Err(ApiError::internal(taken.to_string()));
+        let snapshots =
+            producer_snapshot::save_opened(shard.data_dir(), &meta.name, p, &table, &log, &loaded).await?;
+        Ok::<_, ApiError>((table, snapshots))
+    }
+    .await;
+    let (table, snapshots) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            // Not served: closed, not left open behind no catalog entry.
+            let _ = log.close().await;
+            return Err(e);
         }
-        let new: Vec<(i64, i16, i64)> = {
-            let mut known = shard.known_producers.borrow_mut();
-            table
-                .producers()
-                .filter(|&(id, epoch, active_ms)| known.note(id, epoch, active_ms))
-                .collect()
-        };
-        shard
-            .producers
-            .borrow_mut()
-            .insert((meta.name.clone(), p), PartitionProducers { table, snapshots });
-        if let Err(e) = crate::producer_expiry::tell_others_and_wait(shard, new).await {
-            // Those shards refuse the ids (unknown_producer_id): their
-            // producers ask for new ones; nothing is lost.
-            tracing::warn!(topic = %meta.name, partition = p, error = %e, "other shards were not told of this partition's producer ids");
-        }
+    };
+    let inserted = shard.partitions.borrow_mut().insert(&meta.name, p, log);
+    if let Err(taken) = inserted {
+        // Opened meanwhile by another operation: this copy goes.
+        let _ = taken.log.close().await;
+        return Err(ApiError::internal(taken.to_string()));
+    }
+    let new: Vec<(i64, i16, i64)> = {
+        let mut known = shard.known_producers.borrow_mut();
+        table
+            .producers()
+            .filter(|&(id, epoch, active_ms)| known.note(id, epoch, active_ms))
+            .collect()
+    };
+    shard
+        .producers
+        .borrow_mut()
+        .insert((meta.name.clone(), p), PartitionProducers { table, snapshots });
+    if let Err(e) = crate::producer_expiry::tell_others_and_wait(shard, new).await {
+        // Those shards refuse the ids (unknown_producer_id): their
+        // producers ask for new ones; nothing is lost.
+        tracing::warn!(topic = %meta.name, partition = p, error = %e, "other shards were not told of this partition's producer ids");
     }
     Ok(())
 }
@@ -562,26 +591,18 @@ fn describe(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<Vec<Partit
         .collect()
 }
 
-/// Closes every partition this shard owns: final fsync and sealed index, so
-/// the next start scans nothing. Returns how many did not close cleanly
-/// (each logged).
+/// Closes every partition this shard owns, up to [`OPEN_PARALLEL`] at
+/// once: final fsync and sealed index, so the next start scans nothing (a
+/// partition not written since it was opened has both already, and costs
+/// no fsync). Returns how many did not close cleanly (each logged).
 pub async fn close_all(shard: &Shard) -> usize {
     let logs = shard.partitions.borrow_mut().drain();
-    let mut unclean = 0;
-    for (topic, p, log) in logs {
-        if let Err(e) = log.close().await {
-            tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
-            unclean += 1;
-            continue;
-        }
-        // Every placed batch is durable now: the snapshot covers the log.
-        let producers = shard.producers.borrow_mut().remove(&(topic.clone(), p));
-        if let Some(producers) = producers {
-            if let Err(e) = producers.snapshots.save_closed(&producers.table, &log).await {
-                tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
-            }
-        }
-    }
+    let closed: Vec<bool> = futures::stream::iter(logs)
+        .map(|(topic, p, log)| close_partition(shard, topic, p, log))
+        .buffer_unordered(OPEN_PARALLEL)
+        .collect()
+        .await;
+    let unclean = closed.into_iter().filter(|clean| !clean).count();
     if shard.id == CONTROLLER_SHARD {
         // The exact next producer id, so the next start goes on one by one.
         let registry = shard.producer_registry.borrow_mut().take();
@@ -592,4 +613,25 @@ pub async fn close_all(shard: &Shard) -> usize {
         }
     }
     unclean
+}
+
+/// Closes one partition at shutdown; `false` if it did not close cleanly.
+async fn close_partition(shard: &Shard, topic: String, p: u32, log: PartitionLog) -> bool {
+    if let Err(e) = log.close().await {
+        tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
+        return false;
+    }
+    let producers = shard.producers.borrow_mut().remove(&(topic.clone(), p));
+    if let Some(producers) = producers {
+        if log.appended_since_open() {
+            // Every placed batch is durable now: the snapshot covers the log.
+            if let Err(e) = producers.snapshots.save_closed(&producers.table, &log).await {
+                tracing::warn!(%topic, partition = p, error = %e, "producer snapshot not saved; the next start rescans");
+            }
+        } else {
+            // The one saved at open (or none needed) still covers it.
+            producers.snapshots.close().await;
+        }
+    }
+    true
 }

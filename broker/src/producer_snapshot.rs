@@ -85,6 +85,9 @@ pub struct Loaded {
     pub scanned_from: u64,
     /// Batches read after it.
     pub batches_scanned: u64,
+    /// The snapshot on disk (or its absence, with no batch to read) still
+    /// says it all: none needs writing at open.
+    pub current: bool,
 }
 
 /// The producer table of `log` at `now_ms`: the snapshot if it is usable,
@@ -98,7 +101,8 @@ pub async fn load(
 ) -> Result<(ProducerTable, Loaded), ApiError> {
     let path = dir(data_dir, topic).join(format!("{partition}.json"));
     let end = log.durable_offset();
-    let (mut table, mut from) = match crate::fsops::read_small(&path).await? {
+    // `kept`: what is on disk (a usable snapshot, or none) may stay.
+    let (mut table, mut from, kept) = match crate::fsops::read_small(&path).await? {
         Some(bytes) => match serde_json::from_slice::<Snapshot>(&bytes) {
             // A snapshot past the log's end describes batches recovery
             // trimmed: not usable.
@@ -107,20 +111,21 @@ pub async fn load(
                     producers: s.producers,
                     largest_seen: s.largest_producer_id,
                 };
-                (ProducerTable::from_image(image, now_ms), Offset(s.offset))
+                (ProducerTable::from_image(image, now_ms), Offset(s.offset), true)
             }
-            Ok(_) => (ProducerTable::default(), log.log_start_offset()),
+            Ok(_) => (ProducerTable::default(), log.log_start_offset(), false),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unreadable producer snapshot; rebuilding from the log");
-                (ProducerTable::default(), log.log_start_offset())
+                (ProducerTable::default(), log.log_start_offset(), false)
             }
         },
-        None => (ProducerTable::default(), log.log_start_offset()),
+        None => (ProducerTable::default(), log.log_start_offset(), true),
     };
     from = from.max(log.log_start_offset());
     let mut loaded = Loaded {
         scanned_from: from.0,
         batches_scanned: 0,
+        current: kept && from >= end,
     };
     while from < end {
         let batches = log
@@ -259,15 +264,20 @@ impl Snapshots {
 }
 
 /// Writes the snapshot of a partition that just opened: `table` holds
-/// every batch of the log, all durable.
+/// every batch of the log, all durable. Nothing is written when the one on
+/// disk is `loaded.current` (a clean start writes nothing).
 pub async fn save_opened(
     data_dir: &Path,
     topic: &str,
     partition: u32,
     table: &ProducerTable,
     log: &PartitionLog,
+    loaded: &Loaded,
 ) -> Result<Rc<Snapshots>, ApiError> {
     let offset = log.durable_offset();
+    if loaded.current {
+        return Ok(Snapshots::new(data_dir, topic, partition, offset));
+    }
     if let Err(e) = save_image(data_dir, topic, partition, table.image(), offset).await {
         // Derived data (the next start scans from the snapshot before, if
         // any): a full disk does not keep a partition shut.

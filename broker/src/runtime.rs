@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
 use crate::catalog::Catalog;
@@ -180,6 +181,13 @@ async fn shard_main(
     #[cfg(debug_assertions)]
     test_panic_hook(id);
     es_storage::set_recent_writes_shard_bytes(config.recent_writes_shard_bytes);
+    es_storage::set_open_segments_max(config.open_segments_per_shard());
+    // glommio reads the disk's properties with descriptors of its own on a
+    // thread's first direct-I/O open, and panics without them: done now,
+    // while descriptors are plentiful (storage's device.rs).
+    if let Err(e) = es_storage::read_device_properties(&config.data_dir).await {
+        tracing::warn!(shard = id, error = %e, "could not probe the data directory's disk for direct I/O");
+    }
     es_storage::set_accept_data_loss(config.accept_data_loss);
     if let Err(e) = es_storage::start_disk_threads(
         config.disk_threads as usize,
@@ -297,32 +305,52 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     recovered
 }
 
-/// Opens every partition this shard owns, recovering each; `Ok(false)` when
-/// it stopped early. Stops between topics once shutdown starts (a SIGTERM during a long recovery stops the
-/// broker instead of waiting for every partition): what is open is closed
-/// cleanly, the rest was never touched.
+/// Opens every partition this shard owns, recovering each, up to
+/// `ops::OPEN_PARALLEL` at once; `Ok(false)` when it stopped early. No
+/// partition starts opening once shutdown starts (a SIGTERM during a long
+/// recovery stops the broker instead of waiting for every partition): what
+/// is open is closed cleanly, the rest was never touched.
 async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
     let topics = shard.catalog.snapshot();
-    for (done, meta) in topics.values().enumerate() {
-        #[cfg(debug_assertions)]
-        test_hold_recovery(shard).await;
-        if shard.state.is_shutting_down() {
-            tracing::info!(
-                shard = shard.id,
-                topics_opened = done,
-                topics = topics.len(),
-                "shutdown during recovery: the remaining topics stay as they are"
-            );
-            return Ok(false);
-        }
-        if let Some(mine) = by_owner(shard, &meta.name, meta.partitions).remove(&shard.id) {
-            crate::ops::open(shard, meta, &mine).await.map_err(|e| {
-                if e.code == "corrupt_data" {
-                    DATA_LOSS_REFUSED.store(true, Ordering::Release);
+    let mine: Vec<(&crate::topic::TopicMeta, u32)> = topics
+        .values()
+        .flat_map(|meta| {
+            let ps = by_owner(shard, &meta.name, meta.partitions).remove(&shard.id);
+            ps.into_iter().flatten().map(move |p| (&**meta, p))
+        })
+        .collect();
+    let total = mine.len();
+    let skipped = std::cell::Cell::new(0usize);
+    let opened: Vec<Result<(), String>> = futures::stream::iter(mine)
+        .map(|(meta, p)| {
+            let skipped = &skipped;
+            async move {
+                #[cfg(debug_assertions)]
+                test_hold_recovery(shard).await;
+                if shard.state.is_shutting_down() {
+                    skipped.set(skipped.get() + 1);
+                    return Ok(());
                 }
-                format!("recovering topic {}: {e}", meta.name)
-            })?;
-        }
+                crate::ops::open_partition(shard, meta, p).await.map_err(|e| {
+                    if e.code == "corrupt_data" {
+                        DATA_LOSS_REFUSED.store(true, Ordering::Release);
+                    }
+                    format!("recovering topic {}: {e}", meta.name)
+                })
+            }
+        })
+        .buffer_unordered(crate::ops::OPEN_PARALLEL)
+        .collect()
+        .await;
+    opened.into_iter().collect::<Result<(), String>>()?;
+    if skipped.get() > 0 {
+        tracing::info!(
+            shard = shard.id,
+            partitions_opened = total - skipped.get(),
+            partitions = total,
+            "shutdown during recovery: the remaining topics stay as they are"
+        );
+        return Ok(false);
     }
     Ok(true)
 }

@@ -12,6 +12,14 @@ use crate::error::ApiError;
 /// Most partitions one topic may have: each is a directory, open files and
 /// memory on its shard.
 pub const PARTITIONS_MAX: u32 = 1024;
+/// Smallest `segment_bytes` a create or a config change may set: below a
+/// kilobyte each segment holds a record or two, and a partition becomes a
+/// pile of files (each costing an index, memory and, when read, a
+/// descriptor). Topics created with less before keep their value.
+pub const SEGMENT_BYTES_MIN: u64 = 1024;
+/// Smallest `segment_ms` a create or a config change may set: at most one
+/// roll a second per partition, however busy.
+pub const SEGMENT_MS_MIN: u64 = 1000;
 /// Longest topic name (Kafka's limit: it must fit a file name with room).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 
@@ -147,15 +155,23 @@ impl TopicConfig {
         for (key, value) in changes {
             match key.as_str() {
                 "segment_bytes" => {
-                    next.segment_bytes = value
-                        .as_u64()
-                        .ok_or_else(|| ApiError::invalid("segment_bytes must be a positive integer"))?
+                    next.segment_bytes =
+                        value
+                            .as_u64()
+                            .filter(|b| *b >= SEGMENT_BYTES_MIN)
+                            .ok_or_else(|| {
+                                ApiError::invalid(format!(
+                                    "segment_bytes must be an integer of at least {SEGMENT_BYTES_MIN}"
+                                ))
+                            })?
                 }
                 "segment_ms" => {
                     next.segment_ms = match value {
                         serde_json::Value::Null => None,
-                        v => Some(v.as_u64().filter(|ms| *ms > 0).ok_or_else(|| {
-                            ApiError::invalid("segment_ms must be a positive integer or null")
+                        v => Some(v.as_u64().filter(|ms| *ms >= SEGMENT_MS_MIN).ok_or_else(|| {
+                            ApiError::invalid(format!(
+                                "segment_ms must be an integer of at least {SEGMENT_MS_MIN}, or null"
+                            ))
                         })?),
                     }
                 }
@@ -424,7 +440,7 @@ pub async fn clear_for_create(data_dir: &Path, name: &str) -> Result<(), ApiErro
             })
         })
         .await
-        .map_err(|e| ApiError::internal(format!("reading {}: {e}", dir.display())))?;
+        .map_err(|e| ApiError::io(format!("reading {}", dir.display()), &e))?;
     match found {
         Leftover::Nothing => Ok(()),
         Leftover::Clearable => crate::fsops::remove_dir_all(&dir).await,
@@ -484,8 +500,8 @@ mod tests {
     fn config_patch() {
         let c = TopicConfig::with_segment_bytes(1000);
         let m = |v: serde_json::Value| v.as_object().unwrap().clone();
-        let p = c.patched(&m(serde_json::json!({"segment_ms": 5}))).unwrap();
-        assert_eq!(p.segment_ms, Some(5));
+        let p = c.patched(&m(serde_json::json!({"segment_ms": 5000}))).unwrap();
+        assert_eq!(p.segment_ms, Some(5000));
         assert_eq!(
             p.patched(&m(serde_json::json!({"segment_ms": null})))
                 .unwrap()
@@ -495,6 +511,36 @@ mod tests {
         assert!(c.patched(&m(serde_json::json!({"nope": 1}))).is_err());
         assert!(c.patched(&m(serde_json::json!({"segment_bytes": 0}))).is_err());
         assert!(c.patched(&m(serde_json::json!({"segment_bytes": -5}))).is_err());
+    }
+
+    /// Below the minimums a create or change is refused, naming the
+    /// minimum; at them it is taken. A topic created with less before
+    /// (read from its meta.json) keeps its value through other changes.
+    #[test]
+    fn segments_have_minimums() {
+        let c = TopicConfig::with_segment_bytes(1 << 30);
+        let m = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let e = c
+            .patched(&m(serde_json::json!({"segment_bytes": 1})))
+            .unwrap_err();
+        assert_eq!(e.status, hyper::StatusCode::BAD_REQUEST);
+        assert!(e.message.contains("at least 1024"), "{}", e.message);
+        let e = c.patched(&m(serde_json::json!({"segment_ms": 999}))).unwrap_err();
+        assert!(e.message.contains("at least 1000"), "{}", e.message);
+        let p = c
+            .patched(&m(
+                serde_json::json!({"segment_bytes": SEGMENT_BYTES_MIN, "segment_ms": SEGMENT_MS_MIN}),
+            ))
+            .unwrap();
+        assert_eq!(
+            (p.segment_bytes, p.segment_ms),
+            (SEGMENT_BYTES_MIN, Some(SEGMENT_MS_MIN))
+        );
+        let old = TopicConfig::with_segment_bytes(5);
+        let p = old
+            .patched(&m(serde_json::json!({"retention_ms": 1000})))
+            .unwrap();
+        assert_eq!(p.segment_bytes, 5);
     }
 
     #[test]

@@ -46,6 +46,7 @@ use crate::policy::CleanupPolicy;
 use crate::reclaim;
 use crate::record::StoredRecord;
 use crate::segment::{self, FileSource, RawBatch, Scan, Segment};
+use crate::segment_files::{self, Held};
 use crate::swap::{self, Manifest};
 use crate::{Offset, Result, StorageError};
 
@@ -394,15 +395,27 @@ async fn rewrite_group(
             return Err(e);
         }
     };
+    let out_id = seg.id;
     let manifest = Manifest {
         output: out_base,
         inputs: group.iter().map(|s| s.base).collect(),
     };
+    // The directory stays open until the swap is done: once committed, no
+    // step needs a new descriptor, which a shard out of them would not get.
+    let held = match glommio::io::Directory::open(&dir).await {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = swap::discard_outputs(&dir, out_base).await;
+            return Err(StorageError::io(&dir, e));
+        }
+    };
     if let Err(e) = swap::prepare(&dir, &manifest).await {
+        // Nothing committed: the old set stands.
         let _ = swap::discard_outputs(&dir, out_base).await;
+        let _ = held.close().await;
         return Err(e);
     }
-    if let Err(e) = swap::commit(&dir).await {
+    if let Err(e) = swap::commit(&dir, &held).await {
         // The manifest may or may not have reached the disk: only a restart
         // (recovery) knows which set wins.
         shared.poison(&e);
@@ -418,14 +431,21 @@ async fn rewrite_group(
             let mut old = old
                 .filter(|o| o.id == input.id)
                 .expect("compaction inputs change only under the maintenance permit");
-            replaced.push((input.base, old.file.take()));
+            let reads = old.file.take().map(Held::Active);
+            replaced.push((
+                input.base,
+                reads.or_else(|| segment_files::take(old.id).map(Held::Closed)),
+            ));
         }
-        seg.file = Some(Rc::new(file));
         seg.created = true;
         seg.sealed = true;
         inner.segments.insert(out_base, seg);
     }
-    if let Err(e) = swap::finish(&dir, &manifest, Some(&shared.faults)).await {
+    // Its read handle goes to the shard's cache of closed segments' files.
+    segment_files::adopt(out_id, file).await;
+    let finished = swap::finish(&dir, &manifest, Some(&shared.faults), Some(&held)).await;
+    let _ = held.close().await;
+    if let Err(e) = finished {
         if !matches!(e, StorageError::FaultInjected(_)) {
             shared.poison(&e);
         }

@@ -23,11 +23,12 @@ pub enum StorageError {
         #[source]
         source: io::Error,
     },
-    /// A write found no room (the disk is full, a quota is reached): the
-    /// batches it carried, and those queued behind them, were not kept and
-    /// the log went back to its last complete write. The partition takes
-    /// writes again at once; a retry succeeds once there is room.
-    #[error("partition {path} did not write the batch, nothing of it was kept: {reason}; retry once space is freed")]
+    /// A write found no room (the disk is full, a quota is reached) or no
+    /// file descriptor: the batches it carried, and those queued behind
+    /// them, were not kept and the log went back to its last complete
+    /// write. The partition takes writes again at once; a retry succeeds
+    /// once there is room (or a descriptor).
+    #[error("partition {path} did not write the batch, nothing of it was kept: {reason}; retry")]
     Refused { path: PathBuf, reason: String },
     /// An earlier write or fsync failed; the partition refuses writes until
     /// the broker restarts and recovery has run.
@@ -64,10 +65,10 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: impl IntoIoError) -> Self {
         StorageError::Io {
             path: path.into(),
-            source: source.into(),
+            source: source.into_io_error(),
         }
     }
 
@@ -81,11 +82,29 @@ impl StorageError {
         }
     }
 
-    pub(crate) fn sync(path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+    pub(crate) fn sync(path: impl Into<PathBuf>, source: impl IntoIoError) -> Self {
         StorageError::Sync {
             path: path.into(),
-            source: source.into(),
+            source: source.into_io_error(),
         }
+    }
+}
+
+/// What an I/O call failed with, as an `io::Error` that keeps its OS error
+/// code (which `write_failure.rs` tells failures apart by).
+pub(crate) trait IntoIoError {
+    fn into_io_error(self) -> io::Error;
+}
+
+impl IntoIoError for io::Error {
+    fn into_io_error(self) -> io::Error {
+        self
+    }
+}
+
+impl<T> IntoIoError for glommio::GlommioError<T> {
+    fn into_io_error(self) -> io::Error {
+        crate::write_failure::os_error(self)
     }
 }
 

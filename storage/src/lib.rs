@@ -15,6 +15,7 @@ mod cold;
 mod cold_dir;
 mod compaction;
 mod config;
+mod device;
 mod direct_buf;
 mod dirs;
 mod disk_threads;
@@ -36,6 +37,7 @@ mod record;
 mod recovery;
 mod retention;
 mod segment;
+mod segment_files;
 mod swap;
 mod thread_slice;
 mod tier;
@@ -52,6 +54,7 @@ pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
+pub use device::read_device_properties;
 pub use dirs::{
     create_dir_all, create_dir_all_durable, index_path, log_path, remove_if_exists, rename_if_exists,
     sync_dir,
@@ -67,6 +70,7 @@ pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use nudge::{Nudge, NUDGE_INTERVAL};
 pub use offset::Offset;
 pub use partition::{Appended, OpenReport, PartitionLog};
+
 pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
 pub use read::{BatchesRead, LimitedRecords, RecordsRead};
 pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
@@ -77,9 +81,10 @@ pub use reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
 pub use segment::RawBatch;
+pub use segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
 pub use swap::{Leftovers, MANIFEST_NAME};
 pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 pub use tier::ColdTier;
 pub use watermark::{WaitError, Watermark};
-pub use write_failure::is_no_space;
+pub use write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use writer::DIRECT_WRITE_BYTES_MAX;

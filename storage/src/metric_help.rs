@@ -124,6 +124,14 @@ pub const STORAGE_METRICS: &[MetricHelp] = &[
         help: "Early writes of large batches: placed (written while arriving, not written again) or void (written whole, or not at all).",
     },
     MetricHelp {
+        name: "es_descriptors_exhausted_total",
+        kind: MetricKind::Counter,
+        unit: None,
+        labels: &["op"],
+        label_values: &["append", "read", "accept", "file"],
+        help: "Operations that found no file descriptor free (EMFILE/ENFILE) and failed with 503 (append, read), waited (accept), or failed (file: a broker file such as meta.json), changing nothing.",
+    },
+    MetricHelp {
         name: "es_paged_batch_writes_total",
         kind: MetricKind::Counter,
         unit: None,

@@ -12,13 +12,17 @@
 //!
 //! Invariant: `durable <= written <= next_offset` (the "dirty" mark),
 //! asserted on every update. A failed fsync, or a write that failed for
-//! any reason but want of room, poisons the partition: it refuses writes
-//! until restart, when recovery decides what survived. A write that found
-//! no room (ENOSPC, EDQUOT: `write_failure.rs`) is refused instead, with
-//! every batch queued behind it, and the log goes back to `written` (the
-//! end of its last complete write): `next_offset` moves back there, the
-//! file is cut there, durably, and the next append is written as usual
-//! (see `rewind`).
+//! any reason but want of room or of a descriptor, poisons the partition:
+//! it refuses writes until restart, when recovery decides what survived. A
+//! write that found no room (ENOSPC, EDQUOT) or no descriptor (EMFILE,
+//! ENFILE: `write_failure.rs`) is refused instead, with every batch queued
+//! behind it, and the log goes back to `written` (the end of its last
+//! complete write): `next_offset` moves back there, the file is cut there,
+//! durably, and the next append is written as usual (see `rewind`).
+//!
+//! Descriptors: the active segment keeps its log open (and, once written,
+//! its writer's); a closed segment's log is opened by the shard's bounded
+//! cache when read (`segment_files.rs`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -106,6 +110,8 @@ pub(crate) struct Shared {
     write_duration: metrics::Histogram,
     /// Places of corruption reads met and reported (`report_damage`).
     pub damage_reported: RefCell<HashSet<(PathBuf, u64)>>,
+    /// The next offset when the log was opened.
+    opened_next: Offset,
 }
 
 pub(crate) struct Inner {
@@ -259,6 +265,7 @@ impl PartitionLog {
             faults: Faults::default(),
             write_duration: metrics::histogram!("es_segment_write_duration_seconds"),
             damage_reported: RefCell::new(HashSet::new()),
+            opened_next: next,
         });
         Ok((PartitionLog { shared }, report))
     }
@@ -348,6 +355,12 @@ impl PartitionLog {
         self.shared.inner.borrow().next_offset
     }
 
+    /// Whether a record was appended since the log was opened (state
+    /// derived from the log, saved at open, is still current if not).
+    pub fn appended_since_open(&self) -> bool {
+        self.next_offset() != self.shared.opened_next
+    }
+
     /// Every record below this is in the segment files.
     pub fn written_offset(&self) -> Offset {
         Offset(self.shared.written.get())
@@ -402,7 +415,10 @@ impl PartitionLog {
     /// Assigns offsets to `records` and queues them for writing, without
     /// waiting: synchronous, so a caller that must record where a batch went
     /// before anything else runs on the shard (idempotent producers) can.
-    /// Nothing is acknowledged before [`wait_durable`] on `next_offset`.
+    /// Nothing is acknowledged before [`wait_durable`] on `next_offset`,
+    /// which the caller starts before it next awaits: a batch refused (see
+    /// `rewind`) fails the waits in progress for it, while a wait begun
+    /// afterwards waits for whatever is placed at those offsets next.
     ///
     /// [`wait_durable`]: PartitionLog::wait_durable
     pub fn append_placed(&self, records: &[Record], producer: ProducerStamp) -> Result<Appended> {
@@ -709,6 +725,22 @@ impl Shared {
     /// next open trusts it without a scan.
     async fn seal_active(&self, end: Offset) -> Result<()> {
         self.wait_early_ended().await;
+        if self
+            .inner
+            .borrow()
+            .segments
+            .values()
+            .next_back()
+            .is_some_and(|s| s.sealed)
+        {
+            // Sealed: fsynced, its index on disk matching it (opened clean
+            // and not written since, or sealed by a roll given back): a
+            // close costs no fsync.
+            if end.0 > self.durable.get() {
+                self.durable.advance(end.0);
+            }
+            return Ok(());
+        }
         let (file, writer, written, log_path, index_path, index_bytes) = {
             let mut inner = self.inner.borrow_mut();
             let seg = inner
@@ -803,6 +835,9 @@ impl Shared {
     async fn write_failed(&self, job: Pending, e: StorageError) {
         let kind = WriteFailure::of(&e);
         kind.count();
+        if kind == WriteFailure::Descriptors {
+            metrics::counter!("es_descriptors_exhausted_total", "op" => "append").increment(1);
+        }
         if kind.poisons() {
             self.poison(&e);
             return;
@@ -994,23 +1029,52 @@ impl Shared {
         let path = dirs::log_path(&self.dir, base);
         self.faults.check_no_space(NoSpaceAt::RollCreate, &path)?;
         let file = Rc::new(segment::create_new(&path).await?);
-        dirs::sync_dir(&self.dir).await?;
+        if let Err(e) = dirs::sync_dir(&self.dir).await {
+            // Not created after all, so that a retry can create it (the
+            // roll is refused and rewound, or the partition poisoned).
+            drop(file);
+            if let Err(removed) = glommio::io::remove(&path).await {
+                return Err(StorageError::io(&path, removed));
+            }
+            return Err(e);
+        }
         // Only now is the old segment closed: until the new one exists, a
         // write refused for want of room (`rewind`) makes the old one the
         // active segment again, and no cleanup may have taken it.
-        let mut inner = self.inner.borrow_mut();
-        if let Some((_, s)) = inner.segments.range_mut(..base).next_back() {
-            s.sealed = true;
-            s.writer = None;
-            s.recent = None;
+        let (closed_id, closed_file) = {
+            let mut inner = self.inner.borrow_mut();
+            let closed = match inner.segments.range_mut(..base).next_back() {
+                Some((_, s)) => {
+                    s.sealed = true;
+                    s.writer = None;
+                    s.recent = None;
+                    // Its read handle goes to the shard's cache of closed
+                    // segments' files.
+                    (s.id, s.file.take())
+                }
+                None => (0, None),
+            };
+            let seg = inner
+                .segments
+                .get_mut(&base)
+                .expect("the writer's segment exists");
+            seg.file = Some(file);
+            seg.created = true;
+            closed
+        };
+        if let Some(file) = closed_file.and_then(|f| Rc::try_unwrap(f).ok()) {
+            crate::segment_files::adopt(closed_id, file).await;
         }
-        let seg = inner
-            .segments
-            .get_mut(&base)
-            .expect("the writer's segment exists");
-        seg.file = Some(file);
-        seg.created = true;
         Ok(())
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Its closed segments' files leave the shard's cache with it.
+        for seg in self.inner.get_mut().segments.values() {
+            crate::segment_files::forget(seg.id);
+        }
     }
 }
 

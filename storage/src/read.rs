@@ -5,7 +5,9 @@
 //! awaits; a read holds the file handle of the segment it is reading (the
 //! bytes stay readable after an unlink or a rename over the name), and
 //! after every await it checks, by segment id, that the segment it looked
-//! up is still the one in the map, and looks again if not.
+//! up is still the one in the map, and looks again if not. A closed
+//! segment's handle comes from the shard's bounded cache
+//! (`segment_files.rs`), the active segment's from the segment itself.
 
 use std::cell::RefCell;
 use std::ops::Bound;
@@ -21,6 +23,7 @@ use crate::recent::RecentWrites;
 use crate::record::StoredRecord;
 use crate::recovery::{self, Shape, Tail};
 use crate::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
+use crate::segment_files::{self, Held};
 use crate::tier::ColdStep;
 use crate::{dirs, Offset, Result, StorageError};
 
@@ -378,7 +381,7 @@ impl PartitionLog {
 /// What `Shared::reader` hands a read: the file, its path, the byte range
 /// to read and the base of the next segment.
 type Reader = (
-    Rc<BufferedFile>,
+    Held,
     PathBuf,
     u64,
     u64,
@@ -411,16 +414,15 @@ impl Shared {
         };
         let same = |inner: &crate::partition::Inner| inner.segments.get(&base).is_some_and(|s| s.id == id);
         let file = match file {
-            Some(f) => f,
+            Some(f) => Held::Active(f),
             None => {
-                let opened = BufferedFile::open(&path).await;
-                let mut inner = self.inner.borrow_mut();
-                if !same(&inner) {
+                let opened = segment_files::open(id, &path).await;
+                if !same(&self.inner.borrow()) {
+                    // Removed meanwhile: its file must not stay cached.
+                    segment_files::forget(id);
                     return Ok(None);
                 }
-                let f = Rc::new(opened.map_err(|e| StorageError::io(&path, e))?);
-                let seg = inner.segments.get_mut(&base).expect("checked above");
-                seg.file.get_or_insert(f).clone()
+                Held::Closed(opened?)
             }
         };
         let inner = self.inner.borrow();
@@ -548,6 +550,7 @@ impl Shared {
                 if slot.file.is_none() {
                     slot.file = file;
                 }
+                segment_files::rekey(id, slot.id);
                 Ok(true)
             }
             _ => Ok(false),

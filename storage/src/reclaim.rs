@@ -17,12 +17,12 @@
 //! (`swap::recover`): nothing reads it, it is not a segment.
 
 use std::path::Path;
-use std::rc::Rc;
 use std::time::Duration;
 
-use glommio::io::{BufferedFile, OpenOptions};
+use glommio::io::OpenOptions;
 
 use crate::dirs;
+use crate::segment_files::Held;
 use crate::{Result, StorageError};
 
 /// Bytes freed per step: small enough that one step's journal commit does
@@ -44,7 +44,7 @@ const READERS_POLL_MS: u64 = 5;
 /// is not shrunk while they do. Once `hurry()` says so (the partition is
 /// closing), what is left is unlinked at once: a close or a shutdown does
 /// not wait for the steps.
-pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>, hurry: impl Fn() -> bool) -> Result<()> {
+pub(crate) async fn release(path: &Path, held: Option<Held>, hurry: impl Fn() -> bool) -> Result<()> {
     if let Some(handle) = held {
         if !readers_done(&handle, &hurry).await {
             drop(handle);
@@ -52,9 +52,7 @@ pub async fn release(path: &Path, held: Option<Rc<BufferedFile>>, hurry: impl Fn
             return Ok(());
         }
         // Ours alone now: closed before the file shrinks.
-        if let Ok(file) = Rc::try_unwrap(handle) {
-            let _ = file.close().await;
-        }
+        handle.close().await;
     }
     shrink(path, &hurry).await?;
     dirs::remove_if_exists(path).await?;
@@ -80,8 +78,8 @@ pub async fn free_dir(dir: &Path) -> Result<()> {
 
 /// Waits until `handle` is the only clone left; `false` if readers still
 /// hold it after `RECLAIM_READERS_WAIT_MS`, or once `hurry()`.
-async fn readers_done(handle: &Rc<BufferedFile>, hurry: &impl Fn() -> bool) -> bool {
-    wait_until(|| Rc::strong_count(handle) == 1, hurry).await
+async fn readers_done(handle: &Held, hurry: &impl Fn() -> bool) -> bool {
+    wait_until(|| handle.others() == 0, hurry).await
 }
 
 /// Waits until `done()` (reads of a file about to shrink have finished);
@@ -130,6 +128,8 @@ async fn shrink(path: &Path, hurry: &impl Fn() -> bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use glommio::io::BufferedFile;
+    use std::rc::Rc;
 
     fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
         glommio::LocalExecutorBuilder::default()
@@ -176,7 +176,7 @@ mod tests {
             let handle = Rc::new(BufferedFile::open(&p).await.unwrap());
             let _reader = handle.clone();
             let asked = std::cell::Cell::new(0);
-            release(&p, Some(handle), || {
+            release(&p, Some(Held::Active(handle)), || {
                 asked.set(asked.get() + 1);
                 true
             })
@@ -223,7 +223,7 @@ mod tests {
                 assert_eq!(bytes.len(), 3 * RECLAIM_STEP_BYTES as usize);
                 drop(reader);
             });
-            release(&p, Some(handle), || false).await.unwrap();
+            release(&p, Some(Held::Active(handle)), || false).await.unwrap();
             read.await;
         });
         assert!(!path.exists());

@@ -40,6 +40,7 @@ use crate::partition::PartitionLog;
 use crate::policy::CleanupPolicy;
 use crate::reclaim;
 use crate::segment::{self, IndexState};
+use crate::segment_files::{self, Held};
 use crate::tier::ColdSegment;
 use crate::{Offset, Result, StorageError};
 
@@ -162,6 +163,12 @@ impl PartitionLog {
             );
             inner.segments.remove(&base).expect("just checked")
         };
+        // Its read handle, for reads still under way: freed once they end.
+        let held = seg
+            .file
+            .take()
+            .map(Held::Active)
+            .or_else(|| segment_files::take(seg.id).map(Held::Closed));
         let trash = dirs::deleting_log_path(&shared.dir, base);
         let steps = async {
             dirs::rename_if_exists(&seg.log_path, &trash).await?;
@@ -170,15 +177,27 @@ impl PartitionLog {
             dirs::sync_dir(&shared.dir).await?;
             shared.faults.check(FaultPoint::RetentionSegmentRemoved)
         };
-        if let Err(e) = steps.await {
-            if !matches!(e, StorageError::FaultInjected(_)) {
-                shared.poison(&e);
+        let stepped = steps.await;
+        match &stepped {
+            // Out of descriptors (the directory's fsync needs one), the log
+            // is consistent whichever of its steps reach the disk: the
+            // segment has left it, and its file is freed as usual.
+            Err(e) if crate::write_failure::storage_out_of_descriptors(e) => {}
+            Err(e) => {
+                if !matches!(e, StorageError::FaultInjected(_)) {
+                    shared.poison(e);
+                }
+                if let Some(held) = held {
+                    held.close().await;
+                }
+                return stepped;
             }
-            return Err(e);
+            Ok(()) => {}
         }
-        if let Err(e) = reclaim::release(&trash, seg.file.take(), || shared.is_stopped()).await {
+        if let Err(e) = reclaim::release(&trash, held, || shared.is_stopped()).await {
             tracing::warn!(file = %trash.display(), error = %e, "could not free a deleted segment; the next open removes it");
         }
+        stepped?;
         tracing::debug!(partition = %shared.dir.display(), base = base.0, "segment left the hot tier");
         Ok(())
     }

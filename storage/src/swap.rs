@@ -30,6 +30,8 @@
 
 use std::path::{Path, PathBuf};
 
+use glommio::io::Directory;
+
 use crate::dirs;
 use crate::faults::{FaultPoint, Faults};
 use crate::segment;
@@ -101,17 +103,33 @@ pub(crate) async fn prepare(dir: &Path, manifest: &Manifest) -> Result<()> {
 
 /// Step 2, second half: makes the swap durable. After this returns,
 /// recovery completes it; after it fails, only a restart knows which set
-/// won.
-pub(crate) async fn commit(dir: &Path) -> Result<()> {
+/// won. `held` is the partition directory, opened before [`prepare`]: from
+/// the rename to the end of the swap no step needs a new descriptor, so a
+/// shard out of them cannot be stopped half way.
+pub(crate) async fn commit(dir: &Path, held: &Directory) -> Result<()> {
     let tmp = dir.join(MANIFEST_TMP_NAME);
     glommio::io::rename(&tmp, dir.join(MANIFEST_NAME))
         .await
         .map_err(|e| StorageError::io(&tmp, e))?;
-    dirs::sync_dir(dir).await
+    sync(dir, Some(held)).await
 }
 
-/// Steps 3 and 4. Idempotent, so recovery reruns it from the top.
-pub(crate) async fn finish(dir: &Path, manifest: &Manifest, faults: Option<&Faults>) -> Result<()> {
+/// fsyncs `dir` through `held` when given, else by opening it.
+async fn sync(dir: &Path, held: Option<&Directory>) -> Result<()> {
+    match held {
+        Some(d) => d.sync().await.map_err(|e| StorageError::io(dir, e)),
+        None => dirs::sync_dir(dir).await,
+    }
+}
+
+/// Steps 3 and 4. Idempotent, so recovery reruns it from the top. `held`:
+/// the directory, open already (compaction); `None` opens it (recovery).
+pub(crate) async fn finish(
+    dir: &Path,
+    manifest: &Manifest,
+    faults: Option<&Faults>,
+    held: Option<&Directory>,
+) -> Result<()> {
     let fault = |p| faults.map_or(Ok(()), |f| f.check(p));
     let out = manifest.output;
     // Input logs leave under `.deleting` names, freed a step at a time
@@ -128,10 +146,10 @@ pub(crate) async fn finish(dir: &Path, manifest: &Manifest, faults: Option<&Faul
         dirs::rename_if_exists(&dirs::log_path(dir, input), &dirs::deleting_log_path(dir, input)).await?;
         dirs::remove_if_exists(&dirs::index_path(dir, input)).await?;
     }
-    dirs::sync_dir(dir).await?;
+    sync(dir, held).await?;
     fault(FaultPoint::CompactionInputsRemoved)?;
     dirs::remove_if_exists(&dir.join(MANIFEST_NAME)).await?;
-    dirs::sync_dir(dir).await
+    sync(dir, held).await
 }
 
 /// Removes an uncommitted compaction's outputs (after an abort).
@@ -160,7 +178,7 @@ pub(crate) async fn recover(dir: &Path) -> Result<Leftovers> {
             position: 0,
             reason: "compaction swap manifest does not parse or fails its checksum".into(),
         })?;
-        finish(dir, &manifest, None).await?;
+        finish(dir, &manifest, None, None).await?;
         tracing::info!(
             partition = %dir.display(),
             output = manifest.output.0,

@@ -1,11 +1,14 @@
 //! Which failed writes leave a partition able to go on.
 //!
-//! A write that found no room (ENOSPC, EDQUOT) wrote nothing that counts:
-//! the bytes before it are as they were, so the partition refuses that
-//! write, cuts its log back to the last complete write and takes the next
-//! one (`PartitionLog`'s rewind). Every other failure poisons it: an EIO
-//! may have left anything on the device, a failed fsync may have dropped
-//! dirty pages (fsyncgate), and a file size limit will not pass.
+//! A write that found no room (ENOSPC, EDQUOT) wrote nothing that counts,
+//! and a write that could not get a file descriptor (EMFILE, ENFILE: to
+//! create the next segment, open a writer or fsync the directory) wrote
+//! nothing at all: the bytes before it are as they were, so the partition
+//! refuses that write, cuts its log back to the last complete write and
+//! takes the next one (`PartitionLog`'s rewind, which needs no new
+//! descriptor). Every other failure poisons it: an EIO may have left
+//! anything on the device, a failed fsync may have dropped dirty pages
+//! (fsyncgate), and a file size limit will not pass.
 
 use std::io;
 
@@ -19,6 +22,9 @@ pub(crate) enum WriteFailure {
     NoSpace,
     /// A disk quota is reached (EDQUOT).
     Quota,
+    /// The process or the system has no file descriptor left (EMFILE,
+    /// ENFILE).
+    Descriptors,
     /// An fsync failed.
     Fsync,
     /// Any other I/O error, or anything else.
@@ -27,7 +33,7 @@ pub(crate) enum WriteFailure {
 
 impl WriteFailure {
     /// Every kind, as the metric's label values.
-    pub const LABELS: [&'static str; 4] = ["no_space", "quota", "fsync", "io"];
+    pub const LABELS: [&'static str; 5] = ["no_space", "quota", "descriptors", "fsync", "io"];
 
     pub fn of(e: &StorageError) -> WriteFailure {
         match e {
@@ -37,9 +43,13 @@ impl WriteFailure {
         }
     }
 
-    /// By kind, not errno: glommio keeps the kind of an error it wraps,
-    /// not always its errno.
+    /// By errno where there is one, else by kind: an error glommio wrapped
+    /// keeps its kind (storage keeps the errno too, `error.rs`), and
+    /// running out of descriptors has no kind of its own.
     pub fn of_io(e: &io::Error) -> WriteFailure {
+        if out_of_descriptors(e) {
+            return WriteFailure::Descriptors;
+        }
         match e.kind() {
             io::ErrorKind::StorageFull => WriteFailure::NoSpace,
             io::ErrorKind::QuotaExceeded => WriteFailure::Quota,
@@ -56,6 +66,7 @@ impl WriteFailure {
         match self {
             WriteFailure::NoSpace => "no_space",
             WriteFailure::Quota => "quota",
+            WriteFailure::Descriptors => "descriptors",
             WriteFailure::Fsync => "fsync",
             WriteFailure::Io => "io",
         }
@@ -72,7 +83,30 @@ impl WriteFailure {
 /// outside the log (the broker's small files) that answer such a failure
 /// as retriable.
 pub fn is_no_space(e: &io::Error) -> bool {
-    !WriteFailure::of_io(e).poisons()
+    matches!(
+        WriteFailure::of_io(e),
+        WriteFailure::NoSpace | WriteFailure::Quota
+    )
+}
+
+/// Whether `e` says the process (`EMFILE`, `RLIMIT_NOFILE`) or the system
+/// (`ENFILE`) has no file descriptor left.
+pub fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// [`out_of_descriptors`] of a storage error.
+pub fn storage_out_of_descriptors(e: &StorageError) -> bool {
+    matches!(e, StorageError::Io { source, .. } if out_of_descriptors(source))
+}
+
+/// A glommio error as the `io::Error` it carries, its OS error code kept
+/// (glommio's own conversion keeps only the kind, which `EMFILE` lacks).
+pub fn os_error<T>(e: glommio::GlommioError<T>) -> io::Error {
+    match e {
+        glommio::GlommioError::EnhancedIoError { source, .. } => source,
+        other => other.into(),
+    }
 }
 
 #[cfg(test)]
@@ -101,6 +135,22 @@ mod tests {
         );
         assert!(!WriteFailure::of(&os(libc::ENOSPC)).poisons());
         assert!(!WriteFailure::of(&os(libc::EDQUOT)).poisons());
+        for errno in [libc::EMFILE, libc::ENFILE] {
+            assert_eq!(WriteFailure::of(&os(errno)), WriteFailure::Descriptors);
+            assert!(!WriteFailure::of(&os(errno)).poisons());
+            assert!(!is_no_space(&io::Error::from_raw_os_error(errno)));
+        }
+        // A glommio error keeps its errno through `StorageError::io`.
+        let enhanced = glommio::GlommioError::<()>::EnhancedIoError {
+            source: io::Error::from_raw_os_error(libc::EMFILE),
+            op: "Creating",
+            path: None,
+            fd: None,
+        };
+        let e = StorageError::io("/x", enhanced);
+        assert!(storage_out_of_descriptors(&e));
+        assert_eq!(WriteFailure::of(&e), WriteFailure::Descriptors);
+        assert!(!storage_out_of_descriptors(&os(libc::EIO)));
         for errno in [libc::EIO, libc::EFBIG, libc::EROFS, libc::EBADF] {
             assert!(WriteFailure::of(&os(errno)).poisons(), "errno {errno}");
         }
@@ -117,6 +167,7 @@ mod tests {
         let labels: Vec<&str> = [
             WriteFailure::NoSpace,
             WriteFailure::Quota,
+            WriteFailure::Descriptors,
             WriteFailure::Fsync,
             WriteFailure::Io,
         ]

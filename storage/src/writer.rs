@@ -105,10 +105,9 @@ impl SegmentWriter {
         if !direct {
             return Ok(buffered_writer(buffered));
         }
-        let file = match OpenOptions::new().read(true).write(true).dma_open(path).await {
+        let file = match crate::device::dma_open(path, OpenOptions::new().read(true).write(true)).await {
             Ok(f) => f,
             Err(e) => {
-                let e = std::io::Error::from(e);
                 if e.raw_os_error() == Some(libc::EINVAL) {
                     tracing::warn!(
                         file = %path.display(),

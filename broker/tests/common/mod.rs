@@ -262,6 +262,8 @@ pub struct Broker {
     client: Client,
     log_path: PathBuf,
     runs: usize,
+    /// `RLIMIT_NOFILE` (soft and hard) of the broker process, when set.
+    open_files_limit: Option<u64>,
 }
 
 impl Deref for Broker {
@@ -312,6 +314,14 @@ impl Broker {
     /// directory's path (not there yet) before the broker first starts: a
     /// test that keeps the data on a filesystem of its own links it there.
     pub fn start_prepared(shards: usize, args: &[&str], prepare: impl FnOnce(&Path)) -> Broker {
+        let mut broker = Broker::unstarted(shards, args);
+        prepare(&broker.data_dir());
+        broker.spawn();
+        broker
+    }
+
+    /// A broker with `--shards shards` and extra flags, not started yet.
+    fn unstarted(shards: usize, args: &[&str]) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("es-broker-test-")
             .tempdir()
@@ -323,7 +333,7 @@ impl Broker {
             .parse()
             .expect("socket address");
         let log_path = dir.path().join("broker.log");
-        let mut broker = Broker {
+        let broker = Broker {
             dir,
             addr,
             binary_addr,
@@ -333,10 +343,18 @@ impl Broker {
             client: Client::new(addr),
             log_path,
             runs: 0,
+            open_files_limit: None,
         };
-        prepare(&broker.data_dir());
-        broker.spawn();
         broker
+    }
+
+    /// Starts a broker whose open-files limit (soft and hard, so it cannot
+    /// raise it) is `limit`, kept across restarts.
+    pub fn start_with_open_files(limit: u64, shards: usize, args: &[&str]) -> Broker {
+        let mut b = Broker::unstarted(shards, args);
+        b.open_files_limit = Some(limit);
+        b.spawn();
+        b
     }
 
     /// Starts the stopped broker again on the same data directory, port,
@@ -386,7 +404,26 @@ impl Broker {
         .expect("write the log");
         let stdout = log.try_clone().expect("clone the log handle");
 
-        let child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_es-broker"));
+        if let Some(limit) = self.open_files_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches nothing of
+            // this process but the child's own limit.
+            unsafe {
+                command.pre_exec(move || {
+                    let l = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
