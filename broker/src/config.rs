@@ -150,6 +150,12 @@ pub struct Config {
     /// Active segments are not counted (docs/cli.md, "File descriptors").
     #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub open_segments_max: usize,
+    /// Most partitions the broker holds, over all its topics; a topic
+    /// create that would pass it is refused with `too_many_partitions` and
+    /// changes nothing. Each partition costs up to 3 file descriptors and
+    /// its directory and state (docs/cli.md, "File descriptors").
+    #[arg(long, env = "ES_PARTITIONS_MAX", default_value_t = PARTITIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub partitions_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
     #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
@@ -394,6 +400,12 @@ impl Config {
             OPEN_SEGMENTS_MAX_LIMIT as u64,
         )?;
         in_range(
+            "--partitions-max",
+            self.partitions_max as u64,
+            1,
+            PARTITIONS_MAX_LIMIT as u64,
+        )?;
+        in_range(
             "--segment-bytes",
             self.segment_bytes,
             SEGMENT_BYTES_FLAG_MIN,
@@ -446,6 +458,13 @@ pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
 /// Largest `--open-segments-max`: as `--connections-max`, far above what
 /// one broker's descriptors allow.
 pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
+/// Default `--partitions-max`: ten thousand partitions take 30,000
+/// descriptors once written and start in seconds; past that an operator
+/// sizes the limits (docs/cli.md, "File descriptors") and raises it.
+pub const PARTITIONS_MAX_DEFAULT: usize = 10_000;
+/// Largest `--partitions-max`: a million partitions is 3 million
+/// descriptors, past what one process may open (`fs.nr_open`).
+pub const PARTITIONS_MAX_LIMIT: usize = 1 << 20;
 /// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
 pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
 

@@ -47,6 +47,23 @@ fn partition_count(shard: &Shard) -> u64 {
         .sum()
 }
 
+/// A create of `meta` would take the broker's `held` partitions past
+/// `--partitions-max`.
+fn too_many_partitions(meta: &TopicMeta, held: u64, max: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "too_many_partitions",
+        format!(
+            "topic {:?} with {} partitions would bring the broker to {} partitions, past its {max} \
+             (--partitions-max; it holds {held}): delete topics no longer used, or raise the limit \
+             (each partition takes up to 3 file descriptors)",
+            meta.name,
+            meta.partitions,
+            held + meta.partitions as u64,
+        ),
+    )
+}
+
 /// Sends one operation per owning shard, in parallel, and fails if any does.
 async fn on_owners(
     shard: &Rc<Shard>,
@@ -75,6 +92,11 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
             "topic_exists",
             format!("topic {:?} already exists", meta.name),
         ));
+    }
+    let held = partition_count(shard);
+    let max = shard.config.partitions_max as u64;
+    if held + meta.partitions as u64 > max {
+        return Err(too_many_partitions(&meta, held, max));
     }
     topic::clear_for_create(shard.data_dir(), &meta.name).await?;
     // Cold segments a crash in the middle of deleting an earlier topic of

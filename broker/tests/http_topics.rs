@@ -20,6 +20,8 @@
 //!   other is 400 `invalid_topic_name`. Partitions must be 1..=1024,
 //!   replication factor 1; config values are checked (the cleanup keys in
 //!   detail in http_cleanup.rs). Bad input is a 400 that creates nothing.
+//! - `--partitions-max` bounds every topic's partitions together: a create
+//!   past it is 409 `too_many_partitions` and creates nothing.
 //! - Every error is `{"error":{"code","message"}}` with the documented status.
 
 mod common;
@@ -451,4 +453,47 @@ fn a_deleted_topic_is_freed_in_the_background_and_a_restart_empties_the_trash() 
     b.restart();
     assert_eq!(trash_entries(&b), 0, "the restart emptied the trash");
     assert_eq!(high_watermarks(&b, "big"), vec![0, 1]);
+}
+
+/// `--partitions-max` counts every topic's partitions: a create that would
+/// pass it is 409 `too_many_partitions` and leaves nothing behind (not
+/// listed, no directory, the name free); one that fits is created; a
+/// delete makes room again; a restart keeps counting the same way.
+#[test]
+fn partitions_max_refuses_a_create_that_would_pass_it() {
+    let mut b = Broker::start_with(&["--partitions-max", "10"]);
+    create_topic(&b, "six", 6);
+    let got = b.post("/v1/topics", json!({ "name": "five", "partitions": 5 }));
+    assert_error(&got, 409, "too_many_partitions");
+    let message = got.1["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--partitions-max"), "{message}");
+    assert_eq!(
+        topic_list(&b),
+        json!({ "topics": [ { "name": "six", "partitions": 6 } ] })
+    );
+    assert!(
+        !b.data_dir().join("topics").join("five").exists(),
+        "a refused create left its directory"
+    );
+    assert_error(&b.get("/v1/topics/five"), 404, "topic_not_found");
+
+    create_topic(&b, "four", 4);
+    assert_error(
+        &b.post("/v1/topics", json!({ "name": "one", "partitions": 1 })),
+        409,
+        "too_many_partitions",
+    );
+
+    assert!(b.sigterm_and_wait().success());
+    b.restart();
+    assert_error(
+        &b.post("/v1/topics", json!({ "name": "one", "partitions": 1 })),
+        409,
+        "too_many_partitions",
+    );
+    let (status, body) = b.delete("/v1/topics/six");
+    assert_eq!(status, 200, "{body}");
+    create_topic(&b, "five", 5);
+    produce_values(&b, "five", 4, &["x".to_string()]);
+    assert_eq!(high_watermarks(&b, "five"), vec![0, 0, 0, 0, 1]);
 }
