@@ -62,6 +62,6 @@ bench: bench-storage
 	./bench/scenarios.sh
 
 # Storage engine benchmark: raw append+fdatasync vs durable appends with
-# 1, 16 and 256 concurrent appenders (docs/storage.md). BENCH_DIR picks the disk.
+# 1, 16 and 256 concurrent appenders (docs/benchmarks.md). BENCH_DIR picks the disk.
 bench-storage:
 	$(CARGO) bench -p es-storage --bench durable_append

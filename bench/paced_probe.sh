@@ -9,7 +9,8 @@
 # ES_BROKER_BIN / ES_BENCH_BIN other binaries (default: this checkout's
 # release builds). Prints es-bench's table row, each histogram's p50/p99/
 # p999 bucket bounds, and the share of disk-thread jobs that waited over
-# 0.5 ms for a thread (docs/benchmarks.md, "What changed").
+# 0.5 ms for a thread (docs/design/disk-threads.md; the runs:
+# bench/results/2026-12-01-scenario-changes.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BROKER=${ES_BROKER_BIN:-./target/release/es-broker}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Produce latency while retention deletes segments (docs/benchmarks.md,
-# "What changed"): for each topic config, a fresh release broker on a
-# temporary directory with cleanup every second, 2 producers paced at
-# RATE records/s (1 MiB requests, one in flight), and the client's
+# Produce latency while retention deletes segments
+# (docs/design/stepwise-reclaim.md): for each topic config, a fresh
+# release broker on a temporary directory with cleanup every second, 2
+# producers paced at RATE records/s (1 MiB requests, one in flight), and the client's
 # p50/p99/p999/max plus the kernel's TCP retransmit counters for the run,
 # and how many of the broker's produce handlers, appends and fsyncs took
 # over 50 ms (its histograms, warm-up included): a client stall with none

@@ -1,13 +1,14 @@
 //! A load and its baseline measured in alternating rounds: the disk, then
 //! the broker, then the disk again, and so on, each slice a share of
 //! `--duration`, their figures added up. On a disk whose speed wanders
-//! (a cloud volume's burst credits, the VM's neighbours: here the same
-//! disk test moved between 870 and 1,590 MB/s from one second to the
-//! next), two long phases one after the other compare the broker with
-//! whatever the disk did at another time; slices taken in turn see the
-//! same disk. The first slice of each side runs after the full warm-up,
-//! later ones after a short lead-in (connections made, moved to their
-//! shard, past the first requests) that is not measured either.
+//! (a cloud volume's burst credits, the VM's neighbours: by a factor of
+//! two within seconds on the development VM,
+//! bench/results/2026-12-01-scenarios.md), two long phases one after the
+//! other compare the broker with whatever the disk did at another time;
+//! slices taken in turn see the same disk. The first slice of each side
+//! runs after the full warm-up, later ones after a short lead-in
+//! (connections made, moved to their shard, past the first requests)
+//! that is not measured either.
 
 use std::time::Duration;
 

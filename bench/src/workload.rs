@@ -213,8 +213,8 @@ impl Worker for BinaryFetch {
         // fetch on (a multiplicative hash of the count), so the warm-up
         // reads what the rest reads, from the broker's memory of recent
         // writes. Reads from disk allocate buffers that are given back at
-        // the allocator's whim (readings 3 MiB apart from one to the
-        // next); walking the offsets in order read the old records from
+        // the allocator's whim (readings megabytes apart: docs/design/soak.md);
+        // walking the offsets in order read the old records from
         // disk during the warm-up only, and the measured run then gave
         // those buffers back, reading as negative growth.
         let span = self.records.min(FETCH_SPAN);

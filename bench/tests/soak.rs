@@ -8,58 +8,18 @@
 //! --workspace` builds beside this test (or `ES_BROKER_BIN`); nothing is
 //! built here.
 //!
-//! The limit, [`LIMIT_BYTES_PER_OP`] = 50 bytes per operation, and why
-//! (measured on the 2-vCPU development VM, debug builds, 8 connections,
-//! 10,000 operations of warm-up, then 20,000 with a reading every 1,000):
-//! - what is read: es-bench starts the broker with `MIMALLOC_ALLOW_THP=0`,
-//!   so its RSS moves by 4 KiB pages; with transparent huge pages it
-//!   moved in 2 MiB steps, 105 bytes per operation over 20,000, as much as
-//!   the leaks to be caught.
-//! - the figure: the difference of the medians of the first and last
-//!   thirds of the 21 readings after the warm-up, over the 14,000
-//!   operations between them. A reading caught high or low (a buffer in
-//!   use at that instant, memory freed and not yet given back) cannot move
-//!   a median; a leak moves every reading after it, and a steady leak of
-//!   B bytes per operation reads B.
-//! - allocator noise: the broker's allocator takes memory in pages of up
-//!   to 512 KiB, so a flat workload can still step up once: 37 bytes per
-//!   operation over 14,000. Today's broker read -3 to +3 bytes per
-//!   operation over the seven workloads under scripts/loaded.sh, and -11
-//!   to +13 in four earlier runs; binary-fetch read up to 33 while it
-//!   asked for 64 KiB per fetch (its readings moved by 0.5 MiB levels),
-//!   which is why it asks for 4 KiB.
-//! - leaks: the broker before 3991e12 (a Watermark waiter kept per wait
-//!   that ended, shard.shutdown's included) read 141 (binary-fetch,
-//!   binary-produce) to 421 (binary-long-poll-timeout) bytes per
-//!   operation, and fails the first four tests below; issue 19 measured 98 to
-//!   530. 50 is crossed by a leak of 100 with 50 to spare, and not by
-//!   the noise: 37 to spare over the worst reading of a flat workload
-//!   with these settings, 13 over one 512 KiB step. It is also under the
-//!   issue's "flat" line (512 KiB per 10,000 operations, 52 bytes).
-//! - groups: the broker before the groups log kept 126 bytes per group
-//!   created and deleted (its lock, never removed) and 848 per new group
-//!   name (each kept, with a file of its own) in the full soak; the two
-//!   group tests below fail on it. es-bench starts every broker with
-//!   `--groups-max` [`WARMUP_OPS`], so group-commit-new fills the broker
-//!   to its limit during the warm-up and every measured commit is refused
-//!   (`too_many_groups`): what is asserted is that a broker at its limit
-//!   keeps nothing more, and that exactly the commits past the limit were
-//!   refused. What a group costs until then is in docs/benchmarks.md.
-//!
-//! Cost: a debug broker spends about 1.2 ms of CPU per operation, so the
-//! 210,000 operations here take about 3 minutes under scripts/loaded.sh
-//! (two test threads, four es-bench runs); fewer could not tell
-//! a leak of 100 bytes per operation from one allocator page (with 3,000
-//! of warm-up and 12,000 measured, binary-fetch read 50 and 62: its last
-//! warm-up step fell inside the measurement). The group workloads wait
-//! for an fsync per commit and per delete, shared by the 8 connections.
-//!
-//! Every workload of the full soak is asserted here. Before this
-//! session's fixes three were not flat (docs/benchmarks.md, "Memory under
-//! churn (soak)"; release broker at 68bd7e6): group-commit-new kept 848
-//! bytes per new group name (and a file each), group-create-delete 126
-//! bytes per group deleted, producer-init 145 bytes per id (every id kept
-//! on every shard and in the registry, rewritten whole at each one).
+//! A workload fails above [`LIMIT_BYTES_PER_OP`] = 50 bytes per operation
+//! after the warm-up (the difference of the medians of the first and last
+//! thirds of the readings, over the operations between them): crossed by
+//! a leak of 100 bytes per operation, not by the allocator's noise, and
+//! under the full soak's "flat" line (512 KiB per 10,000 operations).
+//! es-bench starts every broker with `--groups-max` [`WARMUP_OPS`], so
+//! group-commit-new fills the broker to its limit during the warm-up and
+//! every measured commit is refused (`too_many_groups`): what is asserted
+//! is that a broker at its limit keeps nothing more, and that exactly the
+//! commits past the limit were refused. Every workload of the full soak is
+//! asserted here. The readings behind the limit and the run's length, and
+//! the leaks it catches: docs/design/soak.md.
 
 #[path = "../../broker/tests/common/broker_bin.rs"]
 mod broker_bin;
@@ -70,13 +30,13 @@ use broker_bin::broker_bin;
 use serde_json::Value;
 
 /// Growth per operation after the warm-up above which a workload fails
-/// (the reasoning is at the top of this file).
+/// (the top of this file; the readings behind it in docs/design/soak.md).
 const LIMIT_BYTES_PER_OP: f64 = 50.0;
 /// Descriptors gained per operation above which a workload fails: one
 /// per 1,000 operations would be 20 kept over the run.
 const LIMIT_FDS_PER_OP: f64 = 0.001;
-/// As the full soak's: a fetch's buffers were still stepping up 7,000
-/// operations in (by 1.25 MiB once).
+/// As the full soak's: long enough for a fetch's buffers to stop stepping
+/// up (docs/design/soak.md).
 const WARMUP_OPS: u64 = 10_000;
 const MEASURED_OPS: u64 = 20_000;
 const SAMPLE_EVERY: u64 = 1_000;

@@ -234,8 +234,8 @@ pub enum LogFormat {
 }
 
 /// Default of `--spin-before-park-us`: waking a parked thread costs far
-/// more than a forwarded request or an fsync completion takes (~200 us
-/// against ~35 us per forwarded request, measured here).
+/// more than a forwarded request or an fsync completion takes
+/// (docs/design/spin-before-park.md).
 pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
 /// Longest spin allowed: past a second, a shard might as well never park.
 pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;

@@ -2,8 +2,8 @@
 //! appends of 1 MiB, each followed by fdatasync, through glommio's
 //! `DmaFile` (io_uring), with the write, the sync and the whole append
 //! timed separately. Compare with `es-bench disk --rate R`, which does the
-//! same with blocking calls in a thread per writer (docs/benchmarks.md,
-//! "Tried and not kept").
+//! same with blocking calls in a thread per writer (what it found:
+//! docs/design/disk-threads.md).
 //!
 //! ```text
 //! cargo run --release -p es-storage --example write_probe -- MODE DIR [EXECUTORS] [STEP_BYTES]

@@ -4,9 +4,8 @@
 //! owns its partition.
 //!
 //! A direct write needs page-aligned memory, so a batch in an ordinary
-//! buffer is copied into one before it is written: for a 1 MiB batch that
-//! copy cost the shard about 0.1-0.2 ms of every request
-//! (docs/benchmarks.md, "Block 1's fixed cost per request"). A batch
+//! buffer is copied into one before it is written, a copy in series before
+//! every write (what it cost: docs/design/paged-batches.md). A batch
 //! received into page-aligned memory, starting at the offset within a page
 //! where the partition's log ended when it began to arrive, lies in memory
 //! exactly as it will lie in the file's pages: if it is placed where
@@ -320,10 +319,10 @@ impl ReceivingBatch {
 
 /// The batch format's checksum (`batch::checksum`: CRC-32 of bytes
 /// `[0, 12)` and `[16, len)`, the stored checksum's own 4 bytes left out)
-/// of a batch's bytes as they arrive in order. Checking a received 1 MiB
-/// batch read all of it again after its last byte, about 40-50 us on the
-/// request's path (docs/benchmarks.md); summed as it arrives, the last
-/// read's bytes are all that is left to sum then.
+/// of a batch's bytes as they arrive in order. Checking a received batch
+/// read all of it again after its last byte, on the request's path
+/// (docs/design/paged-batches.md); summed as it arrives, the last read's
+/// bytes are all that is left to sum then.
 #[derive(Default)]
 struct ReceivingChecksum {
     hasher: crc32fast::Hasher,

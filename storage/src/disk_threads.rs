@@ -3,12 +3,11 @@
 //!
 //! Through io_uring, a direct write that grows the file and every
 //! fdatasync are handed to the kernel's io-wq workers, which run them on
-//! the shard's core and wake the shard at the end; here that made paced
-//! 1 MiB appends + fdatasync slower and far less steady (p99 9-375 ms)
-//! than the same calls made blocking from a thread of their own (p99
-//! 2.2-7.4 ms: `storage/examples/write_probe.rs`, docs/storage.md "Disk
-//! threads"). So a shard may start a few threads
-//! that make exactly those calls: the shard queues a job (a page-aligned
+//! the shard's core and wake the shard at the end: slower and far less
+//! steady than the same calls made blocking from a thread of their own
+//! (`storage/examples/write_probe.rs`; docs/storage.md "Disk threads", the
+//! measurements in docs/design/disk-threads.md). So a shard may start a
+//! few threads that make exactly those calls: the shard queues a job (a page-aligned
 //! buffer and a position, or a sync) without blocking, a thread makes the
 //! blocking call, and the job's answer wakes the shard's waiting task.
 //! A write may ask for a sync right after it ([`DiskThreads::write_then_sync`]):
@@ -47,9 +46,8 @@ use crate::recent::PAGE_BYTES;
 /// Default most disk threads per shard: at most this many writes and
 /// fsyncs of a shard run at once (more wait their turn, in order). A busy
 /// partition has one write and one fsync in flight, so 16 serve 8 busy
-/// partitions per shard without waiting; with 16 busy partitions per
-/// shard, 16 threads took 8-15% more than 4 here (docs/benchmarks.md).
-/// Threads start as jobs need them.
+/// partitions per shard without waiting (the counts measured:
+/// docs/design/disk-threads.md). Threads start as jobs need them.
 pub const DISK_THREADS_DEFAULT: usize = 16;
 
 /// Most disk threads a shard may start: beyond this the disk, not the
@@ -81,11 +79,9 @@ thread_local! {
 /// Default time slice a disk thread asks the scheduler for
 /// (`thread_slice.rs`): a disk thread runs for microseconds each time it
 /// is woken (it makes a blocking write or fdatasync and sleeps in it), and
-/// with the kernel's default slice (1.4 ms on the two-core machine of
-/// docs/benchmarks.md) it waited for a spinning shard's slice to end
-/// before it could start a job: over 0.5 ms for 1.1-2.7% of jobs,
-/// 0.03-0.2% with this slice, across the runs measured
-/// (`es_disk_thread_wait_seconds`).
+/// with the kernel's default slice (1.4 ms on two cores) it waited for a
+/// spinning shard's slice to end before it could start a job
+/// (`es_disk_thread_wait_seconds`; measured in docs/design/disk-threads.md).
 pub const DISK_THREAD_SLICE_US_DEFAULT: u64 = 100;
 
 /// Gives this shard (the calling thread) up to `count` disk threads, named

@@ -57,9 +57,8 @@ use crate::Offset;
 /// Whole pages of a batch that must have arrived before the early write
 /// issues them. Every write that grows a file costs the filesystem a
 /// metadata update (ext4 here), so a few large writes beat many small
-/// ones: with 128 KiB a 1 MiB batch over loopback went 8% slower than
-/// without early writes; with 512 KiB it is even there, and 10% faster
-/// over a 10 Gbit/s link (docs/benchmarks.md, "Early writes").
+/// ones (128 KiB was measured slower than no early writes over loopback,
+/// 512 KiB not: docs/design/early-writes.md).
 pub const EARLY_WRITE_CHUNK_BYTES: usize = 512 << 10;
 
 /// Names one early write, so a request that carries its batch by value

@@ -2,16 +2,13 @@
 //!
 //! Unlinking a large file frees all its blocks in one go, and the
 //! filesystem's journal commit that follows (with online discard, the TRIM
-//! of every freed extent) holds up every fsync on the disk meanwhile. On the
-//! machines we measured (ext4 mounted with `discard`, a virtio disk),
-//! retention unlinking one 64 MiB segment held produce acknowledgements up
-//! to ~100 ms: producers at half the disk's rate saw their p99 go from
-//! 7-15 ms to 70-100 ms. So a segment that has already left the log (its
-//! `.log` renamed to `.log.deleting` and the directory fsynced) is shrunk
-//! from its end `RECLAIM_STEP_BYTES` at a time, with a short pause between
-//! steps, and only then unlinked (RocksDB deletes large files in chunks for
-//! the same reason). With 1 MiB steps the same producers kept a p99 of
-//! 8-26 ms in 16 runs of 18 (docs/benchmarks.md).
+//! of every freed extent) holds up every fsync on the disk meanwhile, and
+//! with it every produce acknowledgement. So a segment that has already
+//! left the log (its `.log` renamed to `.log.deleting` and the directory
+//! fsynced) is shrunk from its end `RECLAIM_STEP_BYTES` at a time, with a
+//! short pause between steps, and only then unlinked (RocksDB deletes
+//! large files in chunks for the same reason). What it was measured to
+//! save: docs/design/stepwise-reclaim.md.
 //!
 //! A crash part-way leaves a `.deleting` file, which the next open removes
 //! (`swap::recover`): nothing reads it, it is not a segment.

@@ -12,10 +12,9 @@
 //! before 6.12 accept the call and keep their default.
 //!
 //! A shard that spins before it parks (`--spin-before-park-us`) is such a
-//! running task: on the two-core machine of docs/benchmarks.md, 1.1-2.7%
-//! of disk-thread jobs waited over 0.5 ms for their thread with the
-//! default slice, 0.03-0.2% with 100 us, across the runs measured
-//! (docs/storage.md, "Disk threads").
+//! running task: with the default slice, disk-thread jobs waited for it to
+//! run out its slice (docs/storage.md, "Disk threads"; the measurements:
+//! docs/design/disk-threads.md).
 
 use std::io;
 

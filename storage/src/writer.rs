@@ -5,9 +5,9 @@
 //! **Direct** (the default): the file is opened a second time with
 //! `O_DIRECT` and written page by page from memory the log owns, so the
 //! kernel neither copies the bytes into its page cache nor allocates pages
-//! for them: on the machines we measured, that copy into fresh pages cost
-//! more CPU than everything else a produce does, and capped the disk at a
-//! third of what it takes (docs/benchmarks.md). Direct writes must start and
+//! for them: that copy into fresh pages cost more CPU than everything else
+//! a produce does, and capped what the disk takes
+//! (docs/design/direct-writes.md). Direct writes must start and
 //! end on page boundaries, so each write begins at the page holding the end
 //! of the log, rewriting that page's bytes (from [`RecentWrites`]) ahead of
 //! the new ones, and pads its last page with zeros. The file's length is
@@ -52,8 +52,8 @@ use crate::{Result, StorageError};
 
 /// Largest single direct write: bigger writes go in pieces of this size, so
 /// the aligned staging buffer of a write stays bounded however many appends
-/// a write coalesced. 2 MiB reaches the disk's full speed here (one 1 MiB
-/// write + fdatasync already does: docs/benchmarks.md).
+/// a write coalesced. 2 MiB reaches the disk's full speed (one 1 MiB
+/// write + fdatasync already does: docs/design/direct-writes.md).
 pub const DIRECT_WRITE_BYTES_MAX: usize = 2 << 20;
 
 /// The write side of an active segment (see the module doc).
