@@ -73,6 +73,7 @@ impl LoopFs {
         let path = CString::new(self.mount.as_os_str().as_bytes()).expect("a path without NUL");
         // SAFETY: statvfs fills `out`, a plain C struct, from a valid path.
         let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is NUL-terminated and `out` is ours to fill.
         let rc = unsafe { libc::statvfs(path.as_ptr(), &mut out) };
         assert_eq!(rc, 0, "statvfs {}", self.mount.display());
         out.f_bavail as u64 * out.f_frsize as u64

@@ -139,21 +139,25 @@ mod tests {
         assert_eq!(read_cached(&f, 200_000, 100, &mut Vec::new()), 0);
     }
 
+    /// A read from a file partly dropped from the page cache returns a
+    /// correct prefix of it, never bytes from elsewhere; `read_exact` reads
+    /// the rest through io_uring, whole and in order. Where the prefix ends
+    /// is not asserted: a `RWF_NOWAIT` miss may start a readahead that
+    /// completes before the kernel checks the page again (more likely on a
+    /// loaded machine, where the reader is preempted), so the kernel does
+    /// not promise to stop at the first page that was not cached.
     #[test]
-    fn stops_at_the_first_page_not_cached_and_read_exact_reads_the_rest() {
+    fn a_partly_cached_file_reads_a_correct_prefix_and_read_exact_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let path = file_with_hole(dir.path());
         let f = File::open(&path).unwrap(); // blocking-ok: test setup, off the executor
-                                            // Where the cache ends, as the kernel says: dropping pages is
-                                            // advice, and under memory pressure more (or, rarely, fewer) pages
-                                            // than the hole may be gone.
-        let uncached = first_uncached(&f, FILE_BYTES).expect("some page of the hole was dropped");
+        assert!(
+            first_uncached(&f, FILE_BYTES).is_some(),
+            "some page of the hole was dropped"
+        );
         let mut out = Vec::new();
         let got = read_cached(&f, 0, FILE_BYTES, &mut out);
-        assert!(
-            got <= uncached,
-            "stopped at the first page not cached ({uncached}): {got}"
-        );
+        assert!(got <= FILE_BYTES, "read {got} bytes of a {FILE_BYTES}-byte file");
         assert_eq!(out, &data()[..got]);
         drop(f);
         // The same read through `read_exact`: the cached part, then the

@@ -22,6 +22,9 @@ const FILE_LIMIT_BYTES: u64 = 64 << 10;
 #[ignore = "run by a_failed_write_poisons_the_partition as a child process"]
 fn poison_child() {
     let dir = std::env::var(CHILD_DIR_ENV).expect("set by the parent test");
+    // SAFETY: plain libc calls on process-wide settings of this child test
+    // process (a signal's disposition, its file size limit), with a struct
+    // that lives across the call.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         let lim = libc::rlimit {

@@ -96,6 +96,8 @@ impl<S: AsyncRead + Unpin> hyper::rt::Read for HyperIo<S> {
                 Poll::Pending => return Poll::Pending,
             }
         };
+        // SAFETY: `poll_read` wrote `n` bytes into the slice handed out
+        // above, all of it initialized.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }
