@@ -144,6 +144,7 @@ struct Sleep(glommio::timer::Timer);
 // the connection future that created it, and that future holds a glommio
 // socket, which is `!Send`: it never leaves its shard's thread.
 unsafe impl Send for Sleep {}
+// SAFETY: as for `Send`: it is only ever touched on its shard's thread.
 unsafe impl Sync for Sleep {}
 
 impl Future for Sleep {
