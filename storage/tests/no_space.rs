@@ -123,7 +123,10 @@ fn a_close_waits_for_a_refused_write_and_seals_the_log() {
             expect(&mut model, &b);
             log.arm_no_space(Some(NoSpaceAt::SegmentWrite));
             let placed: Vec<Appended> = (1..4)
-                .map(|i| log.append_placed(&batch(i, 700), ProducerStamp::NONE).unwrap())
+                .map(|i| {
+                    log.append_placed(&batch(i, 700), ProducerStamp::NONE)
+                        .unwrap_or_else(|e| panic!("batch {i} ({what}): {e:?}, rewinds {}", log.rewinds()))
+                })
                 .collect();
             log.close()
                 .await
