@@ -628,6 +628,10 @@ impl PartitionLog {
         let start_writer = !std::mem::replace(&mut inner.writer_running, true);
         drop(inner);
         if start_writer {
+            // glommio runs a task it spawns at once, up to its first await:
+            // the write loop may start (and, on an error it meets without
+            // waiting, begin a rewind) before this returns. Nothing of
+            // `inner` is borrowed here.
             glommio::spawn_local(write_loop(shared.clone())).detach();
         }
         Ok(Appended {

@@ -122,12 +122,13 @@ fn a_close_waits_for_a_refused_write_and_seals_the_log() {
             log.append_durable(&b, ProducerStamp::NONE).await.unwrap();
             expect(&mut model, &b);
             log.arm_no_space(Some(NoSpaceAt::SegmentWrite));
-            // Batches 2 and 3 may already be refused at placement: under
-            // load (make test-loaded, 2 disk threads) batch 1's write was
-            // seen failing, and its rewind under way, before batch 2 was
-            // placed, though no await lies between the placements (not
-            // explained yet: see the issue notes). A refusal then is what
-            // a rewind promises; what this test holds the log to is below.
+            // Batches 2 and 3 may already be refused at placement: glommio
+            // 0.9's `spawn_local` runs the new task at once, up to its first
+            // await (`spawn_and_run`), so batch 1's `append_placed` starts
+            // the write loop, and with disk threads the injected no-space
+            // can fail batch 1's write, and start its rewind, before
+            // `append_placed` returns. A refusal then is what a rewind
+            // promises; what this test holds the log to is below.
             let mut placed: Vec<Appended> = Vec::new();
             for i in 1..4 {
                 match log.append_placed(&batch(i, 700), ProducerStamp::NONE) {
