@@ -61,7 +61,7 @@ fn config_path(args: &[OsString]) -> Option<PathBuf> {
 /// The file's keys as (clap argument id, value), each key checked to be a
 /// flag.
 fn file_values(command: &clap::Command, path: &Path) -> Result<Vec<(String, String)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--config {}: {e}", path.display()))?; // blocking-ok: start-up, before the executors run
     parse_file(command, &text).map_err(|e| format!("--config {}: {e}", path.display()))
 }
 

@@ -165,6 +165,7 @@ mod tests {
     fn ends_connect_across_executors_and_carry_messages() {
         let shards = 3;
         let ends = std::sync::Arc::new(std::sync::Mutex::new(
+            // blocking-ok: a test
             build::<(ShardId, u64)>(shards, 4)
                 .into_iter()
                 .map(Some)

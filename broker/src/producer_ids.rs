@@ -474,7 +474,7 @@ mod tests {
     use super::*;
 
     fn file(dir: &Path) -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(dir.join("producers").join(FILE)).expect("registry"))
+        serde_json::from_slice(&std::fs::read(dir.join("producers").join(FILE)).expect("registry")) // blocking-ok: a test
             .expect("json")
     }
 
@@ -523,8 +523,9 @@ mod tests {
     fn a_registry_of_the_earlier_format_is_read() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
-        std::fs::create_dir_all(dir.join("producers")).unwrap(); // test setup
+        std::fs::create_dir_all(dir.join("producers")).unwrap(); // blocking-ok: test setup
         std::fs::write(
+            // blocking-ok: a test
             dir.join("producers").join(FILE),
             br#"{"next_id": 3, "epochs": {"0": 2, "1": 0, "2": 0}}"#,
         )

@@ -58,9 +58,10 @@ pub fn run(
         PoolPlacement::Unbound(shards)
     };
     let meshes = Arc::new(std::sync::Mutex::new(crate::mesh::build::<Envelope>(
+        // blocking-ok: on the main thread before the executors run
         shards,
         MESH_CHANNEL_DEPTH,
-    ))); // blocking-ok: taken once per shard at thread start, before its executor runs
+    ))); // taken once per shard at thread start, before its executor runs
     let shards_state = state.clone();
     let groups = Arc::new(groups);
     let handles = LocalExecutorPoolBuilder::new(placement)

@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(synced, vec![leaf.clone()]);
 
         // A file in the way is an error, not a silent success.
-        std::fs::write(root.join("f"), b"").unwrap();
+        std::fs::write(root.join("f"), b"").unwrap(); // blocking-ok: a test
         assert!(create_dir_all_durable(&root.join("f").join("g")).is_err());
     }
 
