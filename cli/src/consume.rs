@@ -25,15 +25,7 @@ use crate::session::Session;
 use crate::time::{looks_like_seconds, to_rfc3339};
 use crate::timeseek;
 
-/// Records per fetch: the most the broker gives; `max_bytes` bounds the page.
-pub const RECORDS_PER_FETCH: u64 = 10_000;
-/// Bytes per fetch: 1 MiB, less with many partitions so that a round (or
-/// every follower at once) holds at most about 32 MiB.
-const FETCH_BYTES_MAX: u64 = 1 << 20;
-const FETCH_BYTES_MIN: u64 = 64 << 10;
-const ROUND_BYTES: u64 = 32 << 20;
-/// How long one long-poll waits at the high watermark (`--follow`).
-const FOLLOW_WAIT_MS: u32 = 10_000;
+use crate::limits::{FETCH_BYTES_MAX, FETCH_BYTES_MIN, FETCH_RECORDS_MAX, FETCH_ROUND_BYTES_MAX, FOLLOW_WAIT_MS};
 
 /// Where one partition's reading stands.
 #[derive(Clone, Debug)]
@@ -45,7 +37,7 @@ struct Cursor {
 
 /// Bytes per fetch when `partitions` are fetched at once.
 pub fn fetch_bytes(partitions: usize) -> u32 {
-    (ROUND_BYTES / partitions.max(1) as u64).clamp(FETCH_BYTES_MIN, FETCH_BYTES_MAX) as u32
+    (FETCH_ROUND_BYTES_MAX / partitions.max(1) as u64).clamp(FETCH_BYTES_MIN, FETCH_BYTES_MAX) as u32
 }
 
 pub fn run(global: &Global, args: ConsumeArgs) -> Result<()> {
@@ -133,7 +125,7 @@ impl Reader<'_> {
             topic: self.topic.to_string(),
             partition: c.partition,
             offset: c.offset,
-            max_records: max_records.clamp(1, RECORDS_PER_FETCH) as u32,
+            max_records: max_records.clamp(1, FETCH_RECORDS_MAX) as u32,
             max_bytes: self.max_bytes,
             wait_ms,
         }
@@ -160,7 +152,7 @@ impl Reader<'_> {
     /// Reads until every partition is caught up or `--max` is reached.
     fn catch_up(&self, mut cursors: Vec<Cursor>, printer: &mut Printer) -> Result<()> {
         while !cursors.is_empty() && !printer.done() {
-            let wanted = printer.wanted(RECORDS_PER_FETCH);
+            let wanted = printer.wanted(FETCH_RECORDS_MAX);
             let mut pending = Vec::with_capacity(cursors.len());
             for c in &cursors {
                 let req = Request::Fetch(self.fetch_request(c, wanted, 0));
@@ -198,7 +190,7 @@ impl Reader<'_> {
         for c in cursors {
             let tx = tx.clone();
             let client: Arc<Client> = self.session.client.clone();
-            let first = self.fetch_request(&c, RECORDS_PER_FETCH, FOLLOW_WAIT_MS);
+            let first = self.fetch_request(&c, FETCH_RECORDS_MAX, FOLLOW_WAIT_MS);
             std::thread::Builder::new()
                 .name(format!("es-follow-{}", c.partition))
                 .stack_size(256 << 10)

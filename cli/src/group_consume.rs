@@ -33,7 +33,8 @@ use es_protocol::requests::fetch::Fetch;
 use es_protocol::{Request, Response};
 
 use crate::args::{ConsumeArgs, Global};
-use crate::consume::{fetch_bytes, stuck, unexpected, RECORDS_PER_FETCH};
+use crate::consume::{fetch_bytes, stuck, unexpected};
+use crate::limits::{FETCH_RECORDS_MAX, GROUP_FOLLOW_WAIT_MS};
 use crate::error::{code, group_error, CliError, Result};
 use crate::heartbeat::{Heartbeats, News};
 use crate::member::{is_lost, is_rebalanced, Assignment, Member};
@@ -41,9 +42,6 @@ use crate::output::note;
 use crate::printer::Printer;
 use crate::session::Session;
 
-/// How long one long-poll waits with `--follow`: short, so that a
-/// rebalance or a signal is noticed within about a second.
-const FOLLOW_WAIT_MS: u32 = 1_000;
 
 /// Where the group member stands in one of its partitions.
 #[derive(Clone, Debug, PartialEq)]
@@ -246,7 +244,7 @@ impl GroupConsumer<'_> {
         if targets.is_empty() {
             if follow {
                 // No partitions (more members than partitions): wait for a rebalance.
-                std::thread::sleep(Duration::from_millis(u64::from(FOLLOW_WAIT_MS)));
+                std::thread::sleep(Duration::from_millis(u64::from(GROUP_FOLLOW_WAIT_MS)));
             }
             return Ok(follow);
         }
@@ -258,7 +256,7 @@ impl GroupConsumer<'_> {
             .client
             .send(&self.member.heartbeat_request(&self.assignment.member_id))
             .map_err(|e| self.error(e))?;
-        let max_records = printer.wanted(RECORDS_PER_FETCH).clamp(1, RECORDS_PER_FETCH) as u32;
+        let max_records = printer.wanted(FETCH_RECORDS_MAX).clamp(1, FETCH_RECORDS_MAX) as u32;
         let max_bytes = fetch_bytes(targets.len());
         let mut pending = Vec::with_capacity(targets.len());
         for &(partition, offset) in &targets {
@@ -268,7 +266,7 @@ impl GroupConsumer<'_> {
                 offset: Some(offset),
                 max_records,
                 max_bytes,
-                wait_ms: if follow { FOLLOW_WAIT_MS } else { 0 },
+                wait_ms: if follow { GROUP_FOLLOW_WAIT_MS } else { 0 },
             };
             let sent = self.session.client.send(&Request::Fetch(fetch));
             pending.push((partition, sent.map_err(|e| self.error(e))?));

@@ -34,14 +34,13 @@ use es_protocol::Request;
 
 use crate::error::is_transient;
 use crate::link::{Answer, Link};
+use crate::limits::{
+    PARTITION_BATCHES_INFLIGHT_MAX, RECONNECT_ATTEMPTS_MAX, RECONNECT_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_MAX_MS,
+};
 use crate::partitioner::Partitioner;
 
-/// Reconnect attempts in a row before giving up.
-pub const RECONNECT_ATTEMPTS: u32 = 10;
-const BACKOFF_FIRST: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// Unacknowledged batches per partition: the broker's window.
-pub const PARTITION_IN_FLIGHT_MAX: usize = 5;
+const BACKOFF_FIRST: Duration = Duration::from_millis(RECONNECT_BACKOFF_FIRST_MS);
+const BACKOFF_MAX: Duration = Duration::from_millis(RECONNECT_BACKOFF_MAX_MS);
 /// Bytes counted per record besides its key and value (as the plain producer does).
 const RECORD_COST_BYTES: usize = 20;
 
@@ -210,7 +209,7 @@ impl<L: Link> IdempotentProducer<L> {
         }
         self.partitioner.batch_sent(partition);
         while self.unacked.len() >= self.settings.max_in_flight
-            || self.unacked.iter().filter(|b| b.partition == partition).count() >= PARTITION_IN_FLIGHT_MAX
+            || self.unacked.iter().filter(|b| b.partition == partition).count() >= PARTITION_BATCHES_INFLIGHT_MAX
         {
             self.collect_front()?;
         }
@@ -321,7 +320,7 @@ impl<L: Link> IdempotentProducer<L> {
                 return Ok(());
             }
             self.attempts += 1;
-            if self.attempts > RECONNECT_ATTEMPTS {
+            if self.attempts > RECONNECT_ATTEMPTS_MAX {
                 return Err(last);
             }
             self.link.pause(backoff(self.attempts));
@@ -486,7 +485,7 @@ mod tests {
             let base = log.len() as u64;
             log.extend(ip.produce.records.iter().map(|r| r.value.clone()));
             window.push_back((ip.sequence, n, base));
-            if window.len() > PARTITION_IN_FLIGHT_MAX {
+            if window.len() > PARTITION_BATCHES_INFLIGHT_MAX {
                 window.pop_front();
             }
             Ok((0..n as u64).map(|k| (p, base + k)).collect())
@@ -641,7 +640,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_100ms_to_5s() {
-        let waits: Vec<u64> = (1..=RECONNECT_ATTEMPTS)
+        let waits: Vec<u64> = (1..=RECONNECT_ATTEMPTS_MAX)
             .map(|a| backoff(a).as_millis() as u64)
             .collect();
         assert_eq!(
@@ -764,8 +763,8 @@ mod tests {
         p.send(record(0, "a")).expect("send");
         let err = p.flush().expect_err("no broker to reconnect to");
         assert!(matches!(err, ClientError::Io(_)), "{err:?}");
-        assert_eq!(b.borrow().reconnects, RECONNECT_ATTEMPTS);
-        assert_eq!(b.borrow().pauses.len(), RECONNECT_ATTEMPTS as usize);
+        assert_eq!(b.borrow().reconnects, RECONNECT_ATTEMPTS_MAX);
+        assert_eq!(b.borrow().pauses.len(), RECONNECT_ATTEMPTS_MAX as usize);
     }
 
     #[test]
@@ -835,7 +834,7 @@ mod tests {
         }
         let acks = p.flush().expect("flush");
         assert_eq!(acks.len(), 40);
-        assert_eq!(b.borrow().most_outstanding, PARTITION_IN_FLIGHT_MAX);
+        assert_eq!(b.borrow().most_outstanding, PARTITION_BATCHES_INFLIGHT_MAX);
         assert_eq!(values(&b, 0).len(), 30);
         assert_eq!(values(&b, 1).len(), 10);
     }

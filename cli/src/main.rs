@@ -14,6 +14,7 @@
 //! - `topic_info`, `config_value`: reading describe answers, `key=value` entries
 //! - `output`, `encoding`: tables, JSON lines, base64
 //! - `error`: messages that say what to do (and their codes, for `--json`)
+//! - `limits`: every bound the command keeps, and their relations
 //! - `addr`: `--broker HOST:PORT` checked before connecting
 //! - `time`, `timeseek`: `es consume --from-time` (parsing, and finding the
 //!   start of each partition)
@@ -30,6 +31,7 @@ mod group;
 mod group_consume;
 mod heartbeat;
 mod idempotent;
+mod limits;
 mod link;
 mod member;
 mod output;

@@ -18,22 +18,19 @@ use es_protocol::HEADER_BYTES;
 use crate::acks::Acks;
 use crate::args::{Global, ProduceArgs};
 use crate::error::{code, is_transient, request_error, CliError, Result};
-use crate::idempotent::{IdempotentProducer, Settings, RECONNECT_ATTEMPTS};
+use crate::idempotent::{IdempotentProducer, Settings};
+use crate::limits::{
+    PRODUCE_BATCHES_INFLIGHT_MAX, PRODUCE_BATCH_BYTES_MAX, PRODUCE_FLUSH_RECORDS_MAX, PRODUCE_LINGER_MS,
+    RECONNECT_ATTEMPTS_MAX,
+};
+
+/// Send a batch once its first record waited this long (see `limits`).
+const LINGER: Duration = Duration::from_millis(PRODUCE_LINGER_MS);
 use crate::link::ClientLink;
 use crate::output::{note, plural};
 use crate::partitioner::Partitioner;
 use crate::session::Session;
 
-/// Send a batch once this much is buffered (or less, under a small frame limit).
-const BATCH_BYTES: usize = 1 << 20;
-/// Send a batch once its first record waited this long; also how long
-/// stdin may stay quiet before what is buffered is flushed.
-const LINGER: Duration = Duration::from_millis(10);
-/// Batches awaiting their acks.
-const BATCHES_IN_FLIGHT: usize = 8;
-/// Flush (and report) at least every this many records, so that the acks
-/// kept in memory stay bounded on endless input.
-const FLUSH_EVERY_RECORDS: u64 = 1 << 20;
 /// What an idempotent request adds to a plain one: producer id, epoch, sequence.
 const PRODUCER_FIELDS_BYTES: usize = 8 + 2 + 4;
 
@@ -53,7 +50,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
         }
     }
     let frame_max = session.frame_bytes_max();
-    let batch_bytes = BATCH_BYTES.min(frame_max / 2).max(1);
+    let batch_bytes = PRODUCE_BATCH_BYTES_MAX.min(frame_max / 2).max(1);
     let idempotent = !args.no_idempotence;
     let mut producer = if idempotent {
         let partitions = u32::try_from(info.partitions.len())
@@ -68,7 +65,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
         let settings = Settings {
             batch_bytes,
             linger: LINGER,
-            max_in_flight: BATCHES_IN_FLIGHT,
+            max_in_flight: PRODUCE_BATCHES_INFLIGHT_MAX,
         };
         let link = ClientLink::new(&session);
         let partitioner = Partitioner::new(partitions, keyless_start());
@@ -81,7 +78,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
             &args.topic,
             batch_bytes,
             LINGER,
-            BATCHES_IN_FLIGHT,
+            PRODUCE_BATCHES_INFLIGHT_MAX,
         ))
     };
     let interactive = io::stdin().is_terminal();
@@ -155,7 +152,7 @@ pub fn run(global: &Global, mut args: ProduceArgs) -> Result<()> {
             return Err(flusher.error(e, &acks));
         }
         flusher.unflushed += 1;
-        if interactive || flusher.unflushed >= FLUSH_EVERY_RECORDS {
+        if interactive || flusher.unflushed >= PRODUCE_FLUSH_RECORDS_MAX {
             flusher.flush(&mut producer, &mut acks)?;
         }
     }
@@ -232,7 +229,7 @@ impl Flusher<'_> {
         // The idempotent producer only gives up on a lost connection after
         // its reconnect attempts.
         let gave_up = if self.idempotent && is_transient(&e) {
-            format!(" Gave up after {RECONNECT_ATTEMPTS} reconnect attempts.")
+            format!(" Gave up after {RECONNECT_ATTEMPTS_MAX} reconnect attempts.")
         } else {
             String::new()
         };
