@@ -1,7 +1,7 @@
 //! `BatchBuilder`: one batch built record by record (a producer's side of
 //! ProduceBatch), in its final buffer.
 
-use crate::encode::{header_bytes, put_record, seal};
+use crate::encode::Draft;
 use crate::layout::HEADER_BYTES;
 use crate::{Offset, ProducerStamp};
 
@@ -11,9 +11,7 @@ use crate::{Offset, ProducerStamp};
 pub struct BatchBuilder {
     /// `HEADER_BYTES` of room for the header, then the records.
     buf: Vec<u8>,
-    count: u32,
-    first_ts: i64,
-    max_ts: i64,
+    draft: Draft,
 }
 
 impl Default for BatchBuilder {
@@ -25,27 +23,18 @@ impl Default for BatchBuilder {
 impl BatchBuilder {
     /// A builder whose buffer holds `bytes` of records before growing.
     pub fn with_capacity(bytes: usize) -> BatchBuilder {
-        let mut buf = Vec::with_capacity(HEADER_BYTES + bytes);
-        buf.resize(HEADER_BYTES, 0);
-        BatchBuilder {
-            buf,
-            count: 0,
-            first_ts: 0,
-            max_ts: i64::MIN,
-        }
+        let mut buf = Vec::new();
+        let draft = Draft::begin(&mut buf, HEADER_BYTES + bytes);
+        BatchBuilder { buf, draft }
     }
 
     pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp_ms: i64) {
-        if self.count == 0 {
-            self.first_ts = timestamp_ms;
-        }
-        self.max_ts = self.max_ts.max(timestamp_ms);
-        put_record(&mut self.buf, self.count, timestamp_ms, key, value);
-        self.count += 1;
+        let delta = self.draft.count;
+        self.draft.push(&mut self.buf, delta, timestamp_ms, key, value);
     }
 
     pub fn record_count(&self) -> u32 {
-        self.count
+        self.draft.count
     }
 
     /// Bytes of the batch so far, header included.
@@ -56,8 +45,10 @@ impl BatchBuilder {
     /// The batch at `base_offset`, stamped with an idempotent producer's
     /// `(producer_id, epoch, base_sequence)` or none; `None` if no record
     /// was pushed.
-    pub fn finish(self, base_offset: u64, producer: Option<(i64, i16, i32)>) -> Option<Vec<u8>> {
-        let last_delta = self.count.checked_sub(1)?;
+    pub fn finish(mut self, base_offset: u64, producer: Option<(i64, i16, i32)>) -> Option<Vec<u8>> {
+        if self.draft.count == 0 {
+            return None;
+        }
         let producer = producer.map_or(ProducerStamp::NONE, |(producer_id, epoch, base_sequence)| {
             ProducerStamp {
                 producer_id,
@@ -65,20 +56,7 @@ impl BatchBuilder {
                 base_sequence,
             }
         });
-        let mut b = self.buf;
-        let header = header_bytes(
-            Offset(base_offset),
-            b.len(),
-            self.count,
-            last_delta,
-            producer,
-            self.first_ts,
-            self.max_ts,
-        );
-        if let Some(room) = b.get_mut(..HEADER_BYTES) {
-            room.copy_from_slice(&header);
-        }
-        seal(&mut b);
-        Some(b)
+        self.draft.finish(&mut self.buf, Offset(base_offset), producer);
+        Some(self.buf)
     }
 }

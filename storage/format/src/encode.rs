@@ -1,11 +1,12 @@
-//! Writing batches: [`header_bytes`], [`put_record`] and [`seal`] are the
-//! one writer of each part of the layout; [`encode`] (the log's records),
-//! [`encode_kept`] (what compaction keeps), [`encode_refs`] (borrowed
-//! records) and [`BatchBuilder`](crate::batch::BatchBuilder) are built on
-//! them.
+//! Writing batches. [`Draft`] is the one writer of the layout: room for
+//! the header, then each record, then the header and checksum over them.
+//! [`encode`] (the log's records), [`encode_kept`] (what compaction keeps),
+//! [`encode_refs`] (borrowed records) and
+//! [`BatchBuilder`](crate::batch::BatchBuilder) are built on it.
 
 use crate::builder::BatchBuilder;
-use crate::layout::{BATCH_BYTES_MAX, CRC_FIELD, HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
+use crate::header::BatchHeader;
+use crate::layout::{BATCH_BYTES_MAX, CRC_FIELD, HEADER_BYTES, RECORD_OVERHEAD_BYTES};
 use crate::{Offset, ProducerStamp, Record, RecordRef, StoredRecord};
 
 /// The encoded size of a batch holding `records`.
@@ -25,26 +26,14 @@ fn record_len(key: Option<&[u8]>, value: &[u8]) -> usize {
 /// `base_offset`, appending the bytes to `out`.
 pub fn encode(base_offset: Offset, records: &[Record], producer: ProducerStamp, out: &mut Vec<u8>) {
     assert!(!records.is_empty(), "a batch holds at least one record");
-    let start = out.len();
     let len = encoded_len(records);
     assert!(len <= BATCH_BYTES_MAX, "caller checks the batch size");
-    out.reserve(len);
-    let (first_ts, max_ts) = first_and_max(records.iter().map(|r| r.timestamp_ms));
-    let count = records.len() as u32;
-    out.extend_from_slice(&header_bytes(
-        base_offset,
-        len,
-        count,
-        count - 1,
-        producer,
-        first_ts,
-        max_ts,
-    ));
+    let mut draft = Draft::begin(out, len);
     for (delta, r) in records.iter().enumerate() {
-        put_record(out, delta as u32, r.timestamp_ms, r.key.as_deref(), &r.value);
+        draft.push(out, delta as u32, r.timestamp_ms, r.key.as_deref(), &r.value);
     }
-    debug_assert_eq!(out.len() - start, len);
-    seal_from(out, start);
+    draft.finish(out, base_offset, producer);
+    debug_assert_eq!(out.len() - draft.start, len);
 }
 
 /// Re-encodes what is left of a batch after compaction: `records` (at least
@@ -58,10 +47,7 @@ pub fn encode_kept(
     producer: ProducerStamp,
     out: &mut Vec<u8>,
 ) {
-    let Some(last) = records.last() else {
-        panic!("a batch holds at least one record");
-    };
-    let start = out.len();
+    assert!(!records.is_empty(), "a batch holds at least one record");
     let len = HEADER_BYTES
         + records
             .iter()
@@ -71,33 +57,20 @@ pub fn encode_kept(
         len <= BATCH_BYTES_MAX,
         "a kept batch is no larger than the original"
     );
-    let delta = |r: &StoredRecord| -> u32 {
-        let d = r.offset.0 - base_offset.0;
-        assert!(d <= u32::MAX as u64, "a kept record stays within its batch");
-        d as u32
-    };
-    out.reserve(len);
-    let (first_ts, max_ts) = first_and_max(records.iter().map(|r| r.timestamp_ms));
-    out.extend_from_slice(&header_bytes(
-        base_offset,
-        len,
-        records.len() as u32,
-        delta(last),
-        producer,
-        first_ts,
-        max_ts,
-    ));
+    let mut draft = Draft::begin(out, len);
     let mut prev: Option<u32> = None;
     for r in records {
-        let d = delta(r);
+        let d = r.offset.0 - base_offset.0;
+        assert!(d <= u32::MAX as u64, "a kept record stays within its batch");
+        let d = d as u32;
         if let Some(p) = prev {
             assert!(d > p, "kept offsets strictly increase");
         }
         prev = Some(d);
-        put_record(out, d, r.timestamp_ms, r.key.as_deref(), &r.value);
+        draft.push(out, d, r.timestamp_ms, r.key.as_deref(), &r.value);
     }
-    debug_assert_eq!(out.len() - start, len);
-    seal_from(out, start);
+    draft.finish(out, base_offset, producer);
+    debug_assert_eq!(out.len() - draft.start, len);
 }
 
 /// Appends one batch holding `records` (offsets `base_offset`, +1, ...;
@@ -114,83 +87,88 @@ pub fn encode_refs(base_offset: u64, records: &[RecordRef<'_>], out: &mut Vec<u8
     );
 }
 
-/// The first and the largest of `timestamps` (at least one).
-fn first_and_max(mut timestamps: impl Iterator<Item = i64>) -> (i64, i64) {
-    let first = timestamps.next().expect("a batch holds at least one record");
-    (first, timestamps.fold(first, i64::max))
-}
-
-/// A batch header in the layout of `layout.rs`, its checksum field zeroed
-/// (filled by [`seal`] once the records follow).
-pub(crate) fn header_bytes(
-    base_offset: Offset,
-    len: usize,
-    count: u32,
+/// A batch being written at the end of a buffer: room for its header from
+/// `start`, then the records pushed so far, and what the header will say
+/// of them.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Draft {
+    /// Where the batch starts in the buffer.
+    pub start: usize,
+    pub count: u32,
     last_delta: u32,
-    producer: ProducerStamp,
     first_ts: i64,
     max_ts: i64,
-) -> [u8; HEADER_BYTES] {
-    let fields: [&[u8]; 11] = [
-        &base_offset.0.to_le_bytes(),
-        &(len as u32).to_le_bytes(),
-        &0u32.to_le_bytes(), // crc, filled by `seal`
-        &[MAGIC, 0],         // magic, attributes
-        &producer.epoch.to_le_bytes(),
-        &count.to_le_bytes(),
-        &last_delta.to_le_bytes(),
-        &producer.base_sequence.to_le_bytes(),
-        &first_ts.to_le_bytes(),
-        &max_ts.to_le_bytes(),
-        &producer.producer_id.to_le_bytes(),
-    ];
-    let mut out = [0u8; HEADER_BYTES];
-    let mut at = 0;
-    for field in fields {
-        let end = at + field.len();
-        if let Some(dst) = out.get_mut(at..end) {
-            dst.copy_from_slice(field);
+}
+
+impl Draft {
+    /// Starts a batch at the end of `out` with room for its header, and
+    /// room reserved for `len` bytes in all.
+    pub(crate) fn begin(out: &mut Vec<u8>, len: usize) -> Draft {
+        let start = out.len();
+        out.reserve(len.max(HEADER_BYTES));
+        out.resize(start + HEADER_BYTES, 0);
+        Draft {
+            start,
+            count: 0,
+            last_delta: 0,
+            first_ts: 0,
+            max_ts: i64::MIN,
         }
-        at = end;
     }
-    debug_assert_eq!(at, HEADER_BYTES, "the fields fill the header");
-    out
-}
 
-/// Appends one record in the layout of `layout.rs`.
-pub(crate) fn put_record(
-    out: &mut Vec<u8>,
-    offset_delta: u32,
-    timestamp_ms: i64,
-    key: Option<&[u8]>,
-    value: &[u8],
-) {
-    out.extend_from_slice(&offset_delta.to_le_bytes());
-    out.extend_from_slice(&timestamp_ms.to_le_bytes());
-    match key {
-        Some(k) => {
-            out.extend_from_slice(&(k.len() as i32).to_le_bytes());
-            out.extend_from_slice(k);
+    /// Appends one record in the layout of `layout.rs`. Deltas increase
+    /// (the caller's invariant).
+    pub(crate) fn push(
+        &mut self,
+        out: &mut Vec<u8>,
+        offset_delta: u32,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: &[u8],
+    ) {
+        if self.count == 0 {
+            self.first_ts = timestamp_ms;
         }
-        None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+        self.max_ts = self.max_ts.max(timestamp_ms);
+        self.last_delta = offset_delta;
+        self.count += 1;
+        out.extend_from_slice(&offset_delta.to_le_bytes());
+        out.extend_from_slice(&timestamp_ms.to_le_bytes());
+        match key {
+            Some(k) => {
+                out.extend_from_slice(&(k.len() as i32).to_le_bytes());
+                out.extend_from_slice(k);
+            }
+            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+        }
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(value);
     }
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    out.extend_from_slice(value);
-}
 
-/// Writes the checksum of `batch` (one whole batch, header included) into
-/// its checksum field.
-pub(crate) fn seal(batch: &mut [u8]) {
-    let crc = crate::checksum::checksum(batch);
-    if let Some(field) = batch.get_mut(CRC_FIELD) {
-        field.copy_from_slice(&crc.to_le_bytes());
-    }
-}
-
-/// [`seal`] for the batch that starts at `start` and ends `out`.
-fn seal_from(out: &mut [u8], start: usize) {
-    if let Some(batch) = out.get_mut(start..) {
-        seal(batch);
+    /// Writes the header (the batch ends `out`) and then the checksum over
+    /// it all. At least one record was pushed (the caller's invariant).
+    pub(crate) fn finish(&self, out: &mut [u8], base_offset: Offset, producer: ProducerStamp) {
+        debug_assert!(self.count > 0, "a batch holds at least one record");
+        let Some(batch) = out.get_mut(self.start..) else {
+            return;
+        };
+        let header = BatchHeader {
+            base_offset,
+            batch_len: batch.len() as u32,
+            crc: 0,
+            record_count: self.count,
+            last_offset_delta: self.last_delta,
+            first_timestamp_ms: self.first_ts,
+            max_timestamp_ms: self.max_ts,
+            producer,
+        };
+        if let Some(room) = batch.get_mut(..HEADER_BYTES) {
+            room.copy_from_slice(&header.to_bytes());
+        }
+        let crc = crate::checksum::checksum(batch);
+        if let Some(field) = batch.get_mut(CRC_FIELD) {
+            field.copy_from_slice(&crc.to_le_bytes());
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `BatchHeader`: the fixed 56 bytes in front of a batch's records
 //! (`layout.rs` gives every byte). [`read`] is the one reader of those
-//! bytes; [`BatchHeader::parse`] adds the checks every decoder relies on.
+//! bytes and [`BatchHeader::to_bytes`] the one writer;
+//! [`BatchHeader::parse`] adds the checks every decoder relies on.
 
 use crate::cursor::Cursor;
 use crate::layout::{BATCH_BYTES_MAX, BATCH_BYTES_MIN, HEADER_BYTES, MAGIC};
@@ -64,6 +65,36 @@ impl BatchHeader {
         }
         Ok(h)
     }
+
+    /// The header's bytes in the layout of `layout.rs`: the fields as they
+    /// are (the checksum too), magic and attributes as the format has them.
+    pub fn to_bytes(&self) -> [u8; HEADER_BYTES] {
+        let p = self.producer;
+        let fields: [&[u8]; 11] = [
+            &self.base_offset.0.to_le_bytes(),
+            &self.batch_len.to_le_bytes(),
+            &self.crc.to_le_bytes(),
+            &[MAGIC, 0], // magic, attributes
+            &p.epoch.to_le_bytes(),
+            &self.record_count.to_le_bytes(),
+            &self.last_offset_delta.to_le_bytes(),
+            &p.base_sequence.to_le_bytes(),
+            &self.first_timestamp_ms.to_le_bytes(),
+            &self.max_timestamp_ms.to_le_bytes(),
+            &p.producer_id.to_le_bytes(),
+        ];
+        let mut out = [0u8; HEADER_BYTES];
+        let mut at = 0;
+        for field in fields {
+            let end = at + field.len();
+            if let Some(dst) = out.get_mut(at..end) {
+                dst.copy_from_slice(field);
+            }
+            at = end;
+        }
+        debug_assert_eq!(at, HEADER_BYTES, "the fields fill the header");
+        out
+    }
 }
 
 /// Reads the header fields at the start of `buf` as they are, checking
@@ -111,4 +142,43 @@ pub fn producer_of(batch: &[u8]) -> Option<(i64, i16, i32)> {
 /// Records in a batch header; 0 for fewer bytes than a header.
 pub fn record_count_of(batch: &[u8]) -> u32 {
     read(batch).map_or(0, |(h, _)| h.record_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_bytes_and_read_agree_on_every_field() {
+        let h = BatchHeader {
+            base_offset: Offset(0x0102_0304_0506_0708),
+            batch_len: 0x1112_1314,
+            crc: 0x2122_2324,
+            record_count: 0x3132_3334,
+            last_offset_delta: 0x4142_4344,
+            first_timestamp_ms: -5,
+            max_timestamp_ms: 0x5152_5354_5556_5758,
+            producer: ProducerStamp {
+                producer_id: 0x6162_6364_6566_6768,
+                epoch: -2,
+                base_sequence: 0x7172_7374,
+            },
+        };
+        let bytes = h.to_bytes();
+        assert_eq!(read(&bytes), Some((h, MAGIC)));
+        assert_eq!(bytes[17], 0, "attributes");
+        assert_eq!(
+            &bytes[0..8],
+            &0x0102_0304_0506_0708u64.to_le_bytes(),
+            "little-endian"
+        );
+        assert_eq!(read(&bytes[..HEADER_BYTES - 1]), None);
+        assert_eq!(
+            producer_of(&bytes),
+            Some((0x6162_6364_6566_6768, -2, 0x7172_7374))
+        );
+        assert_eq!(record_count_of(&bytes), 0x3132_3334);
+        assert_eq!(record_count_of(&bytes[..10]), 0);
+        assert_eq!(producer_of(&bytes[..10]), None);
+    }
 }
