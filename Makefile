@@ -46,9 +46,10 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# Decoder fuzzing: the protocol's proptest properties with a million cases each.
+# Decoder fuzzing: the protocol's and the batch format's proptest properties
+# with a million cases each.
 fuzz:
-	PROPTEST_CASES=$${PROPTEST_CASES:-1000000} $(CARGO) test -p es-protocol --release
+	PROPTEST_CASES=$${PROPTEST_CASES:-1000000} $(CARGO) test -p es-format -p es-protocol --release
 
 # Licenses and banned crates (deny.toml), offline: no advisory database fetch.
 # Needs cargo-deny: `cargo install cargo-deny --locked`.

@@ -199,7 +199,10 @@ impl Client {
             self.shared.pending.lock().expect("lock").remove(&id);
             return Err(ClientError::Closed);
         }
-        head[8..16].copy_from_slice(&id.to_be_bytes());
+        // `head` starts with a whole frame header (`frame_parts`).
+        if let Some(field) = head.get_mut(8..16) {
+            field.copy_from_slice(&id.to_be_bytes());
+        }
         if let Err(e) = write_all_vectored(&mut *self.writer.lock().expect("lock"), &head, body) {
             self.shared.pending.lock().expect("lock").remove(&id);
             release(&self.shared);
@@ -269,7 +272,8 @@ impl Client {
             None => serde_json::json!({}),
         };
         let v = self.admin(Kind::InitProducer, body)?;
-        match (v["producer_id"].as_i64(), v["epoch"].as_i64()) {
+        let field = |name: &str| v.get(name).and_then(serde_json::Value::as_i64);
+        match (field("producer_id"), field("epoch")) {
             (Some(id), Some(epoch)) => Ok((id, epoch as i16)),
             _ => Err(ClientError::Protocol(format!("bad InitProducer answer {v}"))),
         }

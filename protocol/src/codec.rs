@@ -82,34 +82,41 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
+    /// The next `n` bytes; `pos` stays within `buf`.
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.buf.len())
+        let s = self
+            .buf
+            .get(self.pos..)
+            .and_then(|rest| rest.get(..n))
             .ok_or_else(|| DecodeError::malformed(format!("payload ends inside {what}")))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
+        self.pos += n;
         Ok(s)
     }
 
+    /// The next `N` bytes, as an array.
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], DecodeError> {
+        let s = self.take(N, what)?;
+        s.try_into()
+            .map_err(|_| DecodeError::malformed(format!("payload ends inside {what}")))
+    }
+
     pub fn u8(&mut self, what: &str) -> Result<u8, DecodeError> {
-        Ok(self.take(1, what)?[0])
+        Ok(u8::from_be_bytes(self.array(what)?))
     }
     pub fn u16(&mut self, what: &str) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.take(2, what)?.try_into().expect("2")))
+        Ok(u16::from_be_bytes(self.array(what)?))
     }
     pub fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
-        Ok(u32::from_be_bytes(self.take(4, what)?.try_into().expect("4")))
+        Ok(u32::from_be_bytes(self.array(what)?))
     }
     pub fn i32(&mut self, what: &str) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.take(4, what)?.try_into().expect("4")))
+        Ok(i32::from_be_bytes(self.array(what)?))
     }
     pub fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(self.take(8, what)?.try_into().expect("8")))
+        Ok(u64::from_be_bytes(self.array(what)?))
     }
     pub fn i64(&mut self, what: &str) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.take(8, what)?.try_into().expect("8")))
+        Ok(i64::from_be_bytes(self.array(what)?))
     }
     pub fn str16(&mut self, what: &str) -> Result<String, DecodeError> {
         let n = self.u16(what)? as usize;
@@ -138,7 +145,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn rest(&mut self) -> &'a [u8] {
-        let s = &self.buf[self.pos..];
+        let s = self.buf.get(self.pos..).unwrap_or_default();
         self.pos = self.buf.len();
         s
     }

@@ -20,6 +20,17 @@ impl DecodeError {
     }
 }
 
+/// A record batch that does not decode makes its frame malformed: the
+/// format's reason, as is. (`Incomplete` stays the frame reader's own.)
+impl From<es_format::BatchError> for DecodeError {
+    fn from(e: es_format::BatchError) -> DecodeError {
+        match e {
+            es_format::BatchError::Malformed(why) => DecodeError::Malformed(why),
+            e @ es_format::BatchError::Incomplete { .. } => DecodeError::Malformed(e.to_string()),
+        }
+    }
+}
+
 /// Error codes carried by error frames: the same snake_case codes as the
 /// HTTP API (docs/api.md), plus the protocol's own.
 pub struct ErrorCode;

@@ -56,13 +56,13 @@ pub struct Frame {
 /// Checks that `buf` starts with one whole frame of at most `max_bytes`
 /// (header included) and returns its header and total length.
 pub fn check(buf: &[u8], max_bytes: usize) -> Result<(FrameHeader, usize), DecodeError> {
-    if buf.len() < HEADER_BYTES {
+    let Some(head) = buf.first_chunk::<HEADER_BYTES>() else {
         return Err(DecodeError::Incomplete {
             needed: HEADER_BYTES,
             have: buf.len(),
         });
-    }
-    let (h, total) = check_header(buf[..HEADER_BYTES].try_into().expect("16"), max_bytes)?;
+    };
+    let (h, total) = check_header(head, max_bytes)?;
     if buf.len() < total {
         return Err(DecodeError::Incomplete {
             needed: total,
@@ -106,7 +106,12 @@ pub fn check_header(buf: &[u8; HEADER_BYTES], max_bytes: usize) -> Result<(Frame
 /// decompressing a gzip payload up to `max_bytes`.
 pub fn parse(buf: &[u8], max_bytes: usize) -> Result<(Frame, usize), DecodeError> {
     let (h, total) = check(buf, max_bytes)?;
-    let frame = from_parts(h, buf[HEADER_BYTES..total].to_vec(), max_bytes)?;
+    // `check`: the whole frame is in `buf`, and it is at least a header.
+    let payload = buf.get(HEADER_BYTES..total).ok_or(DecodeError::Incomplete {
+        needed: total,
+        have: buf.len(),
+    })?;
+    let frame = from_parts(h, payload.to_vec(), max_bytes)?;
     Ok((frame, total))
 }
 

@@ -3,7 +3,13 @@
 //! A pure codec: frames (length-prefixed, request id, gzip flag), the
 //! request and response payloads, error codes. No I/O and no async runtime;
 //! the blocking client behind the `client` feature is the one exception and
-//! lives in its own module. docs/protocol.md gives every byte.
+//! lives in its own module. docs/protocol.md gives every byte. The
+//! record-batch format is es-format's (`batch` is the protocol's face on it).
+//!
+//! Nothing here panics on what a peer sends: `unwrap` and indexing are
+//! denied outside tests.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 pub mod batch;
 pub mod codec;

@@ -1,13 +1,20 @@
 //! es-storage: the partition log.
 //!
-//! Owns segments and their sparse indexes, the on-disk batch format, the
-//! shard's fsync batcher (group commit), crash recovery, seek by time, and
-//! cleanup: retention, key compaction and the cold tier. Knows nothing of
-//! networking or of the wire protocol. Everything here runs on a glommio
-//! executor (io_uring); nothing blocks a shard. See docs/storage.md for the
-//! format byte by byte, the durability contract and the cleanup protocols.
+//! Owns segments and their sparse indexes, the shard's fsync batcher (group
+//! commit), crash recovery, seek by time, and cleanup: retention, key
+//! compaction and the cold tier. Knows nothing of networking or of the wire
+//! protocol. Everything here runs on a glommio executor (io_uring); nothing
+//! blocks a shard. See docs/storage.md for the format byte by byte, the
+//! durability contract and the cleanup protocols.
+//!
+//! The record-batch format itself (layout, Offset, records, check, encode)
+//! is es-format's (storage/format), pure and shared with the wire codec;
+//! `batch`, `record` and `offset` below are its modules, so
+//! `crate::batch::..` and `es_storage::batch::..` name it.
 
-pub mod batch;
+pub use es_format::batch;
+use es_format::{offset, record};
+
 mod batch_buf;
 mod cached;
 mod cleanup;
@@ -26,14 +33,12 @@ mod fsync;
 pub mod index;
 mod metric_help;
 mod nudge;
-mod offset;
 mod partition;
 mod policy;
 mod read;
 mod recent;
 mod recent_budget;
 mod reclaim;
-mod record;
 mod recovery;
 mod retention;
 mod segment;

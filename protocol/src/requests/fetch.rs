@@ -188,7 +188,8 @@ impl FetchOk {
 
     /// The record batches, back to back.
     pub fn batch_bytes(&self) -> &[u8] {
-        &self.buf[self.at..]
+        // `at` is within `buf`: checked when the answer was made.
+        self.buf.get(self.at..).unwrap_or_default()
     }
 
     /// Writes the fixed fields that come before the batches.
@@ -235,7 +236,10 @@ impl FetchOk {
             self.batch_count,
             buf.len() - FRAME_PREFIX_BYTES,
         );
-        buf[..FRAME_PREFIX_BYTES].copy_from_slice(&prefix);
+        // The room in front of the batches (`at` == FRAME_PREFIX_BYTES).
+        if let Some(room) = buf.get_mut(..FRAME_PREFIX_BYTES) {
+            room.copy_from_slice(&prefix);
+        }
         buf
     }
 

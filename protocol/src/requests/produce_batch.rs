@@ -19,6 +19,7 @@
 use crate::batch;
 use crate::codec::{Reader, Writer};
 use crate::DecodeError;
+use es_format::batch::BatchHeader;
 
 /// `B`: what holds the batch's bytes: a `Vec` as decoded, or memory of
 /// a server's own that a large batch was received into ([`from_parts`]).
@@ -65,10 +66,10 @@ impl ProduceBatch {
     ///
     /// [`from_parts`]: ProduceBatch::from_parts
     pub fn decode_head(prefix: &[u8]) -> Result<Option<(String, u32, usize)>, DecodeError> {
-        if prefix.len() < 2 {
+        let Some(topic_len) = prefix.first_chunk::<2>() else {
             return Ok(None);
-        }
-        let topic_len = u16::from_be_bytes([prefix[0], prefix[1]]) as usize;
+        };
+        let topic_len = u16::from_be_bytes(*topic_len) as usize;
         if prefix.len() < 2 + topic_len + 4 {
             return Ok(None);
         }
@@ -116,24 +117,23 @@ impl<B: AsRef<[u8]>> ProduceBatch<B> {
 /// malformed frame.
 fn check(bytes: &[u8]) -> Result<(), DecodeError> {
     let summary = batch::validate_framing(bytes, 1, 0, u64::MAX)?;
-    let count = batch::record_count_of(bytes);
-    let base = u64::from_le_bytes(bytes[0..8].try_into().expect("validated"));
-    let last_delta = u32::from_le_bytes(bytes[24..28].try_into().expect("validated"));
+    // Validated: the header parses and counts at least one record.
+    let h = BatchHeader::parse(bytes)?;
+    let count = h.record_count;
+    let base = h.base_offset.0;
     if base != 0 {
         return Err(DecodeError::malformed(format!(
             "a produced batch has base_offset 0 (the broker assigns offsets), not {base}"
         )));
     }
-    if summary.records != count || last_delta != count - 1 {
+    if summary.records != count || h.last_offset_delta != count - 1 {
         return Err(DecodeError::malformed(
             "a produced batch numbers its records 0, 1, ... without gaps",
         ));
     }
-    let epoch = i16::from_le_bytes([bytes[18], bytes[19]]);
-    let sequence = i32::from_le_bytes(bytes[28..32].try_into().expect("validated"));
-    let id = i64::from_le_bytes(bytes[48..56].try_into().expect("validated"));
-    let none = id == -1 && epoch == -1 && sequence == -1;
-    let idempotent = id >= 0 && epoch >= 0 && sequence >= 0;
+    let p = h.producer;
+    let none = p.producer_id == -1 && p.epoch == -1 && p.base_sequence == -1;
+    let idempotent = p.producer_id >= 0 && p.epoch >= 0 && p.base_sequence >= 0;
     if !none && !idempotent {
         return Err(DecodeError::malformed(
             "producer_id, epoch and base_sequence must all be -1, or all non-negative",

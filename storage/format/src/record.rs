@@ -1,4 +1,5 @@
-//! Records as callers hand them in and as readers get them back.
+//! Records as callers hand them in and as readers get them back, and the
+//! producer stamp a batch carries.
 
 use crate::Offset;
 
@@ -18,6 +19,16 @@ pub struct StoredRecord {
     pub timestamp_ms: i64,
     pub key: Option<Vec<u8>>,
     pub value: Vec<u8>,
+}
+
+/// One record inside a batch, borrowed from the batch's bytes (what
+/// [`Records`](crate::batch::Records) yields).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: &'a [u8],
 }
 
 /// Idempotent-producer fields stamped on a batch. `NONE` marks a batch from a

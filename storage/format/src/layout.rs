@@ -1,0 +1,50 @@
+//! The byte layout of a record batch, and its bounds.
+//!
+//! All integers are **little-endian** (unlike the rest of the binary
+//! protocol). `HEADER_BYTES` = 56:
+//!
+//! ```text
+//! off size field
+//!   0   8  base_offset        u64  offset of the first record
+//!   8   4  batch_len          u32  bytes of the whole batch, header included
+//!  12   4  crc                u32  CRC-32 (IEEE, crc32fast) of bytes [0,12) ++ [16,batch_len)
+//!  16   1  magic              u8   format version, = 1
+//!  17   1  attributes         u8   reserved, = 0
+//!  18   2  producer_epoch     i16  -1 without a producer id
+//!  20   4  record_count       u32  >= 1
+//!  24   4  last_offset_delta  u32  offset of the last record - base_offset
+//!  28   4  base_sequence      i32  sequence of the first record, -1 without a producer id
+//!  32   8  first_timestamp    i64  ms since the Unix epoch, of the first record
+//!  40   8  max_timestamp      i64  largest record timestamp in the batch
+//!  48   8  producer_id        i64  -1 without a producer id
+//!  56      records, record_count times:
+//!            offset_delta u32, timestamp i64, key_len i32 (-1 = no key), key,
+//!            value_len u32, value
+//! ```
+//!
+//! The checksum covers every byte but its own, so a flipped bit anywhere
+//! (base offset and length included) is caught. Offset deltas increase
+//! strictly within a batch; compaction may leave gaps between them, and the
+//! last record's delta is `last_offset_delta`.
+
+use std::ops::Range;
+
+/// Size of the fixed batch header.
+pub const HEADER_BYTES: usize = 56;
+/// Fixed bytes per record besides its key and value.
+pub const RECORD_OVERHEAD_BYTES: usize = 20;
+/// Format version written in `magic`.
+pub const MAGIC: u8 = 1;
+/// Largest batch the format accepts (64 MiB). This is a property of the file
+/// format, not a tunable: recovery uses it to reject a garbage length, so it
+/// must never shrink. Request limits in the broker are far smaller.
+pub const BATCH_BYTES_MAX: usize = 64 << 20;
+/// Where the checksum lies in a batch; it covers every other byte.
+pub const CRC_FIELD: Range<usize> = 12..16;
+
+/// The smallest batch: a header and one record with no key and no value.
+pub(crate) const BATCH_BYTES_MIN: usize = HEADER_BYTES + RECORD_OVERHEAD_BYTES;
+
+const _: () = assert!(CRC_FIELD.end <= HEADER_BYTES, "the checksum lies in the header");
+const _: () = assert!(BATCH_BYTES_MIN <= BATCH_BYTES_MAX);
+const _: () = assert!(BATCH_BYTES_MAX <= u32::MAX as usize, "batch_len is a u32");
