@@ -32,16 +32,16 @@
 //! in between leaves the segment in both tiers; reads use the hot copy and
 //! the next pass moves it again (`put` replaces).
 
-use crate::cleanup::CleanupReport;
-use crate::cold::ColdSegmentInfo;
-use crate::dirs;
-use crate::faults::FaultPoint;
-use crate::partition::PartitionLog;
-use crate::policy::CleanupPolicy;
-use crate::reclaim;
-use crate::segment::{self, IndexState};
-use crate::segment_files::{self, Held};
-use crate::tier::ColdSegment;
+use crate::cleanup::pass::CleanupReport;
+use crate::cleanup::policy::CleanupPolicy;
+use crate::cleanup::reclaim;
+use crate::io::dirs;
+use crate::io::segment_files::{self, Held};
+use crate::log::faults::FaultPoint;
+use crate::log::partition::PartitionLog;
+use crate::log::segment::{self, IndexState};
+use crate::tier::cold::ColdSegmentInfo;
+use crate::tier::state::ColdSegment;
 use crate::{Offset, Result, StorageError};
 
 /// Whether a segment whose newest record is `max_timestamp_ms` is entirely
@@ -182,7 +182,7 @@ impl PartitionLog {
             // Out of descriptors (the directory's fsync needs one), the log
             // is consistent whichever of its steps reach the disk: the
             // segment has left it, and its file is freed as usual.
-            Err(e) if crate::write_failure::storage_out_of_descriptors(e) => {}
+            Err(e) if crate::log::write_failure::storage_out_of_descriptors(e) => {}
             Err(e) => {
                 if !matches!(e, StorageError::FaultInjected(_)) {
                     shared.poison(e);

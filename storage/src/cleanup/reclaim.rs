@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use glommio::io::OpenOptions;
 
-use crate::dirs;
-use crate::segment_files::Held;
+use crate::io::dirs;
+use crate::io::segment_files::Held;
 use crate::{Result, StorageError};
 
 /// Bytes freed per step: small enough that one step's journal commit does

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::disk_threads::PageBuf;
-use crate::recent::PAGE_BYTES;
+use crate::io::page_buf::{ArrivingPages, PageBuf};
+use crate::write::recent::PAGE_BYTES;
 
 const PAGE: usize = PAGE_BYTES as usize;
 
@@ -171,15 +171,8 @@ impl std::fmt::Debug for BatchBuf {
 /// partition's log is expected to end. [`finish`](ReceivingBatch::finish)
 /// once whole.
 pub struct ReceivingBatch {
-    /// Not initialized in `head + init .. head + len`; zero before `head`
-    /// and after `head + len`.
-    pages: PageBuf,
-    head: usize,
-    len: usize,
-    /// Bytes of the batch received so far.
-    filled: usize,
-    /// Bytes of the batch initialized (received, or zeroed for a read).
-    init: usize,
+    /// The batch's pages, as far as they arrived.
+    pages: ArrivingPages,
     /// The checksum of the bytes received so far.
     checksum: ReceivingChecksum,
 }
@@ -188,95 +181,58 @@ impl ReceivingBatch {
     /// Memory for a `len`-byte batch that starts `in_page` bytes into a
     /// page (taken modulo a page).
     pub fn new(in_page: usize, len: usize) -> ReceivingBatch {
-        let head = in_page % PAGE;
-        let total = (head + len).next_multiple_of(PAGE).max(PAGE);
-        // SAFETY: every byte is written before the buffer is read: the
-        // head and the padding after the batch just below, the batch as
-        // it arrives (`filled`/`init` track it; `finish` checks all of it
-        // arrived).
-        let mut pages = unsafe { PageBuf::uninit(total) };
-        // SAFETY: `[0, head)` and `[head + len, total)` lie inside the
-        // allocation of `total` bytes.
-        unsafe {
-            std::ptr::write_bytes(pages.as_mut_ptr(), 0, head);
-            std::ptr::write_bytes(pages.as_mut_ptr().add(head + len), 0, total - head - len);
-        }
         ReceivingBatch {
-            pages,
-            head,
-            len,
-            filled: 0,
-            init: 0,
+            pages: ArrivingPages::new(in_page % PAGE, len),
             checksum: ReceivingChecksum::default(),
         }
     }
 
     /// The batch's length.
     pub fn len(&self) -> usize {
-        self.len
+        self.pages.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.pages.len() == 0
     }
 
     /// Bytes received so far.
     pub fn filled_len(&self) -> usize {
-        self.filled
+        self.pages.filled_len()
     }
 
     /// The bytes received so far.
     pub fn filled(&self) -> &[u8] {
-        // SAFETY: the first `filled` bytes of the batch were written; `head`
-        // lies inside the allocation.
-        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().add(self.head), self.filled) }
+        self.pages.filled()
     }
 
     /// Appends `bytes`, received elsewhere: at most what the batch lacks.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        assert!(
-            bytes.len() <= self.len - self.filled,
-            "no more than the batch's length"
-        );
-        // SAFETY: `bytes.len()` bytes from `filled` lie inside the batch;
-        // `bytes` cannot overlap memory this buffer owns uniquely.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.batch_ptr().add(self.filled), bytes.len())
-        };
-        self.arrived(bytes.len());
+        let from = self.pages.filled_len();
+        let new = self.pages.extend_from_slice(bytes);
+        self.checksum.update(from, new);
     }
 
     /// The bytes the batch still lacks, for a read that fills some of them
     /// (then [`assume_received`](ReceivingBatch::assume_received)).
     pub fn spare_mut(&mut self) -> &mut [MaybeUninit<u8>] {
-        // The caller may leave any of these bytes uninitialized, those
-        // `unfilled_zeroed` zeroed included: they count as not initialized.
-        self.init = self.filled;
-        let room = self.len - self.filled;
-        // SAFETY: `room` bytes from `filled` lie inside the batch and are
-        // borrowed uniquely; `MaybeUninit` makes no claim on their values.
-        unsafe { std::slice::from_raw_parts_mut(self.batch_ptr().add(self.filled).cast(), room) }
+        self.pages.spare_mut()
     }
 
     /// The next bytes of the batch, at most `max`, zeroed first where not
     /// initialized yet: for a read through an API that takes `&mut [u8]`
     /// (then [`received`](ReceivingBatch::received)).
     pub fn unfilled_zeroed(&mut self, max: usize) -> &mut [u8] {
-        let n = max.min(self.len - self.filled);
-        let upto = self.filled + n;
-        if upto > self.init {
-            // SAFETY: `[init, upto)` lies inside the batch.
-            unsafe { std::ptr::write_bytes(self.batch_ptr().add(self.init), 0, upto - self.init) };
-            self.init = upto;
-        }
-        // SAFETY: `[filled, upto)` is initialized and borrowed uniquely.
-        unsafe { std::slice::from_raw_parts_mut(self.batch_ptr().add(self.filled), n) }
+        self.pages.unfilled_zeroed(max)
     }
 
     /// `n` more bytes were written into [`unfilled_zeroed`](ReceivingBatch::unfilled_zeroed)'s slice.
     pub fn received(&mut self, n: usize) {
-        assert!(self.filled + n <= self.init, "received bytes were initialized");
-        self.arrived(n);
+        let from = self.pages.filled_len();
+        let new = self.pages.received(n);
+        // Summed while the bytes are still in the CPU's cache (and, with
+        // more to come, while the socket is still bringing the rest).
+        self.checksum.update(from, new);
     }
 
     /// `n` more bytes were written into [`spare_mut`](ReceivingBatch::spare_mut)'s slice.
@@ -284,36 +240,22 @@ impl ReceivingBatch {
     /// # Safety
     /// The first `n` bytes of that slice must have been initialized.
     pub unsafe fn assume_received(&mut self, n: usize) {
-        assert!(n <= self.len - self.filled, "no more than the batch's length");
-        self.arrived(n);
-    }
-
-    /// `n` more bytes, initialized, were received: counted, and added to
-    /// the checksum while they are still in the CPU's cache (and, with
-    /// more to come, while the socket is still bringing the rest).
-    fn arrived(&mut self, n: usize) {
-        let from = self.filled;
-        self.filled += n;
-        self.init = self.init.max(self.filled);
-        // SAFETY: `[from, filled)` of the batch was just initialized.
-        let new = unsafe { std::slice::from_raw_parts(self.pages.as_ptr().add(self.head + from), n) };
+        let from = self.pages.filled_len();
+        // SAFETY: this function's own contract, passed on: the first `n`
+        // bytes of `spare_mut`'s slice were initialized.
+        let new = unsafe { self.pages.assume_received(n) };
         self.checksum.update(from, new);
     }
 
     /// The whole batch. Panics unless all of it was received.
     pub fn finish(self) -> BatchBuf {
-        assert_eq!(self.filled, self.len, "a batch is finished once whole");
+        let (head, len) = (self.pages.head(), self.pages.len());
         BatchBuf(Repr::Paged {
-            pages: self.pages,
-            head: self.head,
-            len: self.len,
+            pages: self.pages.into_pages(),
+            head,
+            len,
             checksum: self.checksum.finish(),
         })
-    }
-
-    fn batch_ptr(&mut self) -> *mut u8 {
-        // SAFETY: `head` < a page lies inside the allocation.
-        unsafe { self.pages.as_mut_ptr().add(self.head) }
     }
 }
 

@@ -38,16 +38,16 @@ use std::rc::Rc;
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::batch::{self, BatchHeader};
-use crate::cleanup::CleanupReport;
-use crate::dirs;
-use crate::faults::FaultPoint;
-use crate::partition::{PartitionLog, Shared};
-use crate::policy::CleanupPolicy;
-use crate::reclaim;
+use crate::cleanup::pass::CleanupReport;
+use crate::cleanup::policy::CleanupPolicy;
+use crate::cleanup::reclaim;
+use crate::cleanup::swap::{self, Manifest};
+use crate::io::dirs;
+use crate::io::segment_files::{self, Held};
+use crate::log::faults::FaultPoint;
+use crate::log::partition::{PartitionLog, Shared};
+use crate::log::segment::{self, FileSource, RawBatch, Scan, Segment};
 use crate::record::StoredRecord;
-use crate::segment::{self, FileSource, RawBatch, Scan, Segment};
-use crate::segment_files::{self, Held};
-use crate::swap::{self, Manifest};
 use crate::{Offset, Result, StorageError};
 
 /// Default most memory the key map of one pass may hold (keys plus

@@ -32,9 +32,9 @@ use std::path::{Path, PathBuf};
 
 use glommio::io::Directory;
 
-use crate::dirs;
-use crate::faults::{FaultPoint, Faults};
-use crate::segment;
+use crate::io::dirs;
+use crate::log::faults::{FaultPoint, Faults};
+use crate::log::segment;
 use crate::{Offset, Result, StorageError};
 
 /// Name of the swap manifest in a partition directory.

@@ -49,9 +49,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::channel::oneshot;
 
 use crate::batch::HEADER_BYTES;
-use crate::partition::Shared;
-use crate::recent::{page_floor, PAGE_BYTES};
-use crate::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
+use crate::log::partition::Shared;
+use crate::write::recent::{page_floor, PAGE_BYTES};
+use crate::write::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
 use crate::Offset;
 
 /// Whole pages of a batch that must have arrived before the early write

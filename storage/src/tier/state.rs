@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use crate::batch::BatchHeader;
-use crate::cold::{ColdSegmentInfo, ColdStore};
-use crate::index::{Footer, SparseIndex};
-use crate::segment::{self, ByteSource, Damage, RawBatch, Scan};
+use crate::format::index::{Footer, SparseIndex};
+use crate::log::segment::{self, ByteSource, Damage, RawBatch, Scan};
+use crate::tier::cold::{ColdSegmentInfo, ColdStore};
 use crate::{Offset, Result};
 
 /// A cold store and the name of this partition in it (`<topic>/<partition>`),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use glommio::io::DmaFile;
 
-use crate::disk_threads::{PageBuf, SyncAfter, ThreadedFile, WriteBuf};
+use crate::io::disk_threads::{PageBuf, SyncAfter, ThreadedFile, WriteBuf};
 use crate::{Result, StorageError};
 
 /// The aligned memory of one direct write: glommio's, for io_uring, or a

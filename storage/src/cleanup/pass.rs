@@ -3,7 +3,7 @@
 //! per partition from a background task on the partition's shard; tests call
 //! it directly with the clock they want.
 
-use crate::partition::PartitionLog;
+use crate::log::partition::PartitionLog;
 use crate::{Result, StorageError};
 
 /// What one pass did, for logs and metrics.

@@ -54,7 +54,7 @@ pub(crate) struct RecentWrites {
 
 impl Drop for RecentWrites {
     fn drop(&mut self) {
-        crate::recent_budget::uncharge(self.charged_bytes);
+        crate::write::recent_budget::uncharge(self.charged_bytes);
     }
 }
 

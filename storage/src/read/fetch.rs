@@ -17,15 +17,15 @@ use std::rc::Rc;
 use glommio::io::BufferedFile;
 
 use crate::batch;
-use crate::index::SparseIndex;
-use crate::partition::{PartitionLog, Shared};
-use crate::recent::RecentWrites;
+use crate::format::index::SparseIndex;
+use crate::io::segment_files::{self, Held};
+use crate::log::partition::{PartitionLog, Shared};
+use crate::log::recovery::{self, Shape, Tail};
+use crate::log::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
 use crate::record::StoredRecord;
-use crate::recovery::{self, Shape, Tail};
-use crate::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
-use crate::segment_files::{self, Held};
-use crate::tier::ColdStep;
-use crate::{dirs, Offset, Result, StorageError};
+use crate::tier::state::ColdStep;
+use crate::write::recent::RecentWrites;
+use crate::{io::dirs, Offset, Result, StorageError};
 
 /// Records read, and where the next read should start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -412,7 +412,8 @@ impl Shared {
             };
             (seg.file.clone(), seg.log_path.clone(), seg.id)
         };
-        let same = |inner: &crate::partition::Inner| inner.segments.get(&base).is_some_and(|s| s.id == id);
+        let same =
+            |inner: &crate::log::partition::Inner| inner.segments.get(&base).is_some_and(|s| s.id == id);
         let file = match file {
             Some(f) => Held::Active(f),
             None => {

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
-use crate::recent::RecentWrites;
+use crate::write::recent::RecentWrites;
 
 /// Default bytes of recent writes one shard keeps across its partitions:
 /// 256 of them at the default per-partition 1 MiB.

@@ -38,9 +38,9 @@ use std::path::{Path, PathBuf};
 use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchError, BatchHeader, HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
-use crate::dirs;
-use crate::recent::{page_floor, PAGE_BYTES};
-use crate::segment::{self, Segment};
+use crate::io::dirs;
+use crate::log::segment::{self, Segment};
+use crate::write::recent::{page_floor, PAGE_BYTES};
 use crate::{Offset, Result, StorageError};
 
 /// Bytes read per step while scanning.

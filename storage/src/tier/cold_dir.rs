@@ -26,10 +26,10 @@ use std::rc::Rc;
 
 use glommio::io::{BufferedFile, OpenOptions};
 
-use crate::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
-use crate::dirs;
-use crate::reclaim;
-use crate::segment;
+use crate::cleanup::reclaim;
+use crate::io::dirs;
+use crate::log::segment;
+use crate::tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 use crate::{Offset, Result, StorageError};
 
 /// Bytes copied per read/write step in `put`: large enough for few

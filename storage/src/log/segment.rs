@@ -14,12 +14,12 @@ use std::time::Instant;
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::batch::{self, BatchError, BatchHeader};
-use crate::cached::read_cached;
-use crate::dirs;
-use crate::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
-use crate::recent::RecentWrites;
-use crate::write_failure::WriteFailure;
-use crate::writer::SegmentWriter;
+use crate::format::index::{Footer, IndexEntry, SparseIndex, FOOTER_BYTES};
+use crate::io::cached::read_cached;
+use crate::io::dirs;
+use crate::log::write_failure::WriteFailure;
+use crate::write::recent::RecentWrites;
+use crate::write::writer::SegmentWriter;
 use crate::{Offset, Result, StorageError};
 
 /// A batch as read from disk: its checked header and its exact bytes (a
@@ -454,7 +454,7 @@ pub(crate) async fn read_index_footer(path: &Path) -> Option<Footer> {
 
 /// Reads and checks a whole index file against its footer.
 pub(crate) async fn read_index(path: &Path, footer: &Footer) -> Option<SparseIndex> {
-    let len = footer.entry_count as usize * crate::index::ENTRY_BYTES + FOOTER_BYTES;
+    let len = footer.entry_count as usize * crate::format::index::ENTRY_BYTES + FOOTER_BYTES;
     let file = BufferedFile::open(path).await.ok()?;
     let bytes = read_exact(&file, path, 0, len).await.ok();
     let _ = file.close().await;

@@ -227,8 +227,8 @@ pub(crate) async fn open(id: u64, path: &Path) -> Result<Rc<SegmentFile>> {
     let file = match BufferedFile::open(path).await {
         Ok(file) => file,
         Err(e) => {
-            let e = crate::write_failure::os_error(e);
-            if crate::write_failure::out_of_descriptors(&e) {
+            let e = crate::log::write_failure::os_error(e);
+            if crate::log::write_failure::out_of_descriptors(&e) {
                 metrics::counter!("es_descriptors_exhausted_total", "op" => "read").increment(1);
             }
             return Err(StorageError::io(path, e));
