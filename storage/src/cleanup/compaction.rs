@@ -254,10 +254,11 @@ impl PartitionLog {
 /// The closed segments (sealed, before the active one) and the base of the
 /// first segment that is not closed.
 fn closed_segments(shared: &Shared) -> (Vec<Input>, Offset) {
-    let inner = shared.inner.borrow();
-    let last = *inner.segments.keys().next_back().expect("one segment at least");
+    let segments = shared.segments();
+    let last = segments.active().base;
     let mut out = Vec::new();
-    for (&base, seg) in &inner.segments {
+    for seg in segments.iter() {
+        let base = seg.base;
         if base == last || !seg.sealed {
             return (out, base);
         }
@@ -424,22 +425,16 @@ async fn rewrite_group(
     shared.faults.check(FaultPoint::CompactionCommitted)?;
     // The inputs' read handles: their files are freed once reads are done.
     let mut replaced = Vec::with_capacity(group.len());
-    {
-        let mut inner = shared.inner.borrow_mut();
-        for input in group {
-            let old = inner.segments.remove(&input.base);
-            let mut old = old
-                .filter(|o| o.id == input.id)
-                .expect("compaction inputs change only under the maintenance permit");
-            let reads = old.file.take().map(Held::Active);
-            replaced.push((
-                input.base,
-                reads.or_else(|| segment_files::take(old.id).map(Held::Closed)),
-            ));
-        }
-        seg.created = true;
-        seg.sealed = true;
-        inner.segments.insert(out_base, seg);
+    seg.created = true;
+    seg.sealed = true;
+    let inputs: Vec<(Offset, u64)> = group.iter().map(|s| (s.base, s.id)).collect();
+    let removed = shared.segments_mut().replace_run(&inputs, seg);
+    for mut old in removed {
+        let reads = old.file.take().map(Held::Active);
+        replaced.push((
+            old.base,
+            reads.or_else(|| segment_files::take(old.id).map(Held::Closed)),
+        ));
     }
     // Its read handle goes to the shard's cache of closed segments' files.
     segment_files::adopt(out_id, file).await;
@@ -458,7 +453,7 @@ async fn rewrite_group(
         }
     }
     let before: u64 = group.iter().map(|s| s.bytes).sum();
-    let after = shared.inner.borrow().segments[&out_base].written_bytes;
+    let after = shared.segments().expect(out_base).written_bytes;
     report.compacted_segments += group.len() as u64;
     report.compaction_bytes_reclaimed += before.saturating_sub(after);
     report.compaction_records_dropped += dropped;

@@ -72,9 +72,9 @@ impl PartitionLog {
                 return Ok(());
             }
             let victim = {
-                let inner = shared.inner.borrow();
-                let total: u64 = inner.segments.values().map(|s| s.written_bytes).sum();
-                let mut it = inner.segments.values();
+                let segments = shared.segments();
+                let total = segments.written_bytes();
+                let mut it = segments.iter();
                 match (it.next(), it.next()) {
                     (Some(first), Some(_)) if first.sealed => {
                         let go = expired(first.max_timestamp_ms, policy.retention_ms, now_ms)
@@ -106,8 +106,8 @@ impl PartitionLog {
         let cold = shared.cold.as_ref().expect("checked by the caller");
         let index = self.sealed_index_bytes(base).await?;
         let (info, log_path) = {
-            let inner = shared.inner.borrow();
-            let seg = &inner.segments[&base];
+            let segments = shared.segments();
+            let seg = segments.expect(base);
             (
                 ColdSegmentInfo {
                     base,
@@ -131,8 +131,8 @@ impl PartitionLog {
         let shared = self.shared();
         loop {
             let (footer, path, id) = {
-                let inner = shared.inner.borrow();
-                let seg = &inner.segments[&base];
+                let segments = shared.segments();
+                let seg = segments.expect(base);
                 match &seg.index {
                     IndexState::Loaded(ix) => {
                         return Ok(ix.encode_file(seg.written_bytes, seg.next_offset, seg.max_timestamp_ms))
@@ -154,15 +154,7 @@ impl PartitionLog {
     /// The delete protocol for the first segment, `base`.
     async fn delete_hot_segment(&self, base: Offset) -> Result<()> {
         let shared = self.shared();
-        let mut seg = {
-            let mut inner = shared.inner.borrow_mut();
-            assert_eq!(
-                inner.segments.keys().next(),
-                Some(&base),
-                "retention removes the oldest first"
-            );
-            inner.segments.remove(&base).expect("just checked")
-        };
+        let mut seg = shared.segments_mut().remove_oldest(base);
         // Its read handle, for reads still under way: freed once they end.
         let held = seg
             .file

@@ -87,7 +87,7 @@ impl PartitionLog {
     pub fn next_in_page_offset(&self, len: usize) -> usize {
         let inner = self.shared.inner.borrow();
         let config = self.shared.config.borrow();
-        let active = inner.segments.values().next_back().expect("one segment at least");
+        let active = inner.segments.active();
         if !active.is_empty() && must_roll(active, len as u64, &config) {
             return 0;
         }
@@ -121,7 +121,7 @@ impl PartitionLog {
             return None;
         }
         let config = shared.config.borrow();
-        let active = inner.segments.values().next_back().expect("one segment at least");
+        let active = inner.segments.active();
         if len > config.batch_bytes_max || active.is_empty() || must_roll(active, len as u64, &config) {
             return None;
         }
@@ -187,17 +187,13 @@ impl PartitionLog {
         let base = inner.next_offset;
         let count = count as u64;
         let roll = {
-            let active = inner.segments.values().next_back().expect("one segment at least");
+            let active = inner.segments.active();
             !active.is_empty()
                 && (must_roll(active, len as u64, &config)
                     || base.0 + count - active.base.0 > u32::MAX as u64)
         };
         if roll {
-            // Not closed (not for cleanup) until the writer has sealed it.
-            if let Some(old) = inner.segments.values_mut().next_back() {
-                old.sealed = false;
-            }
-            inner.segments.insert(base, Segment::empty(&shared.dir, base));
+            inner.segments.roll(&shared.dir, base);
         }
         let Inner {
             segments,
@@ -205,9 +201,8 @@ impl PartitionLog {
             early: early_state,
             ..
         } = &mut *inner;
-        let seg = segments.values_mut().next_back().expect("one segment at least");
-        let position = seg.dirty_bytes;
-        let prewritten = early_state.place(early, seg.base, position);
+        let (seg_base, position) = (segments.active().base, segments.active().dirty_bytes);
+        let prewritten = early_state.place(early, seg_base, position);
         // A batch written early starts a write of its own, so that the
         // pages it skips are its own. Any other joins a write not started
         // yet (one larger write beats two; a batch that lies in memory as
@@ -216,17 +211,17 @@ impl PartitionLog {
         let joins_tail = prewritten.is_none()
             && pending
                 .back()
-                .is_some_and(|p| p.segment == seg.base && p.position + p.len == position);
+                .is_some_and(|p| p.segment == seg_base && p.position + p.len == position);
         if !joins_tail {
             pending.push_back(Pending {
-                segment: seg.base,
+                segment: seg_base,
                 position,
                 parts: Vec::new(),
                 len: 0,
                 end: base,
                 appends: 0,
                 prewritten,
-                mark: seg.mark(),
+                mark: segments.active().mark(),
             });
         }
         let job = pending.back_mut().expect("just pushed");
@@ -235,8 +230,7 @@ impl PartitionLog {
         let header = BatchHeader::parse(&bytes).expect("we just encoded it");
         job.len += bytes.len() as u64;
         job.parts.push(bytes);
-        seg.note_batch(&header, position, config.index_interval_bytes);
-        seg.sealed = false;
+        segments.place_batch(&header, position, config.index_interval_bytes);
         job.end = header.next_offset();
         job.appends += 1;
         inner.next_offset = header.next_offset();

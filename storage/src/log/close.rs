@@ -60,14 +60,7 @@ impl Shared {
     /// next open trusts it without a scan.
     pub(super) async fn seal_active(&self, end: Offset) -> Result<()> {
         self.wait_early_ended().await;
-        if self
-            .inner
-            .borrow()
-            .segments
-            .values()
-            .next_back()
-            .is_some_and(|s| s.sealed)
-        {
+        if self.inner.borrow().segments.active().sealed {
             // Sealed: fsynced, its index on disk matching it (opened clean
             // and not written since, or sealed by a roll given back): a
             // close costs no fsync.
@@ -78,19 +71,17 @@ impl Shared {
         }
         let (file, writer, written, log_path, index_path, index_bytes) = {
             let mut inner = self.inner.borrow_mut();
-            let seg = inner
-                .segments
-                .values_mut()
-                .next_back()
-                .expect("one segment at least");
-            (
+            let seg = inner.segments.active();
+            let (base, file, writer, written, log_path, index_path) = (
+                seg.base,
                 seg.file.clone(),
                 seg.writer.clone(),
                 seg.written_bytes,
                 seg.log_path.clone(),
                 seg.index_path.clone(),
-                seg.index_file_bytes(),
-            )
+            );
+            let index_bytes = inner.segments.index_file_bytes(base);
+            (file, writer, written, log_path, index_path, index_bytes)
         };
         if let Some(writer) = writer {
             writer.finish(written).await?;

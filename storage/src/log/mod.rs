@@ -28,6 +28,7 @@ pub(crate) mod partition;
 pub(crate) mod recovery;
 mod rewind;
 pub(crate) mod segment;
+pub(crate) mod segment_set;
 pub(crate) mod watermark;
 pub(crate) mod write_failure;
 mod write_loop;

@@ -23,6 +23,7 @@ use crate::write::early::EarlyState;
 use crate::{LogConfig, Offset, Result, StorageError};
 
 use super::partition::{Inner, OpenReport, PartitionLog, Shared};
+use super::segment_set::SegmentSet;
 
 impl PartitionLog {
     /// Opens (creating if needed) the partition log in `dir`, recovering it:
@@ -124,7 +125,7 @@ impl PartitionLog {
             dir: dir.to_path_buf(),
             config: RefCell::new(config),
             inner: RefCell::new(Inner {
-                segments,
+                segments: SegmentSet::new(segments),
                 next_offset: next,
                 pending: VecDeque::new(),
                 writer_running: false,

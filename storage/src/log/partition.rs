@@ -25,7 +25,7 @@
 //! cache when read (`segment_files.rs`).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -34,11 +34,12 @@ use crate::cleanup::swap::Leftovers;
 use crate::log::faults::{FaultPoint, Faults, NoSpaceAt};
 use crate::log::fsync::FsyncBatcher;
 use crate::log::recovery::{Quarantined, Trimmed};
-use crate::log::segment::{Mark, Segment};
+use crate::log::segment::Mark;
+use crate::log::segment_set::SegmentSet;
 use crate::log::watermark::{WaitError, Watermark};
 use crate::tier::state::ColdState;
 use crate::write::batch_buf::BatchBuf;
-use crate::write::early::{EarlyState, Prewritten};
+use crate::write::early::{EarlyState, EarlyTicket, Prewritten};
 use crate::{LogConfig, Offset, Result, StorageError};
 
 /// A handle to a partition log; clones share the same log.
@@ -103,18 +104,18 @@ pub(crate) struct Shared {
 }
 
 pub(crate) struct Inner {
-    pub(crate) segments: BTreeMap<Offset, Segment>,
-    pub(crate) next_offset: Offset,
+    pub(super) segments: SegmentSet,
+    pub(super) next_offset: Offset,
     pub(super) pending: VecDeque<Pending>,
     pub(super) writer_running: bool,
-    pub(crate) failure: Option<String>,
-    pub(crate) closed: bool,
+    pub(super) failure: Option<String>,
+    pub(super) closed: bool,
     /// Why a rewind is under way (a write found no room): appends are
     /// refused until it is done.
     pub(super) rewinding: Option<String>,
     pub(super) rewinds_begun: u64,
     /// The early write of a batch still arriving, if any (`early.rs`).
-    pub(crate) early: EarlyState,
+    pub(super) early: EarlyState,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
@@ -167,14 +168,7 @@ impl PartitionLog {
     /// Base of the active segment: every offset below it is in a closed
     /// segment (once the writer sealed it), the part cleanup works on.
     pub fn active_base(&self) -> Offset {
-        *self
-            .shared
-            .inner
-            .borrow()
-            .segments
-            .keys()
-            .next_back()
-            .expect("one segment at least")
+        self.shared.inner.borrow().segments.active().base
     }
 
     /// Segments in the cold tier and their bytes.
@@ -187,13 +181,7 @@ impl PartitionLog {
 
     /// Bytes in the hot tier (every segment's log, the active one included).
     pub fn hot_bytes(&self) -> u64 {
-        self.shared
-            .inner
-            .borrow()
-            .segments
-            .values()
-            .map(|s| s.written_bytes)
-            .sum()
+        self.shared.inner.borrow().segments.written_bytes()
     }
 
     /// Arms a fault-injection point for a crash test (see [`FaultPoint`]);
@@ -264,15 +252,31 @@ impl PartitionLog {
 }
 
 impl Shared {
+    /// The hot segments, to read.
+    pub(crate) fn segments(&self) -> std::cell::Ref<'_, SegmentSet> {
+        std::cell::Ref::map(self.inner.borrow(), |inner| &inner.segments)
+    }
+
+    /// The hot segments, to change through their named mutations (which
+    /// assert the set's invariants: `segment_set.rs`).
+    pub(crate) fn segments_mut(&self) -> std::cell::RefMut<'_, SegmentSet> {
+        std::cell::RefMut::map(self.inner.borrow_mut(), |inner| &mut inner.segments)
+    }
+
+    /// Whether the early write `ticket` is the one under way
+    /// (`write/early.rs`).
+    pub(crate) fn early_is_current(&self, ticket: EarlyTicket) -> bool {
+        self.inner.borrow().early.is_current(ticket)
+    }
+
+    /// Ends the early write `ticket` if it is the one under way.
+    pub(crate) fn end_early_if(&self, ticket: EarlyTicket) {
+        self.inner.borrow_mut().early.end_if(ticket);
+    }
+
     /// The first offset of the hot tier.
     pub fn hot_start(&self) -> Offset {
-        *self
-            .inner
-            .borrow()
-            .segments
-            .keys()
-            .next()
-            .expect("one segment at least")
+        self.inner.borrow().segments.first().base
     }
 
     /// Closed or poisoned: cleanup stops.
@@ -324,7 +328,7 @@ impl Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         // Its closed segments' files leave the shard's cache with it.
-        for seg in self.inner.get_mut().segments.values() {
+        for seg in self.inner.get_mut().segments.iter() {
             crate::io::segment_files::forget(seg.id);
         }
     }

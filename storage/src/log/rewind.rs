@@ -2,8 +2,6 @@
 //! room or no descriptor (`write_failure.rs`), refuse it and every batch
 //! queued behind it and take the log back to its last complete write.
 
-use std::ops::Bound;
-
 use crate::log::write_failure::WriteFailure;
 use crate::{Offset, Result, StorageError};
 
@@ -86,41 +84,9 @@ impl Shared {
                 first.mark.next_offset.0, to,
                 "the refused write starts where the log was written"
             );
-            let later: Vec<Offset> = inner
-                .segments
-                .range((Bound::Excluded(base), Bound::Unbounded))
-                .map(|(b, _)| *b)
-                .collect();
-            for b in later {
-                let seg = inner.segments.remove(&b).expect("just listed");
-                assert!(!seg.created, "no write reached a segment after a refused one");
-            }
             inner.early.cut_from(base);
             inner.next_offset = Offset(to);
-            let seg = inner
-                .segments
-                .get_mut(&base)
-                .expect("the refused write's segment");
-            assert_eq!(
-                seg.written_bytes, position,
-                "the refused write starts at the written end"
-            );
-            seg.rewind(first.mark);
-            if let Some(recent) = &seg.recent {
-                assert_eq!(recent.borrow().end(), position, "a failed write holds nothing");
-            }
-            if seg.created {
-                let file = seg.file.clone().expect("a created active segment is open");
-                Some((file, seg.log_path.clone()))
-            } else {
-                assert!(
-                    seg.is_empty(),
-                    "only a rolled segment is created by its first write"
-                );
-                inner.segments.remove(&base);
-                assert!(!inner.segments.is_empty(), "a rolled segment has one before it");
-                None
-            }
+            inner.segments.rewind(base, first.mark, position)
         };
         if let Some((file, path)) = cut {
             file.truncate(position)

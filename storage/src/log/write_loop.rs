@@ -28,12 +28,7 @@ impl SyncTarget for Shared {
                 if inner.failure.is_some() {
                     return;
                 }
-                let seg = inner
-                    .segments
-                    .values()
-                    .rev()
-                    .find(|s| s.created)
-                    .expect("a partition has a created segment");
+                let seg = inner.segments.last_created();
                 (
                     seg.file.clone(),
                     seg.writer.clone(),
@@ -121,7 +116,7 @@ impl Shared {
     ) -> Result<(Rc<SegmentWriter>, Rc<RefCell<RecentWrites>>)> {
         let file = {
             let inner = self.inner.borrow();
-            let seg = &inner.segments[&base];
+            let seg = inner.segments.expect(base);
             if let (Some(w), Some(r)) = (&seg.writer, &seg.recent) {
                 return Ok((w.clone(), r.clone()));
             }
@@ -132,12 +127,12 @@ impl Shared {
             None => {
                 self.create_rolled(base).await?;
                 let inner = self.inner.borrow();
-                inner.segments[&base].file.clone().expect("just created")
+                inner.segments.expect(base).file.clone().expect("just created")
             }
         };
         let (path, written) = {
             let inner = self.inner.borrow();
-            let seg = &inner.segments[&base];
+            let seg = inner.segments.expect(base);
             (seg.log_path.clone(), seg.written_bytes)
         };
         let config = self.config.borrow().clone();
@@ -150,14 +145,10 @@ impl Shared {
         )
         .await?;
         let (writer, recent) = (Rc::new(writer), Rc::new(RefCell::new(recent)));
-        let mut inner = self.inner.borrow_mut();
-        let seg = inner
+        self.inner
+            .borrow_mut()
             .segments
-            .get_mut(&base)
-            .expect("the writer's segment exists");
-        assert_eq!(seg.written_bytes, written, "only the write loop writes");
-        seg.writer = Some(writer.clone());
-        seg.recent = Some(recent.clone());
+            .set_writer(base, written, writer.clone(), recent.clone());
         Ok((writer, recent))
     }
 
@@ -167,16 +158,19 @@ impl Shared {
     pub(super) async fn create_rolled(&self, base: Offset) -> Result<()> {
         let prev = {
             let mut inner = self.inner.borrow_mut();
-            let prev = inner.segments.range_mut(..base).next_back().map(|(_, s)| s);
-            prev.map(|s| {
+            let prev = inner.segments.before(base).map(|s| {
                 (
+                    s.base,
                     s.file.clone(),
                     s.writer.clone(),
                     s.written_bytes,
                     s.log_path.clone(),
                     s.index_path.clone(),
-                    s.index_file_bytes(),
                 )
+            });
+            prev.map(|(prev_base, file, writer, written, log_path, index_path)| {
+                let index_bytes = inner.segments.index_file_bytes(prev_base);
+                (file, writer, written, log_path, index_path, index_bytes)
             })
         };
         if let Some((file, writer, written, log_path, index_path, index_bytes)) = prev {
@@ -206,27 +200,9 @@ impl Shared {
         // Only now is the old segment closed: until the new one exists, a
         // write refused for want of room (`rewind`) makes the old one the
         // active segment again, and no cleanup may have taken it.
-        let (closed_id, closed_file) = {
-            let mut inner = self.inner.borrow_mut();
-            let closed = match inner.segments.range_mut(..base).next_back() {
-                Some((_, s)) => {
-                    s.sealed = true;
-                    s.writer = None;
-                    s.recent = None;
-                    // Its read handle goes to the shard's cache of closed
-                    // segments' files.
-                    (s.id, s.file.take())
-                }
-                None => (0, None),
-            };
-            let seg = inner
-                .segments
-                .get_mut(&base)
-                .expect("the writer's segment exists");
-            seg.file = Some(file);
-            seg.created = true;
-            closed
-        };
+        let (closed_id, closed_file) = self.inner.borrow_mut().segments.seal_rolled(base, file);
+        // Its read handle goes to the shard's cache of closed segments'
+        // files.
         if let Some(file) = closed_file.and_then(|f| Rc::try_unwrap(f).ok()) {
             crate::io::segment_files::adopt(closed_id, file).await;
         }
@@ -290,13 +266,7 @@ pub(super) async fn write_loop(shared: Rc<Shared>) {
                 return;
             }
             let next = inner.next_offset;
-            let seg = inner
-                .segments
-                .get_mut(&job.segment)
-                .expect("the writer's segment exists");
-            assert_eq!(seg.written_bytes, job.position, "writes land back to back");
-            seg.written_bytes = job.position + len;
-            assert!(seg.written_bytes <= seg.dirty_bytes, "written <= dirty");
+            inner.segments.note_written(job.segment, job.position, len);
             assert!(job.end <= next, "written <= next offset");
         }
         shared.written.advance(job.end.0);

@@ -10,7 +10,6 @@
 //! (`segment_files.rs`), the active segment's from the segment itself.
 
 use std::cell::RefCell;
-use std::ops::Bound;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -22,6 +21,7 @@ use crate::io::segment_files::{self, Held};
 use crate::log::partition::{PartitionLog, Shared};
 use crate::log::recovery::{self, Shape, Tail};
 use crate::log::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
+use crate::log::segment_set::SegmentSet;
 use crate::record::StoredRecord;
 use crate::tier::state::ColdStep;
 use crate::write::recent::RecentWrites;
@@ -323,10 +323,9 @@ impl PartitionLog {
         let shared = self.shared();
         'search: loop {
             let candidates: Vec<Offset> = {
-                let inner = shared.inner.borrow();
-                inner
-                    .segments
-                    .values()
+                shared
+                    .segments()
+                    .iter()
                     .filter(|s| s.max_timestamp_ms >= timestamp_ms && s.base < upto)
                     .map(|s| s.base)
                     .collect()
@@ -392,13 +391,7 @@ type Reader = (
 impl Shared {
     /// The segment holding `offset`, or the first one if it is below them all.
     pub(crate) fn segment_for(&self, offset: Offset) -> Option<Offset> {
-        let inner = self.inner.borrow();
-        inner
-            .segments
-            .range(..=offset)
-            .next_back()
-            .or_else(|| inner.segments.iter().next())
-            .map(|(b, _)| *b)
+        Some(self.segments().base_for(offset))
     }
 
     /// A file handle and the readable byte range of segment `base`, starting
@@ -406,19 +399,18 @@ impl Shared {
     /// the segment was replaced or removed meanwhile.
     async fn reader(&self, base: Offset, start: impl Fn(&Segment) -> u64) -> Result<Option<Reader>> {
         let (file, path, id) = {
-            let inner = self.inner.borrow();
-            let Some(seg) = inner.segments.get(&base) else {
+            let segments = self.segments();
+            let Some(seg) = segments.get(base) else {
                 return Ok(None);
             };
             (seg.file.clone(), seg.log_path.clone(), seg.id)
         };
-        let same =
-            |inner: &crate::log::partition::Inner| inner.segments.get(&base).is_some_and(|s| s.id == id);
+        let same = |segments: &SegmentSet| segments.is_same(base, id);
         let file = match file {
             Some(f) => Held::Active(f),
             None => {
                 let opened = segment_files::open(id, &path).await;
-                if !same(&self.inner.borrow()) {
+                if !same(&self.segments()) {
                     // Removed meanwhile: its file must not stay cached.
                     segment_files::forget(id);
                     return Ok(None);
@@ -426,16 +418,12 @@ impl Shared {
                 Held::Closed(opened?)
             }
         };
-        let inner = self.inner.borrow();
-        if !same(&inner) {
+        let segments = self.segments();
+        if !same(&segments) {
             return Ok(None);
         }
-        let seg = &inner.segments[&base];
-        let next = inner
-            .segments
-            .range((Bound::Excluded(base), Bound::Unbounded))
-            .next()
-            .map(|(b, _)| *b);
+        let seg = segments.expect(base);
+        let next = segments.next_base(base);
         Ok(Some((
             file,
             path,
@@ -451,8 +439,8 @@ impl Shared {
     /// replaced or removed meanwhile.
     pub(crate) async fn ensure_index(&self, base: Offset) -> Result<bool> {
         let (footer, index_path, id) = {
-            let inner = self.inner.borrow();
-            let Some(seg) = inner.segments.get(&base) else {
+            let segments = self.segments();
+            let Some(seg) = segments.get(base) else {
                 return Ok(false);
             };
             match &seg.index {
@@ -461,18 +449,7 @@ impl Shared {
             }
         };
         match segment::read_index(&index_path, &footer).await {
-            Some(loaded) => {
-                let mut inner = self.inner.borrow_mut();
-                match inner.segments.get_mut(&base) {
-                    Some(seg) if seg.id == id => {
-                        if matches!(seg.index, IndexState::OnDisk(_)) {
-                            seg.index = IndexState::Loaded(loaded);
-                        }
-                        Ok(true)
-                    }
-                    _ => Ok(false),
-                }
-            }
+            Some(loaded) => Ok(self.segments_mut().load_index(base, id, loaded)),
             None => {
                 // A rebuild rewrites the index file: not while a cleanup
                 // changes files.
@@ -492,8 +469,8 @@ impl Shared {
     /// reach it get the error.
     pub(crate) async fn rebuild_index(&self, base: Offset, id: u64) -> Result<bool> {
         let footer = {
-            let inner = self.inner.borrow();
-            match inner.segments.get(&base) {
+            let segments = self.segments();
+            match segments.get(base) {
                 Some(seg) if seg.id == id => match &seg.index {
                     IndexState::Loaded(_) => return Ok(true),
                     IndexState::OnDisk(footer) => *footer,
@@ -543,18 +520,12 @@ impl Shared {
                 seg
             }
         };
-        let mut inner = self.inner.borrow_mut();
-        match inner.segments.get_mut(&base) {
-            Some(slot) if slot.id == id => {
-                let file = slot.file.take();
-                *slot = fresh;
-                if slot.file.is_none() {
-                    slot.file = file;
-                }
-                segment_files::rekey(id, slot.id);
+        match self.segments_mut().replace_rebuilt(base, id, fresh) {
+            Some(fresh_id) => {
+                segment_files::rekey(id, fresh_id);
                 Ok(true)
             }
-            _ => Ok(false),
+            None => Ok(false),
         }
     }
 

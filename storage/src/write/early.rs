@@ -191,7 +191,7 @@ impl EarlyState {
         self.stale.remove(&segment);
     }
 
-    fn is_current(&self, ticket: EarlyTicket) -> bool {
+    pub(crate) fn is_current(&self, ticket: EarlyTicket) -> bool {
         self.current.as_ref().is_some_and(|c| c.ticket == ticket)
     }
 
@@ -210,7 +210,7 @@ impl EarlyState {
         }
     }
 
-    fn end_if(&mut self, ticket: EarlyTicket) {
+    pub(crate) fn end_if(&mut self, ticket: EarlyTicket) {
         if self.is_current(ticket) {
             self.end();
         }
@@ -336,7 +336,7 @@ impl EarlyWrite {
         if upto <= next || (upto < self.end && upto - next < EARLY_WRITE_CHUNK_BYTES as u64) {
             return;
         }
-        if !self.shared.inner.borrow().early.is_current(self.ticket) {
+        if !self.shared.early_is_current(self.ticket) {
             return;
         }
         while next < upto {
@@ -354,6 +354,6 @@ impl EarlyWrite {
 
 impl Drop for EarlyWrite {
     fn drop(&mut self) {
-        self.shared.inner.borrow_mut().early.end_if(self.ticket);
+        self.shared.end_early_if(self.ticket);
     }
 }
