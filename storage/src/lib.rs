@@ -61,25 +61,26 @@ pub use io::disk_threads::{
     start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
 };
 pub use io::nudge::{Nudge, NUDGE_INTERVAL};
+pub use io::page_buf::PAGE_BYTES;
 pub use io::segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
 pub use io::thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 pub use log::faults::{FaultPoint, NoSpaceAt};
 pub use log::fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use log::partition::{Appended, OpenReport, PartitionLog};
 pub use log::recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
-pub use log::segment::RawBatch;
 pub use log::watermark::{WaitError, Watermark};
 pub use log::write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use offset::Offset;
 pub use read::fetch::{BatchesRead, LimitedRecords, RecordsRead};
+pub use read::scan::RawBatch;
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 pub use tier::cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};
 pub use tier::state::ColdTier;
 pub use write::batch_buf::{BatchBuf, ReceivingBatch};
 pub use write::early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
-pub use write::recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
+pub use write::recent::RECENT_WRITES_BYTES_DEFAULT;
 pub use write::recent_budget::{
     recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,
 };

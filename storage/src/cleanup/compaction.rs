@@ -43,10 +43,13 @@ use crate::cleanup::policy::CleanupPolicy;
 use crate::cleanup::reclaim;
 use crate::cleanup::swap::{self, Manifest};
 use crate::io::dirs;
+use crate::io::files;
 use crate::io::segment_files::{self, Held};
 use crate::log::faults::FaultPoint;
-use crate::log::partition::{PartitionLog, Shared};
-use crate::log::segment::{self, FileSource, RawBatch, Scan, Segment};
+use crate::log::partition::{LogState, PartitionLog};
+use crate::log::segment::Segment;
+use crate::read::scan;
+use crate::read::scan::{FileSource, RawBatch, Scan};
 use crate::record::StoredRecord;
 use crate::{Offset, Result, StorageError};
 
@@ -158,7 +161,7 @@ impl BatchReader {
             path: &self.path,
             recent: None,
         };
-        let (got, damaged) = segment::read_batches(
+        let (got, damaged) = scan::read_batches(
             &src,
             &self.path,
             self.pos,
@@ -253,7 +256,7 @@ impl PartitionLog {
 
 /// The closed segments (sealed, before the active one) and the base of the
 /// first segment that is not closed.
-fn closed_segments(shared: &Shared) -> (Vec<Input>, Offset) {
+fn closed_segments(shared: &LogState) -> (Vec<Input>, Offset) {
     let segments = shared.segments();
     let last = segments.active().base;
     let mut out = Vec::new();
@@ -279,7 +282,7 @@ fn closed_segments(shared: &Shared) -> (Vec<Input>, Offset) {
 /// batch that fills the map. Returns the map and the offset up to which
 /// every closed record was mapped.
 async fn build_map(
-    shared: &Shared,
+    shared: &LogState,
     closed: &[Input],
     from: Offset,
     closed_end: Offset,
@@ -375,7 +378,7 @@ async fn measure(input: &Input, rule: &Rule<'_>, next_expiry: &mut Option<i64>) 
 /// Writes the compacted group beside it and swaps it in. `Ok(false)` when
 /// the log closed meanwhile (nothing changed).
 async fn rewrite_group(
-    shared: &Rc<Shared>,
+    shared: &Rc<LogState>,
     group: &[Input],
     rule: &Rule<'_>,
     next_expiry: &mut Option<i64>,
@@ -463,7 +466,7 @@ async fn rewrite_group(
 /// Writes `<base>.log.cleaned` and `<base>.index.cleaned` for the group,
 /// durable (files and directory). `None` if the log closed meanwhile.
 async fn write_output(
-    shared: &Shared,
+    shared: &LogState,
     group: &[Input],
     rule: &Rule<'_>,
     next_expiry: &mut Option<i64>,
@@ -509,7 +512,7 @@ async fn write_output(
             }
             if buf.len() >= COMPACTION_IO_CHUNK_BYTES {
                 let n = buf.len() as u64;
-                segment::write_all(&file, &path, std::mem::take(&mut buf), flushed).await?;
+                files::write_all(&file, &path, std::mem::take(&mut buf), flushed).await?;
                 flushed += n;
             }
             if shared.is_stopped() {
@@ -520,7 +523,7 @@ async fn write_output(
     }
     if !buf.is_empty() {
         let n = buf.len() as u64;
-        segment::write_all(&file, &path, buf, flushed).await?;
+        files::write_all(&file, &path, buf, flushed).await?;
         flushed += n;
     }
     seg.written_bytes = flushed;
@@ -529,7 +532,7 @@ async fn write_output(
     seg.next_offset = seg.next_offset.max(group_end);
     file.fdatasync().await.map_err(|e| StorageError::io(&path, e))?;
     let index = seg.index_file_bytes();
-    segment::write_file_synced(&dirs::cleaned_index_path(dir, out_base), index).await?;
+    files::write_file_synced(&dirs::cleaned_index_path(dir, out_base), index).await?;
     dirs::sync_dir(dir).await?;
     shared.faults.check(FaultPoint::CompactionOutputWritten)?;
     Ok(Some((seg, file, dropped)))

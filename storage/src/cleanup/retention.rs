@@ -36,10 +36,11 @@ use crate::cleanup::pass::CleanupReport;
 use crate::cleanup::policy::CleanupPolicy;
 use crate::cleanup::reclaim;
 use crate::io::dirs;
+use crate::io::files;
 use crate::io::segment_files::{self, Held};
 use crate::log::faults::FaultPoint;
 use crate::log::partition::PartitionLog;
-use crate::log::segment::{self, IndexState};
+use crate::log::segment::IndexState;
 use crate::tier::cold::ColdSegmentInfo;
 use crate::tier::state::ColdSegment;
 use crate::{Offset, Result, StorageError};
@@ -140,7 +141,7 @@ impl PartitionLog {
                     IndexState::OnDisk(f) => (*f, seg.index_path.clone(), seg.id),
                 }
             };
-            match segment::read_index(&path, &footer).await {
+            match files::read_index(&path, &footer).await {
                 Some(ix) => {
                     return Ok(ix.encode_file(footer.log_bytes, footer.next_offset, footer.max_timestamp_ms))
                 }

@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use glommio::io::Directory;
 
 use crate::io::dirs;
+use crate::io::files;
 use crate::log::faults::{FaultPoint, Faults};
-use crate::log::segment;
 use crate::{Offset, Result, StorageError};
 
 /// Name of the swap manifest in a partition directory.
@@ -98,7 +98,7 @@ impl Manifest {
 /// stand, the temporary file is gone (`write_file_synced`), and a later
 /// pass tries again.
 pub(crate) async fn prepare(dir: &Path, manifest: &Manifest) -> Result<()> {
-    segment::write_file_synced(&dir.join(MANIFEST_TMP_NAME), manifest.encode()).await
+    files::write_file_synced(&dir.join(MANIFEST_TMP_NAME), manifest.encode()).await
 }
 
 /// Step 2, second half: makes the swap durable. After this returns,
@@ -171,7 +171,7 @@ pub(crate) async fn recover(dir: &Path) -> Result<Leftovers> {
             .await
             .map_err(|e| StorageError::io(&path, e))?;
         let len = file.file_size().await.map_err(|e| StorageError::io(&path, e))?;
-        let bytes = segment::read_exact(&file, &path, 0, len as usize).await;
+        let bytes = files::read_exact(&file, &path, 0, len as usize).await;
         let _ = file.close().await;
         let manifest = Manifest::decode(&bytes?).ok_or_else(|| StorageError::Corrupt {
             path: path.clone(),

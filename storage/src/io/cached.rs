@@ -169,7 +169,7 @@ mod tests {
             .unwrap()
             .run(async {
                 let file = glommio::io::BufferedFile::open(&path).await.unwrap();
-                crate::log::segment::read_exact(&file, &path, 1000, FILE_BYTES)
+                crate::io::files::read_exact(&file, &path, 1000, FILE_BYTES)
                     .await
                     .unwrap()
             });

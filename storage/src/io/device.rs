@@ -27,7 +27,7 @@ pub async fn read_device_properties(dir: &Path) -> Result<()> {
     let path = dir.join(format!(".direct-io-probe-{}", glommio::executor().id()));
     let io = |e: std::io::Error| StorageError::io(&path, e);
     let file = BufferedFile::create(&path).await.map_err(|e| io(e.into()))?;
-    crate::log::segment::write_all(&file, &path, vec![0; PROBE_BYTES], 0).await?;
+    crate::io::files::write_all(&file, &path, vec![0; PROBE_BYTES], 0).await?;
     file.close().await.map_err(|e| io(e.into()))?;
     let opened = dma_open(&path, OpenOptions::new().read(true)).await;
     let removed = glommio::io::remove(&path).await.map_err(|e| io(e.into()));

@@ -91,7 +91,7 @@ impl PartitionLog {
         if !active.is_empty() && must_roll(active, len as u64, &config) {
             return 0;
         }
-        (active.dirty_bytes % crate::write::recent::PAGE_BYTES) as usize
+        (active.dirty_bytes % crate::io::page_buf::PAGE_BYTES) as usize
     }
 
     /// Like [`append_batch_placed`](PartitionLog::append_batch_placed),

@@ -2,11 +2,11 @@
 //! fsync, and write the active segment's index so that the next open
 //! trusts it without a scan.
 
-use crate::log::segment::{self};
+use crate::io::files;
 use crate::log::watermark::WaitError;
 use crate::{Offset, Result, StorageError};
 
-use super::partition::{PartitionLog, Shared};
+use super::partition::{LogState, PartitionLog};
 
 impl PartitionLog {
     /// Closes the log cleanly: refuses new appends, waits for queued writes,
@@ -55,7 +55,7 @@ impl PartitionLog {
     }
 }
 
-impl Shared {
+impl LogState {
     /// fsyncs the fully written active segment and writes its index, so the
     /// next open trusts it without a scan.
     pub(super) async fn seal_active(&self, end: Offset) -> Result<()> {
@@ -93,6 +93,6 @@ impl Shared {
         if end.0 > self.durable.get() {
             self.durable.advance(end.0);
         }
-        segment::save_index(&self.dir, &index_path, index_bytes).await
+        files::save_index(&self.dir, &index_path, index_bytes).await
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! [`NoSpaceAt`] is the other kind: a write of the log that fails as on a
 //! full disk, every time until disarmed, for tests of the refusal and
-//! rewind that follow (`partition.rs`).
+//! rewind that follow (`rewind.rs`).
 
 use std::cell::Cell;
 

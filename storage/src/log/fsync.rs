@@ -108,7 +108,7 @@ impl FsyncBatcher {
     }
 
     /// Takes `started`, a sync of `target` that its owner already started
-    /// (a write that its disk thread syncs right after: `disk_threads.rs`)
+    /// (a write that its disk thread syncs right after: `io/disk_threads/`)
     /// and that completes `appends` appends, as `target`'s sync in flight:
     /// counted like any other, and marking `target` dirty meanwhile syncs
     /// it once more after it. `target` must have no sync in flight.

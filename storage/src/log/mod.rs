@@ -1,13 +1,15 @@
 //! The partition log: `PartitionLog`, its segments, and what keeps them
 //! consistent across appends, crashes and restarts.
 //!
-//! - `partition`: the handle, its state (`Shared`, `Inner`) and its queries.
+//! - `partition`: the handle, its state (`LogState`, `Inner`) and its queries.
 //! - `open`: opening a partition directory (recovery of each segment).
 //! - `append`: placing batches (offsets and file positions) and closing.
 //! - `write_loop`: the task that writes placed batches and hands the
 //!   partition to the fsync batcher; rolls to a new segment.
 //! - `rewind`: a write refused for want of room or descriptors.
-//! - `segment`: one segment's accounting and its file helpers.
+//! - `segment`: one segment's accounting (offsets, bytes, sparse index).
+//! - `segment_set`: the partition's segments, changed only through named
+//!   mutations that assert the set's invariants.
 //! - `recovery`: scanning a segment at open, trimming a torn tail.
 //! - `fsync`: the shard's fsync batcher (group commit): the log's
 //!   `durable` stage, so it lives with the log it advances.

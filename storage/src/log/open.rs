@@ -13,16 +13,17 @@ use crate::cleanup::compaction::CompactionState;
 use crate::cleanup::swap::{self};
 use crate::format::index::IndexEntry;
 use crate::io::dirs;
+use crate::io::files;
 use crate::log::faults::Faults;
 use crate::log::fsync::FsyncBatcher;
 use crate::log::recovery::{self, Quarantined, Shape};
-use crate::log::segment::{self, Segment};
+use crate::log::segment::Segment;
 use crate::log::watermark::Watermark;
 use crate::tier::state::{ColdState, ColdTier};
 use crate::write::early::EarlyState;
 use crate::{LogConfig, Offset, Result, StorageError};
 
-use super::partition::{Inner, OpenReport, PartitionLog, Shared};
+use super::partition::{Inner, LogState, OpenReport, PartitionLog};
 use super::segment_set::SegmentSet;
 
 impl PartitionLog {
@@ -66,7 +67,7 @@ impl PartitionLog {
         let mut segments = BTreeMap::new();
         if bases.is_empty() {
             let mut seg = Segment::empty(dir, Offset(0));
-            seg.file = Some(Rc::new(segment::create_new(&seg.log_path).await?));
+            seg.file = Some(Rc::new(files::create_new(&seg.log_path).await?));
             seg.created = true;
             dirs::sync_dir(dir).await?;
             if let Some(parent) = dir.parent() {
@@ -121,7 +122,7 @@ impl PartitionLog {
             .last_key_value()
             .map(|(_, s)| s.next_offset)
             .expect("one segment at least");
-        let shared = Rc::new(Shared {
+        let shared = Rc::new(LogState {
             dir: dir.to_path_buf(),
             config: RefCell::new(config),
             inner: RefCell::new(Inner {
@@ -175,7 +176,7 @@ async fn open_segment(
     let active = shape.last;
     let log_path = dirs::log_path(dir, base);
     let index_path = dirs::index_path(dir, base);
-    let file = segment::open_rw(&log_path).await?;
+    let file = files::open_rw(&log_path).await?;
     let log_len = file
         .file_size()
         .await
@@ -185,13 +186,13 @@ async fn open_segment(
         scanned_gaps: None,
         quarantined: None,
     };
-    if let Some(footer) = segment::read_index_footer(&index_path).await {
+    if let Some(footer) = files::read_index_footer(&index_path).await {
         if footer.log_bytes == log_len && footer.next_offset >= base {
             if !active {
                 let _ = file.close().await;
                 return Ok(trusted(Segment::from_footer(dir, base, footer)));
             }
-            if let Some(ix) = segment::read_index(&index_path, &footer).await {
+            if let Some(ix) = files::read_index(&index_path, &footer).await {
                 let mut seg = Segment::from_footer(dir, base, footer);
                 let last: Option<IndexEntry> = ix.last();
                 seg.resume(ix, last);
@@ -243,7 +244,7 @@ async fn scan_segment(
         seg.file = Some(Rc::new(file));
     } else {
         let bytes = seg.index_file_bytes();
-        segment::save_index(dir, &seg.index_path, bytes).await?;
+        files::save_index(dir, &seg.index_path, bytes).await?;
         seg.sealed = true;
         let _ = file.close().await;
     }
@@ -260,10 +261,10 @@ async fn roll_past_loss(dir: &Path, seg: &mut Segment, to: Offset) -> Result<Seg
     );
     seg.next_offset = to;
     let bytes = seg.index_file_bytes();
-    segment::write_file_synced(&seg.index_path, bytes).await?;
+    files::write_file_synced(&seg.index_path, bytes).await?;
     seg.sealed = true;
     let mut fresh = Segment::empty(dir, to);
-    fresh.file = Some(Rc::new(segment::create_new(&fresh.log_path).await?));
+    fresh.file = Some(Rc::new(files::create_new(&fresh.log_path).await?));
     fresh.created = true;
     dirs::sync_dir(dir).await?;
     Ok(fresh)
@@ -308,12 +309,12 @@ async fn missing_segment(
         });
     }
     let mut seg = Segment::empty(dir, from);
-    let file = segment::create_new(&seg.log_path).await?;
+    let file = files::create_new(&seg.log_path).await?;
     let _ = file.close().await;
     seg.created = true;
     seg.next_offset = to;
     let bytes = seg.index_file_bytes();
-    segment::write_file_synced(&seg.index_path, bytes).await?;
+    files::write_file_synced(&seg.index_path, bytes).await?;
     dirs::sync_dir(dir).await?;
     seg.sealed = true;
     tracing::error!(

@@ -45,7 +45,7 @@ use crate::{LogConfig, Offset, Result, StorageError};
 /// A handle to a partition log; clones share the same log.
 #[derive(Clone)]
 pub struct PartitionLog {
-    pub(super) shared: Rc<Shared>,
+    pub(super) shared: Rc<LogState>,
 }
 
 /// Where an append landed.
@@ -78,7 +78,7 @@ pub struct OpenReport {
     pub missing: Vec<(Offset, Offset)>,
 }
 
-pub(crate) struct Shared {
+pub(crate) struct LogState {
     pub(crate) dir: PathBuf,
     pub(crate) config: RefCell<LogConfig>,
     pub(crate) inner: RefCell<Inner>,
@@ -135,7 +135,7 @@ pub(super) struct Pending {
 }
 
 impl PartitionLog {
-    pub(crate) fn shared(&self) -> &Rc<Shared> {
+    pub(crate) fn shared(&self) -> &Rc<LogState> {
         &self.shared
     }
 
@@ -251,7 +251,7 @@ impl PartitionLog {
     }
 }
 
-impl Shared {
+impl LogState {
     /// The hot segments, to read.
     pub(crate) fn segments(&self) -> std::cell::Ref<'_, SegmentSet> {
         std::cell::Ref::map(self.inner.borrow(), |inner| &inner.segments)
@@ -325,7 +325,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for LogState {
     fn drop(&mut self) {
         // Its closed segments' files leave the shard's cache with it.
         for seg in self.inner.get_mut().segments.iter() {

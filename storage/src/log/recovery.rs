@@ -24,7 +24,7 @@
 //! bytes there that a client chose are early pages (`early.rs`), and those
 //! start at least [`HEADER_BYTES`] past every batch boundary the log has
 //! written (the write loop cuts a void early write's pages off before the
-//! log grows near them: `cut_stale_early` in `partition.rs`). So at the
+//! log grows near them: `cut_stale_early` in `log/write_loop.rs`). So at the
 //! end of the log recovery finds the writer's zeros, and stops there
 //! without looking further; where it skips a damaged batch by its stated
 //! length it lands on a boundary the log wrote. Only where that end holds no batch (or the header does not
@@ -39,8 +39,9 @@ use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchError, BatchHeader, HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
 use crate::io::dirs;
-use crate::log::segment::{self, Segment};
-use crate::write::recent::{page_floor, PAGE_BYTES};
+use crate::io::files;
+use crate::io::page_buf::{page_floor, PAGE_BYTES};
+use crate::log::segment::Segment;
 use crate::{Offset, Result, StorageError};
 
 /// Bytes read per step while scanning.
@@ -191,7 +192,7 @@ impl<'a> Window<'a> {
         let held = pos >= self.at && pos + want as u64 <= self.at + self.buf.len() as u64;
         if !held {
             let read = want.max(SCAN_CHUNK_BYTES).min(left as usize);
-            self.buf = segment::read_exact(self.file, self.path, pos, read).await?;
+            self.buf = files::read_exact(self.file, self.path, pos, read).await?;
             self.at = pos;
             if self.buf.len() < want {
                 return Err(StorageError::Corrupt {
@@ -561,7 +562,7 @@ async fn quarantine(file: &BufferedFile, path: &Path, pos: u64, len: u64) -> Res
     let mut at = pos;
     while at < len {
         let n = ((len - at) as usize).min(SCAN_CHUNK_BYTES);
-        let bytes = segment::read_exact(file, path, at, n).await?;
+        let bytes = files::read_exact(file, path, at, n).await?;
         if bytes.len() < n {
             return Err(StorageError::Corrupt {
                 path: path.to_path_buf(),
@@ -569,7 +570,7 @@ async fn quarantine(file: &BufferedFile, path: &Path, pos: u64, len: u64) -> Res
                 reason: "the file ended while it was copied aside".into(),
             });
         }
-        segment::write_all(&out, &copy, bytes, at - pos).await?;
+        files::write_all(&out, &copy, bytes, at - pos).await?;
         at += n as u64;
         glommio::yield_if_needed().await;
     }

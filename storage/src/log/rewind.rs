@@ -5,15 +5,15 @@
 use crate::log::write_failure::WriteFailure;
 use crate::{Offset, Result, StorageError};
 
-use super::partition::{Pending, Shared};
+use super::partition::{LogState, Pending};
 
-impl Shared {
+impl LogState {
     /// The write loop's `job` (the first not written) failed with `e`:
     /// counted by kind; a failure that leaves bytes in doubt poisons the
     /// partition, one that only found no room is refused ([`rewind`]). The
     /// write loop ends either way (nothing is queued after a rewind).
     ///
-    /// [`rewind`]: Shared::rewind
+    /// [`rewind`]: LogState::rewind
     pub(super) async fn write_failed(&self, job: Pending, e: StorageError) {
         let kind = WriteFailure::of(&e);
         kind.count();

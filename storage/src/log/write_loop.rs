@@ -10,17 +10,17 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use crate::io::dirs;
+use crate::io::files;
 use crate::log::faults::NoSpaceAt;
 use crate::log::fsync::SyncTarget;
-use crate::log::segment::{self};
 use crate::log::write_failure::WriteFailure;
 use crate::write::recent::RecentWrites;
 use crate::write::writer::SegmentWriter;
 use crate::{Offset, Result, StorageError};
 
-use super::partition::{Pending, Shared};
+use super::partition::{LogState, Pending};
 
-impl SyncTarget for Shared {
+impl SyncTarget for LogState {
     fn sync(self: Rc<Self>) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
             let (file, writer, path, upto) = {
@@ -41,7 +41,7 @@ impl SyncTarget for Shared {
             }
             let file = file.expect("a created active segment is open");
             // Where the writes went through the shard's disk threads, so
-            // does their sync (`disk_threads.rs`).
+            // does their sync (`io/disk_threads/`).
             let synced = match writer.as_ref().and_then(|w| w.disk_threads()) {
                 Some(threads) => threads.fdatasync().await,
                 None => file.fdatasync().await.map_err(std::io::Error::from),
@@ -51,7 +51,7 @@ impl SyncTarget for Shared {
     }
 }
 
-impl Shared {
+impl LogState {
     /// The end of a sync that started once everything up to offset `upto`
     /// was written: `durable` reaches `upto`, or the partition is poisoned.
     pub(super) fn synced(&self, path: &Path, upto: u64, result: std::io::Result<()>) {
@@ -101,7 +101,7 @@ impl Shared {
         if let Some(p) = job.prewritten.take() {
             p.writes.wait().await;
         }
-        let pages = crate::write::recent::page_floor(job.position + crate::write::recent::PAGE_BYTES - 1);
+        let pages = crate::io::page_buf::page_floor(job.position + crate::io::page_buf::PAGE_BYTES - 1);
         let cut = writer.finish(pages).await;
         self.inner.borrow_mut().early.end_cut(job.segment);
         cut
@@ -183,11 +183,11 @@ impl Shared {
                     .map_err(|e| StorageError::sync(&log_path, e))?;
             }
             self.faults.check_no_space(NoSpaceAt::RollIndex, &index_path)?;
-            segment::write_file_synced(&index_path, index_bytes).await?;
+            files::write_file_synced(&index_path, index_bytes).await?;
         }
         let path = dirs::log_path(&self.dir, base);
         self.faults.check_no_space(NoSpaceAt::RollCreate, &path)?;
-        let file = Rc::new(segment::create_new(&path).await?);
+        let file = Rc::new(files::create_new(&path).await?);
         if let Err(e) = dirs::sync_dir(&self.dir).await {
             // Not created after all, so that a retry can create it (the
             // roll is refused and rewound, or the partition poisoned).
@@ -213,7 +213,7 @@ impl Shared {
 /// Writes queued batches in order, one write per contiguous run, and hands
 /// the partition to the fsync batcher. Detached: a caller that stops waiting
 /// does not stop the write its offsets were promised to.
-pub(super) async fn write_loop(shared: Rc<Shared>) {
+pub(super) async fn write_loop(shared: Rc<LogState>) {
     loop {
         let mut job = {
             let mut inner = shared.inner.borrow_mut();

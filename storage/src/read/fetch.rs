@@ -17,11 +17,14 @@ use glommio::io::BufferedFile;
 
 use crate::batch;
 use crate::format::index::SparseIndex;
+use crate::io::files;
 use crate::io::segment_files::{self, Held};
-use crate::log::partition::{PartitionLog, Shared};
+use crate::log::partition::{LogState, PartitionLog};
 use crate::log::recovery::{self, Shape, Tail};
-use crate::log::segment::{self, Damage, FileSource, IndexState, RawBatch, Scan, Segment};
+use crate::log::segment::{IndexState, Segment};
 use crate::log::segment_set::SegmentSet;
+use crate::read::scan;
+use crate::read::scan::{Damage, FileSource, RawBatch, Scan};
 use crate::record::StoredRecord;
 use crate::tier::state::ColdStep;
 use crate::write::recent::RecentWrites;
@@ -296,7 +299,7 @@ impl PartitionLog {
             path: &path,
             recent: recent.as_deref(),
         };
-        let read = segment::read_batches_limited(&src, &path, start, end, budget, limit, |h| {
+        let read = scan::read_batches_limited(&src, &path, start, end, budget, limit, |h| {
             if h.base_offset >= upto {
                 stopped = true;
                 Scan::Stop
@@ -344,7 +347,7 @@ impl PartitionLog {
                     path: &path,
                     recent: recent.as_deref(),
                 };
-                let (found, damaged) = segment::read_batches(&src, &path, start, end, 1, |h| {
+                let (found, damaged) = scan::read_batches(&src, &path, start, end, 1, |h| {
                     if h.base_offset >= upto {
                         Scan::Stop
                     } else if h.max_timestamp_ms < timestamp_ms {
@@ -377,7 +380,7 @@ impl PartitionLog {
     }
 }
 
-/// What `Shared::reader` hands a read: the file, its path, the byte range
+/// What `LogState::reader` hands a read: the file, its path, the byte range
 /// to read and the base of the next segment.
 type Reader = (
     Held,
@@ -388,7 +391,7 @@ type Reader = (
     Option<Rc<RefCell<RecentWrites>>>,
 );
 
-impl Shared {
+impl LogState {
     /// The segment holding `offset`, or the first one if it is below them all.
     pub(crate) fn segment_for(&self, offset: Offset) -> Option<Offset> {
         Some(self.segments().base_for(offset))
@@ -448,7 +451,7 @@ impl Shared {
                 IndexState::OnDisk(f) => (*f, seg.index_path.clone(), seg.id),
             }
         };
-        match segment::read_index(&index_path, &footer).await {
+        match files::read_index(&index_path, &footer).await {
             Some(loaded) => Ok(self.segments_mut().load_index(base, id, loaded)),
             None => {
                 // A rebuild rewrites the index file: not while a cleanup
@@ -499,7 +502,7 @@ impl Shared {
                 fresh.next_offset = fresh.next_offset.max(footer.next_offset);
                 fresh.created = true;
                 let bytes = fresh.index_file_bytes();
-                segment::save_index(&self.dir, &index_path, bytes).await?;
+                files::save_index(&self.dir, &index_path, bytes).await?;
                 fresh.sealed = true;
                 fresh
             }

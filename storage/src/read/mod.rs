@@ -3,5 +3,9 @@
 //! offset, its file handle, its index loaded on first use).
 //!
 //! - `fetch`: the `PartitionLog` read methods and the segment lookups.
+//! - `scan`: reading whole, checked batches out of a segment's bytes (a
+//!   local file, its recent writes, or a cold segment), and the damage a
+//!   read met.
 
 pub(crate) mod fetch;
+pub(crate) mod scan;

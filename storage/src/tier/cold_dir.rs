@@ -28,7 +28,7 @@ use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::cleanup::reclaim;
 use crate::io::dirs;
-use crate::log::segment;
+use crate::io::files;
 use crate::tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 use crate::{Offset, Result, StorageError};
 
@@ -123,7 +123,7 @@ impl LocalDirColdStore {
         let index_tmp = tmp_path(&dirs::index_path(&dir, info.base));
         let copied = async {
             copy_file(log_path, &log_tmp, info.log_bytes).await?;
-            segment::write_file_synced(&index_tmp, index).await
+            files::write_file_synced(&index_tmp, index).await
         }
         .await;
         if let Err(e) = copied {
@@ -156,7 +156,7 @@ impl LocalDirColdStore {
         let mut out = Vec::new();
         for base in bases {
             let log = dirs::log_path(&dir, base);
-            let footer = segment::read_index_footer(&dirs::index_path(&dir, base)).await;
+            let footer = files::read_index_footer(&dirs::index_path(&dir, base)).await;
             let len = file_len(&log).await?;
             match footer {
                 Some(f) if f.log_bytes == len && f.next_offset >= base => out.push(ColdSegmentInfo {
@@ -295,7 +295,7 @@ async fn read_range(path: &Path, position: u64, len: usize) -> Result<Vec<u8>> {
     let f = BufferedFile::open(path)
         .await
         .map_err(|e| StorageError::io(path, e))?;
-    let got = segment::read_exact(&f, path, position, len).await;
+    let got = files::read_exact(&f, path, position, len).await;
     let _ = f.close().await;
     got
 }
@@ -316,7 +316,7 @@ async fn copy_file(from: &Path, to: &Path, len: u64) -> Result<()> {
     let mut pos = 0u64;
     while pos < len {
         let want = ((len - pos) as usize).min(COLD_COPY_CHUNK_BYTES);
-        let chunk = segment::read_exact(&src, from, pos, want).await?;
+        let chunk = files::read_exact(&src, from, pos, want).await?;
         if chunk.len() != want {
             let _ = src.close().await;
             return Err(StorageError::Corrupt {
@@ -325,7 +325,7 @@ async fn copy_file(from: &Path, to: &Path, len: u64) -> Result<()> {
                 reason: format!("segment shorter than its {len} bytes"),
             });
         }
-        segment::write_all(&dst, to, chunk, pos).await?;
+        files::write_all(&dst, to, chunk, pos).await?;
         pos += want as u64;
         glommio::yield_if_needed().await;
     }

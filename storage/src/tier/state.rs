@@ -15,7 +15,8 @@ use std::rc::Rc;
 
 use crate::batch::BatchHeader;
 use crate::format::index::{Footer, SparseIndex};
-use crate::log::segment::{self, ByteSource, Damage, RawBatch, Scan};
+use crate::read::scan;
+use crate::read::scan::{ByteSource, Damage, RawBatch, Scan};
 use crate::tier::cold::{ColdSegmentInfo, ColdStore};
 use crate::{Offset, Result};
 
@@ -143,7 +144,7 @@ impl ColdState {
         };
         let path = PathBuf::from(format!("cold:{}/{:020}.log", self.partition, base.0));
         let mut stopped = false;
-        let got = segment::read_batches_limited(
+        let got = scan::read_batches_limited(
             &src,
             &path,
             start,

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::io::page_buf::PAGE_BYTES;
 use crate::io::page_buf::{ArrivingPages, PageBuf};
-use crate::write::recent::PAGE_BYTES;
 
 const PAGE: usize = PAGE_BYTES as usize;
 

@@ -1,7 +1,7 @@
 //! `DirectBuf`: the page-aligned memory of one direct write of the
 //! segment writer, and how it reaches the file: glommio's DMA buffer
 //! through io_uring, or a [`PageBuf`] through the shard's disk threads
-//! (`disk_threads.rs`). Lives on the shard that owns the partition.
+//! (`io/disk_threads/`). Lives on the shard that owns the partition.
 
 use std::path::Path;
 

@@ -36,7 +36,7 @@
 //! - pages of an early write that ended unplaced are bytes a client chose
 //!   lying past the log's end: before the write loop writes a batch that
 //!   ends within a header's length of them, it cuts the file back to its
-//!   written pages (`cut_stale_early` in `partition.rs`), so recovery
+//!   written pages (`cut_stale_early` in `log/write_loop.rs`), so recovery
 //!   never finds them where a batch could start (`recovery.rs`);
 //! - no early write begins while an ended one's writes are in flight: two
 //!   writes of the same pages in flight could land in either order.
@@ -49,8 +49,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::channel::oneshot;
 
 use crate::batch::HEADER_BYTES;
-use crate::log::partition::Shared;
-use crate::write::recent::{page_floor, PAGE_BYTES};
+use crate::io::page_buf::{page_floor, PAGE_BYTES};
+use crate::log::partition::LogState;
 use crate::write::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
 use crate::Offset;
 
@@ -144,7 +144,7 @@ pub(crate) struct EarlyState {
     /// Per segment, the first page of the lowest early pages written for
     /// a batch that did not land there (void, or never placed): bytes a
     /// client chose, past the log's written end, until the write loop cuts
-    /// them off (`cut_stale_early` in partition.rs) or the segment is
+    /// them off (`cut_stale_early` in `log/write_loop.rs`) or the segment is
     /// sealed.
     stale: BTreeMap<Offset, u64>,
     /// The write loop is cutting them off: no early write begins.
@@ -259,7 +259,7 @@ impl EarlyState {
 /// `PartitionLog::append_batch_placed` (or `append_batch_durable`). Keep it
 /// until the batch is placed: dropping it ends the early write.
 pub struct EarlyWrite {
-    shared: Rc<Shared>,
+    shared: Rc<LogState>,
     ticket: EarlyTicket,
     writer: Rc<SegmentWriter>,
     /// File position of the batch's first byte.
@@ -288,7 +288,7 @@ impl EarlyWrite {
     /// active segment `segment`, written by `writer`; `None` when the batch
     /// has no page to write early.
     pub(crate) fn begin(
-        shared: &Rc<Shared>,
+        shared: &Rc<LogState>,
         state: &mut EarlyState,
         writer: Rc<SegmentWriter>,
         segment: Offset,

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use glommio::io::DmaFile;
 
 use crate::io::disk_threads::{PageBuf, ThreadedFile, WriteBuf};
+use crate::io::page_buf::{page_floor, PAGE_BYTES};
 use crate::write::batch_buf::{BatchBuf, Pages};
 use crate::write::direct_buf::DirectBuf;
-use crate::write::recent::{page_floor, RecentWrites, PAGE_BYTES};
+use crate::write::recent::RecentWrites;
 
 /// A batch of a direct write once the write's position is known: in
 /// memory of its own, laid out as the file's pages (`batch_buf.rs`), or
@@ -128,10 +129,12 @@ pub(super) struct Plan<'a> {
     pos: u64,
     /// File pages `[from, to)` written from the pages of `placed[i]`, whose
     /// first page is file page `base`: in order, disjoint, page aligned.
-    shared: Vec<Shared>,
+    shared: Vec<OwnPagesRun>,
 }
 
-struct Shared {
+/// File pages `[from, to)` of a write that come from `placed[part]`'s own
+/// memory, whose first page is file page `base`.
+struct OwnPagesRun {
     from: u64,
     to: u64,
     part: usize,
@@ -163,7 +166,7 @@ impl<'a> Plan<'a> {
                     page_floor(next)
                 };
                 if from < to {
-                    shared.push(Shared {
+                    shared.push(OwnPagesRun {
                         from,
                         to,
                         part: i,

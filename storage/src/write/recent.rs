@@ -20,19 +20,12 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-/// Direct I/O alignment of positions and lengths: one page. Devices with
-/// 512-byte sectors accept it too.
-pub const PAGE_BYTES: u64 = 4096;
+use crate::io::page_buf::page_floor;
 
 /// Default bytes of recent writes kept per partition: 1 MiB covers a
 /// consumer a fetch or two behind the producer. The shard's budget
 /// (`recent_budget.rs`) bounds all its partitions together.
 pub const RECENT_WRITES_BYTES_DEFAULT: usize = 1 << 20;
-
-/// `v` rounded down to a page boundary.
-pub fn page_floor(v: u64) -> u64 {
-    v & !(PAGE_BYTES - 1)
-}
 
 #[derive(Debug)]
 pub(crate) struct RecentWrites {
@@ -182,6 +175,7 @@ impl RecentWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::page_buf::PAGE_BYTES;
 
     fn filled(len: usize, seed: u8) -> Bytes {
         Bytes::from((0..len).map(|i| seed.wrapping_add(i as u8)).collect::<Vec<u8>>())

@@ -22,7 +22,7 @@
 //! when `LogConfig::direct_writes` is off.
 //!
 //! Direct writes go through io_uring (`DmaFile`), or, when the shard
-//! started disk threads, through those (`disk_threads.rs`): the same pages
+//! started disk threads, through those (`io/disk_threads/`): the same pages
 //! at the same positions, only made by a blocking `pwrite` on another
 //! thread. Through disk threads, a batch received into page-aligned memory
 //! where it lands (`batch_buf.rs`) is written from that memory, not copied
@@ -41,12 +41,13 @@ use futures::channel::oneshot;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use crate::io::disk_threads::{SyncAfter, ThreadedFile};
-use crate::log::segment;
+use crate::io::files;
+use crate::io::page_buf::{page_floor, PAGE_BYTES};
 use crate::write::batch_buf::BatchBuf;
 use crate::write::direct_buf::DirectBuf;
 use crate::write::early::Prewritten;
 use crate::write::plan::{place, Plan};
-use crate::write::recent::{page_floor, RecentWrites, PAGE_BYTES};
+use crate::write::recent::RecentWrites;
 use crate::{Result, StorageError};
 
 /// Largest single direct write: bigger writes go in pieces of this size, so
@@ -135,7 +136,7 @@ impl SegmentWriter {
             // Through the buffered handle: the page cache copy, if any, is
             // dropped by the kernel when the first direct write covers it.
             let have = (written - floor) as usize;
-            let page = segment::read_exact(&buffered, path, floor, have).await?;
+            let page = files::read_exact(&buffered, path, floor, have).await?;
             if page.len() < have {
                 return Err(StorageError::Corrupt {
                     path: path.to_path_buf(),
@@ -200,7 +201,7 @@ impl SegmentWriter {
                     parts.iter().for_each(|p| all.extend_from_slice(p));
                     all
                 };
-                segment::write_all(file, path, bytes, pos).await?;
+                files::write_all(file, path, bytes, pos).await?;
                 if no_space {
                     return Err(injected());
                 }
@@ -268,7 +269,7 @@ impl SegmentWriter {
             };
             let total = buf.len();
             let ok = match buf.write(file, threads, path, pos).await {
-                Ok(wrote) => segment::check_written(path, wrote, total, pos).is_ok(),
+                Ok(wrote) => files::check_written(path, wrote, total, pos).is_ok(),
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "an early write failed: the batch is written again whole");
                     false
@@ -355,7 +356,7 @@ async fn write_range(
             at = floor + wrote as u64;
             continue;
         }
-        segment::check_written(path, wrote, total, floor)?;
+        files::check_written(path, wrote, total, floor)?;
         at += n as u64;
     }
     Ok(started_sync)

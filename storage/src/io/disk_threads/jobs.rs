@@ -15,7 +15,7 @@ use std::time::Instant;
 use futures::channel::oneshot;
 
 use crate::io::page_buf::PageBuf;
-use crate::write::recent::PAGE_BYTES;
+use crate::io::page_buf::PAGE_BYTES;
 
 pub(super) enum Job {
     Write {

@@ -263,7 +263,7 @@ fn ask_slice(us: u64) {
 mod tests {
     use super::*;
     use crate::io::page_buf::PageBuf;
-    use crate::write::recent::PAGE_BYTES;
+    use crate::io::page_buf::PAGE_BYTES;
 
     #[test]
     fn threads_start_as_jobs_need_them_up_to_the_count() {
