@@ -234,6 +234,8 @@ impl PartitionLog {
         job.end = header.next_offset();
         job.appends += 1;
         inner.next_offset = header.next_offset();
+        // The log ends where its active segment does (`segment_set.rs`).
+        debug_assert_eq!(inner.segments.active().next_offset, inner.next_offset);
         let start_writer = !std::mem::replace(&mut inner.writer_running, true);
         drop(inner);
         if start_writer {

@@ -86,7 +86,10 @@ impl LogState {
             );
             inner.early.cut_from(base);
             inner.next_offset = Offset(to);
-            inner.segments.rewind(base, first.mark, position)
+            let cut = inner.segments.rewind(base, first.mark, position);
+            // The log ends where its active segment does (`segment_set.rs`).
+            debug_assert_eq!(inner.segments.active().next_offset, inner.next_offset);
+            cut
         };
         if let Some((file, path)) = cut {
             file.truncate(position)
