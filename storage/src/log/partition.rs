@@ -81,7 +81,7 @@ pub struct OpenReport {
 pub(crate) struct LogState {
     pub(crate) dir: PathBuf,
     pub(crate) config: RefCell<LogConfig>,
-    pub(crate) inner: RefCell<Inner>,
+    pub(super) inner: RefCell<Inner>,
     pub(crate) written: Watermark,
     pub(crate) durable: Watermark,
     /// Rewinds finished (`Inner::rewinds_begun` counts those started).
@@ -103,7 +103,7 @@ pub(crate) struct LogState {
     pub(super) opened_next: Offset,
 }
 
-pub(crate) struct Inner {
+pub(super) struct Inner {
     pub(super) segments: SegmentSet,
     pub(super) next_offset: Offset,
     pub(super) pending: VecDeque<Pending>,
