@@ -104,7 +104,7 @@ impl IntoIoError for io::Error {
 
 impl<T> IntoIoError for glommio::GlommioError<T> {
     fn into_io_error(self) -> io::Error {
-        crate::write_failure::os_error(self)
+        crate::log::write_failure::os_error(self)
     }
 }
 

@@ -2,94 +2,86 @@
 //!
 //! Owns segments and their sparse indexes, the shard's fsync batcher (group
 //! commit), crash recovery, seek by time, and cleanup: retention, key
-//! compaction and the cold tier. Knows nothing of networking or of the wire
-//! protocol. Everything here runs on a glommio executor (io_uring); nothing
-//! blocks a shard. See docs/storage.md for the format byte by byte, the
-//! durability contract and the cleanup protocols.
+//! compaction and the cold tier. Knows nothing of networking or of the
+//! wire protocol. Everything here runs on a glommio executor (io_uring);
+//! nothing blocks a shard. See docs/storage.md for the
+//! format byte by byte, the durability contract and the cleanup protocols.
 //!
-//! The record-batch format itself (layout, Offset, records, check, encode)
-//! is es-format's (storage/format), pure and shared with the wire codec;
-//! `batch`, `record` and `offset` below are its modules, so
-//! `crate::batch::..` and `es_storage::batch::..` name it.
+//! Rooms, each with a `mod.rs` that says what lives there and why:
+//!
+//! - `format/`: the on-disk index format. The record-batch format itself
+//!   (layout, Offset, records, check, encode) is es-format's
+//!   (storage/format), pure and shared with the wire codec; `batch`,
+//!   `record` and `offset` below are its modules, so `crate::batch::..`
+//!   and `es_storage::batch::..` name it.
+//! - `log/`: `PartitionLog`, its segments, append, recovery, group commit.
+//! - `write/`: how placed batches reach the file (writer, buffers).
+//! - `read/`: reads by offset and by time.
+//! - `cleanup/`: retention, compaction and their crash-safe protocols.
+//! - `tier/`: the cold tier.
+//! - `io/`: page-aligned buffers, disk threads, cached reads, file helpers.
+//!
+//! At the root: `config` (per-partition settings), `error` (the crate's
+//! error type) and `metric_help` (every metric the crate emits).
 
 pub use es_format::batch;
 use es_format::{offset, record};
 
-mod batch_buf;
-mod cached;
 mod cleanup;
-mod cold;
-mod cold_dir;
-mod compaction;
 mod config;
-mod device;
-mod direct_buf;
-mod dirs;
-mod disk_threads;
-mod early;
 mod error;
-mod faults;
-mod fsync;
-pub mod index;
+mod format;
+mod io;
+mod log;
 mod metric_help;
-mod nudge;
-mod partition;
-mod policy;
 mod read;
-mod recent;
-mod recent_budget;
-mod reclaim;
-mod recovery;
-mod retention;
-mod segment;
-mod segment_files;
-mod swap;
-mod thread_slice;
 mod tier;
-mod watermark;
-mod write_failure;
-mod writer;
+mod write;
 
-pub use batch_buf::{BatchBuf, ReceivingBatch};
-pub use cleanup::CleanupReport;
-pub use cold::{ColdFuture, ColdSegmentInfo, ColdStore};
-pub use cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};
-pub use compaction::{COMPACTION_IO_CHUNK_BYTES, COMPACTION_MAP_BYTES_MAX, MAP_ENTRY_OVERHEAD_BYTES};
+pub use format::index;
+
+pub use cleanup::compaction::{
+    COMPACTION_IO_CHUNK_BYTES, COMPACTION_MAP_BYTES_MAX, MAP_ENTRY_OVERHEAD_BYTES,
+};
+pub use cleanup::pass::CleanupReport;
+pub use cleanup::policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
+pub use cleanup::reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
+pub use cleanup::swap::{Leftovers, MANIFEST_NAME};
 pub use config::{
     LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
     SEGMENT_BYTES_MAX,
 };
-pub use device::read_device_properties;
-pub use dirs::{
+pub use error::{Result, StorageError};
+pub use io::device::read_device_properties;
+pub use io::dirs::{
     create_dir_all, create_dir_all_durable, index_path, log_path, remove_if_exists, rename_if_exists,
     sync_dir,
 };
-pub use disk_threads::{
+pub use io::disk_threads::{
     start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
 };
-pub use early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
-pub use error::{Result, StorageError};
-pub use faults::{FaultPoint, NoSpaceAt};
-pub use fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
+pub use io::nudge::{Nudge, NUDGE_INTERVAL};
+pub use io::page_buf::PAGE_BYTES;
+pub use io::segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
+pub use io::thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
+pub use log::faults::{FaultPoint, NoSpaceAt};
+pub use log::fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
+pub use log::partition::{Appended, OpenReport, PartitionLog};
+pub use log::recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
+pub use log::watermark::{WaitError, Watermark};
+pub use log::write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
-pub use nudge::{Nudge, NUDGE_INTERVAL};
 pub use offset::Offset;
-pub use partition::{Appended, OpenReport, PartitionLog};
-
-pub use policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
-pub use read::{BatchesRead, LimitedRecords, RecordsRead};
-pub use recent::{PAGE_BYTES, RECENT_WRITES_BYTES_DEFAULT};
-pub use recent_budget::{
+pub use read::fetch::{BatchesRead, LimitedRecords, RecordsRead};
+pub use read::scan::RawBatch;
+pub use record::{ProducerStamp, Record, StoredRecord};
+pub use tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
+pub use tier::cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};
+pub use tier::state::ColdTier;
+pub use write::batch_buf::{BatchBuf, ReceivingBatch};
+pub use write::early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
+pub use write::recent::RECENT_WRITES_BYTES_DEFAULT;
+pub use write::recent_budget::{
     recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,
 };
-pub use reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
-pub use record::{ProducerStamp, Record, StoredRecord};
-pub use recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
-pub use segment::RawBatch;
-pub use segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
-pub use swap::{Leftovers, MANIFEST_NAME};
-pub use thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
-pub use tier::ColdTier;
-pub use watermark::{WaitError, Watermark};
-pub use write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
-pub use writer::DIRECT_WRITE_BYTES_MAX;
+pub use write::writer::DIRECT_WRITE_BYTES_MAX;

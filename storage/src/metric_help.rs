@@ -144,7 +144,7 @@ pub const STORAGE_METRICS: &[MetricHelp] = &[
         kind: MetricKind::Counter,
         unit: None,
         labels: &["kind"],
-        label_values: &crate::write_failure::WriteFailure::LABELS,
+        label_values: &crate::log::write_failure::WriteFailure::LABELS,
         help: "Failed writes and fsyncs of partition logs, by kind: no_space and quota (the write is refused, the log goes back to its last complete write, writes go on) or fsync and io (the partition refuses writes until restart).",
     },
     MetricHelp {
