@@ -25,7 +25,9 @@ use crate::session::Session;
 use crate::time::{looks_like_seconds, to_rfc3339};
 use crate::timeseek;
 
-use crate::limits::{FETCH_BYTES_MAX, FETCH_BYTES_MIN, FETCH_RECORDS_MAX, FETCH_ROUND_BYTES_MAX, FOLLOW_WAIT_MS};
+use crate::limits::{
+    FETCH_BYTES_MAX, FETCH_BYTES_MIN, FETCH_RECORDS_MAX, FETCH_ROUND_BYTES_MAX, FOLLOW_WAIT_MS,
+};
 
 /// Where one partition's reading stands.
 #[derive(Clone, Debug)]

@@ -34,14 +34,13 @@ use es_protocol::{Request, Response};
 
 use crate::args::{ConsumeArgs, Global};
 use crate::consume::{fetch_bytes, stuck, unexpected};
-use crate::limits::{FETCH_RECORDS_MAX, GROUP_FOLLOW_WAIT_MS};
 use crate::error::{code, group_error, CliError, Result};
 use crate::heartbeat::{Heartbeats, News};
+use crate::limits::{FETCH_RECORDS_MAX, GROUP_FOLLOW_WAIT_MS};
 use crate::member::{is_lost, is_rebalanced, Assignment, Member};
 use crate::output::note;
 use crate::printer::Printer;
 use crate::session::Session;
-
 
 /// Where the group member stands in one of its partitions.
 #[derive(Clone, Debug, PartialEq)]

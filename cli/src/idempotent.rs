@@ -33,10 +33,11 @@ use es_protocol::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
 use es_protocol::Request;
 
 use crate::error::is_transient;
-use crate::link::{Answer, Link};
 use crate::limits::{
-    PARTITION_BATCHES_INFLIGHT_MAX, RECONNECT_ATTEMPTS_MAX, RECONNECT_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_MAX_MS,
+    PARTITION_BATCHES_INFLIGHT_MAX, RECONNECT_ATTEMPTS_MAX, RECONNECT_BACKOFF_FIRST_MS,
+    RECONNECT_BACKOFF_MAX_MS,
 };
+use crate::link::{Answer, Link};
 use crate::partitioner::Partitioner;
 
 const BACKOFF_FIRST: Duration = Duration::from_millis(RECONNECT_BACKOFF_FIRST_MS);
@@ -209,7 +210,8 @@ impl<L: Link> IdempotentProducer<L> {
         }
         self.partitioner.batch_sent(partition);
         while self.unacked.len() >= self.settings.max_in_flight
-            || self.unacked.iter().filter(|b| b.partition == partition).count() >= PARTITION_BATCHES_INFLIGHT_MAX
+            || self.unacked.iter().filter(|b| b.partition == partition).count()
+                >= PARTITION_BATCHES_INFLIGHT_MAX
         {
             self.collect_front()?;
         }
