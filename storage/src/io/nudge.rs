@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak}; // blocking-ok: the nudger thread and executor start-up lock it, for nanoseconds
 use std::task::{Context, Poll};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex}; // blocking-ok: the queue lock is taken by disk threads only, never a shard
 use std::time::Instant;
 
 use futures::channel::oneshot;
