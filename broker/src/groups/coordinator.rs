@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::TopicPartition;
 use crate::groups::group::{
     Group, SESSION_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_MAX, SESSION_TIMEOUT_MS_MIN,
@@ -192,8 +192,7 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
                 let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
                 if !g.members.is_empty() {
                     return Err(ApiError::new(
-                        hyper::StatusCode::CONFLICT,
-                        "group_not_empty",
+                        ErrorCode::GroupNotEmpty,
                         format!(
                             "group {name:?} has {} members; it can be deleted once empty",
                             g.members.len()
@@ -237,11 +236,7 @@ fn committed_json(g: &Group) -> serde_json::Value {
 }
 
 fn group_not_found(name: &str) -> ApiError {
-    ApiError::new(
-        hyper::StatusCode::NOT_FOUND,
-        "group_not_found",
-        format!("group {name:?} does not exist"),
-    )
+    ApiError::new(ErrorCode::GroupNotFound, format!("group {name:?} does not exist"))
 }
 
 /// Validates, appends the new offsets to the groups log and waits for them

@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use hyper::StatusCode;
-
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::{self, TopicPartition};
 use crate::groups::committed::Committed;
 
@@ -90,8 +88,7 @@ impl Group {
         }
         if !self.members.is_empty() && sorted != self.topics {
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "inconsistent_topics",
+                ErrorCode::InconsistentTopics,
                 format!(
                     "group {:?} consumes {:?}; every member must join with the same topics",
                     self.name, self.topics
@@ -100,8 +97,7 @@ impl Group {
         }
         if self.members.len() >= MEMBERS_MAX {
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "group_full",
+                ErrorCode::GroupFull,
                 format!("group {:?} has {MEMBERS_MAX} members", self.name),
             ));
         }
@@ -190,9 +186,7 @@ impl Group {
         offsets: &[(TopicPartition, u64)],
     ) -> Result<(), ApiError> {
         match member {
-            None if !self.members.is_empty() => Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "group_not_empty",
+            None if !self.members.is_empty() => Err(ApiError::new(ErrorCode::GroupNotEmpty,
                 format!(
                     "group {:?} has members: commit as a member (member_id and generation), or wait until it is empty",
                     self.name
@@ -202,9 +196,7 @@ impl Group {
             Some((id, generation)) => {
                 let m = self.member(id)?;
                 if generation != self.generation {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "stale_generation",
+                    return Err(ApiError::new(ErrorCode::StaleGeneration,
                         format!(
                             "generation {generation} is stale: group {:?} is at generation {}; heartbeat to get the new assignment",
                             self.name, self.generation
@@ -212,9 +204,7 @@ impl Group {
                     ));
                 }
                 if let Some(((t, p), _)) = offsets.iter().find(|(tp, _)| !m.assignment.contains(tp)) {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "not_assigned",
+                    return Err(ApiError::new(ErrorCode::NotAssigned,
                         format!("member {id} does not hold {t}/{p} in generation {}", self.generation),
                     ));
                 }
@@ -226,8 +216,7 @@ impl Group {
 
 fn unknown_member(group: &str, member: &str) -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_member",
+        ErrorCode::UnknownMember,
         format!("member {member:?} is not in group {group:?} (session expired or left): join again"),
     )
 }

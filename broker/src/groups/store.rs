@@ -31,7 +31,7 @@ use futures::channel::oneshot;
 use glommio::io::BufferedFile;
 use glommio::sync::{Semaphore, StaticPermit};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::TopicPartition;
 use crate::groups::group::Group;
 use crate::groups::log as group_log;
@@ -95,8 +95,7 @@ impl GroupCount {
 
 pub fn too_many_groups(group: &str, max: usize) -> ApiError {
     ApiError::new(
-        hyper::StatusCode::CONFLICT,
-        "too_many_groups",
+        ErrorCode::TooManyGroups,
         format!(
             "group {group:?} would be one more than the broker's {max} groups (--groups-max): \
              delete groups that are no longer used, or raise the limit"

@@ -9,7 +9,7 @@ use std::time::Duration;
 use es_storage::Offset;
 use futures::FutureExt;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::shard::budget::{Budget, Charge};
 use crate::shard::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, Reply};
 use crate::shard::Shard;
@@ -206,8 +206,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
     let offset = args.offset.unwrap_or(start);
     if offset < start || offset > hw {
         return Err(ApiError::new(
-            hyper::StatusCode::RANGE_NOT_SATISFIABLE,
-            "offset_out_of_range",
+            ErrorCode::OffsetOutOfRange,
             format!("offset {offset} is out of range: log start offset {start}, high watermark {hw}"),
         ));
     }
@@ -242,8 +241,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
     }
     let out_of_range = |offset: u64, log_start: u64| {
         ApiError::new(
-            hyper::StatusCode::RANGE_NOT_SATISFIABLE,
-            "offset_out_of_range",
+            ErrorCode::OffsetOutOfRange,
             format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
         )
     };

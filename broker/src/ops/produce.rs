@@ -12,7 +12,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use es_storage::{Offset, PartitionLog, ProducerStamp, Record};
 use futures::future::join_all;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::producers::idempotence::{Check, ProducerFields};
 use crate::shard::message::{Op, Payload, Reply};
 use crate::shard::placement;
@@ -201,7 +201,7 @@ async fn idempotent_append(
             .state
             .ready_shards
             .load(std::sync::atomic::Ordering::Acquire);
-        if e.code == "unknown_producer_id" && opened < shard.shards {
+        if e.code == ErrorCode::UnknownProducerId && opened < shard.shards {
             return Err(ApiError::unavailable(
                 "the broker is starting: producer state is still being loaded; retry",
             ));

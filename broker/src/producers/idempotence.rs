@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Batches remembered per producer and partition. Kafka keeps 5; a client
 /// with up to this many batches in flight gets every retry deduplicated
@@ -77,8 +77,7 @@ impl ProducerTable {
         };
         if f.epoch < state.epoch {
             return Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "producer_fenced",
+                ErrorCode::ProducerFenced,
                 format!(
                     "producer {} epoch {} is fenced by epoch {}: a newer instance of this producer exists",
                     f.producer_id, f.epoch, state.epoch
@@ -120,9 +119,7 @@ impl ProducerTable {
             return Ok(Check::Append);
         }
         if f.sequence < expected {
-            return Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "duplicate_sequence",
+            return Err(ApiError::new(ErrorCode::DuplicateSequence,
                 format!(
                     "sequence {} of producer {} was written before the last {PRODUCER_WINDOW_BATCHES} batches; its offsets are no longer known",
                     f.sequence, f.producer_id
@@ -287,8 +284,7 @@ impl ProducerTable {
 
 fn out_of_order(f: ProducerFields, expected: i32) -> ApiError {
     ApiError::new(
-        hyper::StatusCode::CONFLICT,
-        "out_of_order_sequence",
+        ErrorCode::OutOfOrderSequence,
         format!(
             "producer {} sent sequence {} but the partition expects {expected}: a batch before it is missing",
             f.producer_id, f.sequence

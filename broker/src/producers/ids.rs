@@ -47,7 +47,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::producers::known::Floors;
 use crate::shard::Shard;
 
@@ -392,7 +392,7 @@ impl Registry {
 
     /// The current epoch of `id`, or why it has none.
     fn epoch_of(&self, id: i64, shards_know: Option<i16>) -> Result<i16, ApiError> {
-        let unknown = |why: String| ApiError::new(hyper::StatusCode::NOT_FOUND, "unknown_producer_id", why);
+        let unknown = |why: String| ApiError::new(ErrorCode::UnknownProducerId, why);
         if id >= self.next_id {
             return Err(unknown(format!(
                 "producer id {id} was never issued by this broker"

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// State of one producer id on this shard.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -117,9 +117,7 @@ impl KnownProducers {
             None => 0,
         };
         if epoch < current {
-            return Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "producer_fenced",
+            return Err(ApiError::new(ErrorCode::ProducerFenced,
                 format!(
                     "producer {producer_id} epoch {epoch} is fenced by epoch {current}: a newer instance of this producer exists"
                 ),
@@ -193,7 +191,7 @@ pub struct Expired {
 }
 
 fn unknown(message: String) -> ApiError {
-    ApiError::new(hyper::StatusCode::NOT_FOUND, "unknown_producer_id", message)
+    ApiError::new(ErrorCode::UnknownProducerId, message)
 }
 
 #[cfg(test)]
@@ -201,7 +199,7 @@ mod tests {
     use super::*;
 
     fn code(r: Result<(), ApiError>) -> &'static str {
-        r.err().map_or("ok", |e| e.code)
+        r.err().map_or("ok", |e| e.code.as_str())
     }
 
     #[test]

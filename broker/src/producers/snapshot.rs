@@ -25,7 +25,7 @@ use std::rc::Rc;
 use es_storage::{Offset, PartitionLog};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::producers::idempotence::{ProducerImage, ProducerTable, TableImage};
 
 /// Bytes read per step while scanning a log for producer batches.
@@ -281,7 +281,7 @@ pub async fn save_opened(
     if let Err(e) = save_image(data_dir, topic, partition, table.image(), offset).await {
         // Derived data (the next start scans from the snapshot before, if
         // any): a full disk does not keep a partition shut.
-        if e.status != hyper::StatusCode::SERVICE_UNAVAILABLE {
+        if e.code != ErrorCode::Unavailable {
             return Err(e);
         }
         tracing::warn!(topic, partition, error = %e, "producer snapshot not saved; the next start scans again");

@@ -336,7 +336,7 @@ async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
                 crate::ops::open::open_partition(shard, meta, p)
                     .await
                     .map_err(|e| {
-                        if e.code == "corrupt_data" {
+                        if e.code == crate::error::ErrorCode::CorruptData {
                             DATA_LOSS_REFUSED.store(true, Ordering::Release);
                         }
                         format!("recovering topic {}: {e}", meta.name)

@@ -20,9 +20,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures::future::join_all;
-use hyper::StatusCode;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::shard::message::{Op, ProducerOp, Reply};
 use crate::shard::placement::ShardId;
 use crate::shard::Shard;
@@ -51,8 +50,7 @@ fn partition_count(shard: &Shard) -> u64 {
 /// `--partitions-max`.
 fn too_many_partitions(meta: &TopicMeta, held: u64, max: u64) -> ApiError {
     ApiError::new(
-        StatusCode::CONFLICT,
-        "too_many_partitions",
+        ErrorCode::TooManyPartitions,
         format!(
             "topic {:?} with {} partitions would bring the broker to {} partitions, past its {max} \
              (--partitions-max; it holds {held}): delete topics no longer used, or raise the limit \
@@ -88,8 +86,7 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
     let _guard = shard.controller_lock.acquire_permit(1).await;
     if shard.catalog.get(&meta.name).is_some() {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "topic_exists",
+            ErrorCode::TopicExists,
             format!("topic {:?} already exists", meta.name),
         ));
     }

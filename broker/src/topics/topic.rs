@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// Most partitions one topic may have: each is a directory, open files and
 /// memory on its shard.
@@ -233,9 +233,7 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::new(
-            hyper::StatusCode::BAD_REQUEST,
-            "invalid_topic_name",
+        Err(ApiError::new(ErrorCode::InvalidTopicName,
             format!(
                 "topic name {name:?} is invalid: use 1-{TOPIC_NAME_BYTES_MAX} characters of [A-Za-z0-9._-], not \".\" or \"..\""
             ),
@@ -247,9 +245,7 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
 /// file name too).
 pub fn validate_group_name(name: &str) -> Result<(), ApiError> {
     validate_name(name).map_err(|_| {
-        ApiError::new(
-            hyper::StatusCode::BAD_REQUEST,
-            "invalid_group_name",
+        ApiError::new(ErrorCode::InvalidGroupName,
             format!(
                 "group name {name:?} is invalid: use 1-{TOPIC_NAME_BYTES_MAX} characters of [A-Za-z0-9._-], not \".\" or \"..\""
             ),
@@ -446,9 +442,7 @@ pub async fn clear_for_create(data_dir: &Path, name: &str) -> Result<(), ApiErro
         Leftover::Clearable => crate::topics::fsops::remove_dir_all(&dir).await,
         Leftover::Records(file) => {
             tracing::error!(topic = %name, file = %file.display(), "create refused: the topic directory holds records of a topic not in the catalog");
-            Err(ApiError::new(
-                hyper::StatusCode::CONFLICT,
-                "topic_data_exists",
+            Err(ApiError::new(ErrorCode::TopicDataExists,
                 format!(
                     "{} holds records of a topic named {name:?} that the broker does not know (its meta.json is missing), e.g. {}; \
                      nothing was changed. Restore its meta.json and restart to serve it, or move the directory away to reuse the name",
@@ -523,7 +517,7 @@ mod tests {
         let e = c
             .patched(&m(serde_json::json!({"segment_bytes": 1})))
             .unwrap_err();
-        assert_eq!(e.status, hyper::StatusCode::BAD_REQUEST);
+        assert_eq!(e.code.http_status(), 400);
         assert!(e.message.contains("at least 1024"), "{}", e.message);
         let e = c.patched(&m(serde_json::json!({"segment_ms": 999}))).unwrap_err();
         assert!(e.message.contains("at least 1000"), "{}", e.message);

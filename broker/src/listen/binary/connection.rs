@@ -464,7 +464,7 @@ async fn serve_frames(
                 "the broker failed while handling this request (a bug; its log says more); \
                  the connection is closed: reconnect to go on",
             );
-            let resp = Response::error(e.code, e.message);
+            let resp = Response::error(e.code.wire(), e.message);
             let _ = tx.send(Outgoing::frame(resp.to_frame(*id, false))).await;
         }
         // Wait for in-flight requests to answer (a shutdown finishes them).

@@ -106,7 +106,7 @@ pub async fn handle(
         }
         Err(e) => {
             m.error.increment(1);
-            Outgoing::frame(Response::error(e.code, e.message).into_frame(request_id, gzip))
+            Outgoing::frame(Response::error(e.code.wire(), e.message).into_frame(request_id, gzip))
         }
     };
     m.duration.record(started.elapsed().as_secs_f64());

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::response::{self, Body};
 use super::server::Conn;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::ops::fetch::{Charger, FetchQuery};
 use crate::ops::produce::Item;
 use crate::producers::idempotence::ProducerFields;
@@ -165,9 +165,7 @@ pub async fn fetch(
         match enc {
             Encoding::Base64 => Ok(base64::engine::general_purpose::STANDARD.encode(bytes)),
             Encoding::Utf8 => String::from_utf8(bytes).map_err(|_| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "not_utf8",
+                ApiError::new(ErrorCode::NotUtf8,
                     format!("the {what} of the record at offset {offset} is not UTF-8: fetch with encoding=base64"),
                 )
             }),

@@ -9,7 +9,7 @@ use hyper::body::{Body as _, Incoming};
 use hyper::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::shard::budget::Charge;
 use crate::shard::Shard;
 
@@ -41,7 +41,13 @@ pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
 }
 
 pub fn error(e: &ApiError) -> Response<Body> {
-    json(e.status, &e.body())
+    json(status(e.code), &e.body())
+}
+
+/// The HTTP status of `code`, from the error table (error.rs): the one
+/// place a transport-neutral code becomes a `hyper::StatusCode`.
+pub fn status(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.http_status()).expect("the error table holds valid statuses")
 }
 
 pub fn text(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
@@ -133,17 +139,14 @@ async fn take(shard: &Shard, bytes: usize) -> Charge {
 
 /// A body that stopped arriving.
 fn stalled(stall_ms: u64) -> ApiError {
-    ApiError::new(
-        StatusCode::REQUEST_TIMEOUT,
-        "request_timeout",
+    ApiError::new(ErrorCode::RequestTimeout,
         format!("the request body stopped arriving for {stall_ms} ms (--frame-stall-ms); the connection is closed"),
     )
 }
 
 pub fn too_large(limit: usize) -> ApiError {
     ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
+        ErrorCode::PayloadTooLarge,
         format!("request body is larger than {limit} bytes (--http-body-bytes-max); send smaller batches"),
     )
 }
@@ -179,7 +182,7 @@ mod tests {
     }
 
     fn code<T: DeserializeOwned + std::fmt::Debug>(bytes: &[u8]) -> &'static str {
-        parse::<T>(bytes).expect_err("refused").code
+        parse::<T>(bytes).expect_err("refused").code.as_str()
     }
 
     #[test]

@@ -11,7 +11,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::response::{self, Body};
 use super::server::Conn;
 use super::{groups, producers, records, topics};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::shard::Shard;
 
 /// Answers one request. A panic in its handling is caught
@@ -53,7 +53,10 @@ async fn routed(shard: Rc<Shard>, conn: Rc<Conn>, req: Request<Incoming>) -> Res
     // read; the connection closes rather than read what follows.
     let limit = shard.config.http_body_bytes_max;
     let (endpoint, result) = if req.body().size_hint().lower() > limit as u64 {
-        ("payload_too_large", Err(response::too_large(limit)))
+        (
+            ErrorCode::PayloadTooLarge.as_str(),
+            Err(response::too_large(limit)),
+        )
     } else {
         dispatch(&shard, &conn, req).await
     };
@@ -127,18 +130,16 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, req: Request<Incoming>) -> Han
             records::fetch(shard, conn, t, p, req.uri().query()).await,
         ),
         (known, _) if is_known(known) => (
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed.as_str(),
             Err(ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 format!("{method} is not allowed on {path}"),
             )),
         ),
         _ => (
-            "not_found",
+            ErrorCode::NotFound.as_str(),
             Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 format!("no such endpoint: {method} {path}"),
             )),
         ),
