@@ -224,6 +224,7 @@ fn start(config: config::Config) -> Result<(), String> {
         state,
         Arc::new(recorder),
         groups,
+        listen::start,
     )?;
     tracing::info!("stopped cleanly");
     Ok(())

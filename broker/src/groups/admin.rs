@@ -1,6 +1,7 @@
 //! Consumer group operations, independent of the transport: route to the
 //! coordinator shard, gather from every shard (list), and join offsets with
-//! high watermarks (describe, lag, reset).
+//! high watermarks (describe, lag, reset); and the group requests read from
+//! their JSON bodies, the same fields on every listener.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -8,7 +9,7 @@ use std::rc::Rc;
 use futures::future::join_all;
 
 use crate::error::ApiError;
-use crate::groups::coordinator::GroupOp;
+use crate::groups::coordinator::{self, GroupOp};
 use crate::shard::message::{Op, Reply};
 use crate::shard::Shard;
 
@@ -170,4 +171,78 @@ pub async fn reset(
         },
     )
     .await
+}
+
+/// A join from its JSON body `{"topics":[...], "session_timeout_ms"?}`.
+pub fn join_op(v: &serde_json::Value) -> Result<GroupOp, ApiError> {
+    let topics = v
+        .get("topics")
+        .and_then(|t| t.as_array())
+        .ok_or_else(|| ApiError::invalid("topics must be an array of topic names"))?
+        .iter()
+        .map(|t| {
+            t.as_str()
+                .map(String::from)
+                .ok_or_else(|| ApiError::invalid("topics must be strings"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let session_timeout_ms = match v.get("session_timeout_ms") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(x) => Some(
+            x.as_u64()
+                .ok_or_else(|| ApiError::invalid("session_timeout_ms must be a positive integer"))?,
+        ),
+    };
+    Ok(GroupOp::Join {
+        topics,
+        session_timeout_ms,
+    })
+}
+
+/// A commit from its JSON body `{"member_id"?, "generation"?, "offsets"}`.
+pub fn commit_op(v: &serde_json::Value) -> Result<GroupOp, ApiError> {
+    let member = match (v.get("member_id"), v.get("generation")) {
+        (None | Some(serde_json::Value::Null), None | Some(serde_json::Value::Null)) => None,
+        (Some(m), Some(g)) => Some((
+            m.as_str()
+                .ok_or_else(|| ApiError::invalid("member_id must be a string"))?
+                .to_string(),
+            g.as_u64()
+                .ok_or_else(|| ApiError::invalid("generation must be a non-negative integer"))?,
+        )),
+        _ => return Err(ApiError::invalid("member_id and generation go together")),
+    };
+    Ok(GroupOp::Commit {
+        member,
+        offsets: coordinator::parse_offsets(v)?,
+    })
+}
+
+/// A reset from `{"topic", "to": "earliest"|"latest"|"offset"|"timestamp", "offset"?, "timestamp"?}`.
+pub fn reset_args(v: &serde_json::Value) -> Result<(String, ResetTo), ApiError> {
+    let topic = v
+        .get("topic")
+        .and_then(|t| t.as_str())
+        .ok_or_else(|| ApiError::invalid("topic must be a string"))?
+        .to_string();
+    let to = match v.get("to").and_then(|t| t.as_str()) {
+        Some("earliest") => ResetTo::Earliest,
+        Some("latest") => ResetTo::Latest,
+        Some("offset") => ResetTo::Offset(
+            v.get("offset")
+                .and_then(|o| o.as_u64())
+                .ok_or_else(|| ApiError::invalid("to=offset needs a non-negative integer offset"))?,
+        ),
+        Some("timestamp") => ResetTo::Timestamp(
+            v.get("timestamp")
+                .and_then(|o| o.as_i64())
+                .ok_or_else(|| ApiError::invalid("to=timestamp needs an integer timestamp (ms)"))?,
+        ),
+        _ => {
+            return Err(ApiError::invalid(
+                "to must be \"earliest\", \"latest\", \"offset\" or \"timestamp\"",
+            ))
+        }
+    };
+    Ok((topic, to))
 }

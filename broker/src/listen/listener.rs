@@ -6,7 +6,6 @@
 //! `es_request_panics_total{listener}`, and answered `internal`; the shard
 //! keeps serving.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
@@ -33,33 +32,6 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     sk.listen(LISTEN_BACKLOG)?;
     // SAFETY: a bound, listening socket whose ownership moves to glommio.
     Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
-}
-
-/// Client connections open on one shard, per listener.
-#[derive(Default)]
-pub struct Open {
-    http: Cell<usize>,
-    binary: Cell<usize>,
-}
-
-impl Open {
-    fn of(&self, listener: &str) -> &Cell<usize> {
-        if listener == "http" {
-            &self.http
-        } else {
-            &self.binary
-        }
-    }
-
-    /// Open on `listener` (`http`, `binary`).
-    pub fn get(&self, listener: &str) -> usize {
-        self.of(listener).get()
-    }
-
-    /// Open on both.
-    pub fn total(&self) -> usize {
-        self.http.get() + self.binary.get()
-    }
 }
 
 /// The most connections `listener` may have open on one shard: its share
@@ -196,28 +168,10 @@ pub async fn guarded<T>(
     match std::panic::AssertUnwindSafe(task).catch_unwind().await {
         Ok(out) => Ok(out),
         Err(panic) => {
-            panicked(listener, &what(), panic.as_ref());
+            crate::shard::panics::panicked(listener, &what(), panic.as_ref());
             Err(())
         }
     }
-}
-
-/// Logs at error level and counts (`es_request_panics_total{listener}`) a
-/// panic caught while running a request's `what` (its endpoint or
-/// operation) on `listener`.
-pub fn panicked(listener: &'static str, what: &str, panic: &(dyn std::any::Any + Send)) {
-    let message = panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(not a string)");
-    metrics::counter!("es_request_panics_total", "listener" => listener).increment(1);
-    tracing::error!(
-        listener,
-        request = what,
-        panic = message,
-        "a request panicked and was answered internal; the shard keeps serving"
-    );
 }
 
 /// Debug builds only, for broker/tests/request_panic.rs: a produce or fetch

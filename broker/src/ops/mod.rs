@@ -28,7 +28,7 @@ pub async fn handle(shard: Rc<Shard>, op: Op) -> Reply {
     match std::panic::AssertUnwindSafe(run(shard, op)).catch_unwind().await {
         Ok(reply) => reply,
         Err(panic) => {
-            crate::listen::listener::panicked("operation", kind, panic.as_ref());
+            crate::shard::panics::panicked("operation", kind, panic.as_ref());
             Reply::Done(Err(ApiError::internal(format!(
                 "{kind} failed unexpectedly (a bug; the broker log says more)"
             ))))
@@ -102,9 +102,11 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             partition,
             timestamp_ms,
         } => Reply::Json(Box::pin(fetch::offset_for_time(&shard, &topic, partition, timestamp_ms)).await),
-        Op::AdoptConnection { socket, unhandled } => {
-            Reply::Done(crate::listen::binary::adopt(&shard, socket, unhandled))
-        }
+        Op::AdoptConnection {
+            socket,
+            unhandled,
+            adopt,
+        } => Reply::Done(adopt(&shard, socket, unhandled)),
         Op::Producers(op) => crate::producers::expiry::on_shard(&shard, op),
         Op::InitProducer(existing) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");

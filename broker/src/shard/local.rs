@@ -56,7 +56,7 @@ pub struct Shard {
     /// Rotates the partition for keyless records, one step per request.
     pub spread: Cell<u64>,
     /// Client connections open on this shard, per listener.
-    pub connections: crate::listen::listener::Open,
+    pub connections: crate::shard::connections::Open,
     /// Bytes of client requests and responses this shard holds at once
     /// (`--request-shard-bytes`; shard/budget.rs).
     pub request_budget: Rc<crate::shard::budget::Budget>,

@@ -80,8 +80,15 @@ pub enum Op {
     AdoptConnection {
         socket: std::os::fd::OwnedFd,
         unhandled: Vec<u8>,
+        /// How the listener that hands the connection over serves it on
+        /// this shard: named by that listener, so the core never names one.
+        adopt: Adopt,
     },
 }
+
+/// Serves a connection another shard handed over (`Op::AdoptConnection`):
+/// its socket and the bytes read from it but not yet handled.
+pub type Adopt = fn(&std::rc::Rc<crate::shard::Shard>, std::os::fd::OwnedFd, Vec<u8>) -> Result<(), ApiError>;
 
 /// The controller's word to each shard about producer ids
 /// (producers/known.rs, producers/expiry.rs).

@@ -7,6 +7,7 @@
 //! The Raft glue that replicates a shard's partitions slots in here.
 
 pub mod budget;
+pub mod connections;
 pub mod hot_metrics;
 pub mod local;
 pub mod lock;
@@ -14,6 +15,7 @@ pub mod mesh;
 pub mod message;
 pub mod outbox;
 pub mod owned;
+pub mod panics;
 pub mod placement;
 pub mod router;
 pub mod runtime;

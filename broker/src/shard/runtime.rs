@@ -1,6 +1,8 @@
 //! Starting the shards and stopping them: one glommio executor per shard,
 //! pinned to a core where there are enough, a full channel mesh between
-//! them, recovery, the HTTP listener, and the graceful shutdown sequence.
+//! them, recovery, the client listeners (started by the function main.rs
+//! hands in, so the core names no listener), and the graceful shutdown
+//! sequence.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -17,6 +19,10 @@ use crate::shard::state::BrokerState;
 use crate::shard::Shard;
 use crate::topics::catalog::Catalog;
 use crate::topics::controller::by_owner;
+
+/// Binds a shard's client listeners and serves each in a task of its own
+/// that ends once shutdown starts (`listen::start`, handed in by main.rs).
+pub type Listen = fn(&Rc<Shard>) -> Result<Vec<glommio::Task<()>>, String>;
 
 /// Cross-shard channel depth per pair of shards: enough for bursts of
 /// forwarded requests; a full channel makes the sender wait (backpressure).
@@ -49,6 +55,7 @@ pub fn run(
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     groups: crate::groups::store::BrokerGroups,
+    listen: Listen,
 ) -> Result<(), String> {
     let shards = config.shard_count();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -78,7 +85,7 @@ pub fn run(
             );
             // Taken by move: each shard's ends go to exactly one thread.
             let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop(); // blocking-ok: start-up, uncontended
-            async move { shard_main(config, catalog, state, metrics, mesh, groups).await }
+            async move { shard_main(config, catalog, state, metrics, mesh, groups, listen).await }
         })
         .map_err(|e| format!("could not start shards: {e}"))?;
     // Shards never return: once every one has closed its partitions (the
@@ -153,6 +160,7 @@ async fn shard_main(
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     mesh: Option<crate::shard::mesh::MeshEnds<Envelope>>,
     groups: Arc<crate::groups::store::BrokerGroups>,
+    listen: Listen,
 ) {
     // Held for the shard's life: a lost wake-up of its executor costs one
     // nudge interval, never a stuck shard (es_storage::Nudge).
@@ -211,7 +219,7 @@ async fn shard_main(
     ));
     crate::shard::serve_mesh(shard.clone(), receivers);
     glommio::spawn_local(watch_shutdown(shard.clone())).detach();
-    let served = serve(&shard).await;
+    let served = serve(&shard, listen).await;
     if let Err(e) = &served {
         // One shard failing stops the broker: a broker missing a shard's
         // partitions must not look healthy.
@@ -269,15 +277,8 @@ fn test_panic_hook(id: ShardId) {
 
 /// Recovers this shard's partitions and serves clients until shutdown
 /// starts and open connections have finished.
-async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
-    let addr = shard.config.http_addr;
-    let listener =
-        crate::listen::listener::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let server = glommio::spawn_local(crate::listen::http::serve(shard.clone(), listener));
-    let binary_addr = shard.config.binary_addr;
-    let binary_listener = crate::listen::listener::listen(binary_addr)
-        .map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
-    let binary = glommio::spawn_local(crate::listen::binary::serve(shard.clone(), binary_listener));
+async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
+    let listeners = listen(shard)?;
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }
@@ -300,9 +301,10 @@ async fn serve(shard: &Rc<Shard>) -> Result<(), String> {
     } else {
         shard.shutdown.advance(1);
     }
-    // The listener stops once `shutdown` reaches 1 (see watch_shutdown).
-    server.await;
-    binary.await;
+    // The listeners stop once `shutdown` reaches 1 (see watch_shutdown).
+    for listener in listeners {
+        listener.await;
+    }
     drain_connections(shard).await;
     recovered
 }

@@ -499,7 +499,12 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
             return;
         }
     };
-    match shard.call(to, Op::AdoptConnection { socket, unhandled }).await {
+    let op = Op::AdoptConnection {
+        socket,
+        unhandled,
+        adopt,
+    };
+    match shard.call(to, op).await {
         Reply::Done(Ok(())) => metrics::counter!("es_binary_connections_moved_total").increment(1),
         other => tracing::debug!(?other, to, "a binary connection could not move: closed"),
     }

@@ -272,15 +272,15 @@ async fn group_request(
     let group = str_field(body, "group")?;
     let member = || str_field(body, "member_id").map(String::from);
     let op = match kind {
-        Kind::JoinGroup => crate::listen::http::groups_join_op(body)?,
+        Kind::JoinGroup => crate::groups::admin::join_op(body)?,
         Kind::Heartbeat => GroupOp::Heartbeat { member_id: member()? },
         Kind::LeaveGroup => GroupOp::Leave { member_id: member()? },
-        Kind::CommitOffsets => crate::listen::http::groups_commit_op(body)?,
+        Kind::CommitOffsets => crate::groups::admin::commit_op(body)?,
         Kind::FetchCommits => GroupOp::Commits,
         Kind::DescribeGroup => return crate::groups::admin::describe(shard, group).await,
         Kind::DeleteGroup => GroupOp::Delete,
         Kind::ResetGroup => {
-            let (topic, to) = crate::listen::http::groups_reset_args(body)?;
+            let (topic, to) = crate::groups::admin::reset_args(body)?;
             return crate::groups::admin::reset(shard, group, &topic, to).await;
         }
         other => return Err(ApiError::invalid(format!("{other:?} is not a group request"))),
@@ -339,7 +339,7 @@ async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -
                                 .ok_or_else(|| ApiError::invalid("producer_id must be an integer"))?,
                         ),
                     };
-                    crate::listen::http::init_producer_json(shard, existing).await?
+                    crate::producers::admin::init(shard, existing).await?
                 }
                 k @ (Kind::JoinGroup
                 | Kind::Heartbeat

@@ -13,4 +13,4 @@ mod outgoing;
 mod read_buf;
 mod recv;
 
-pub use connection::{adopt, serve};
+pub use connection::serve;
