@@ -32,7 +32,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use groups::{load as group_load, store as group_store};
+use groups::load as group_load;
 use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile};
 use producers::ids as producer_ids;
 use shard::{lock, runtime, state};
@@ -179,7 +179,7 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)
         .map_err(|e| format!("loading consumer groups: {e}"))?;
-    let groups = group_store::BrokerGroups::new(groups, config.groups_max);
+    let groups = group_load::BrokerGroups::new(groups, config.groups_max);
     nofile::ensure(&config, topics.iter().map(|t| t.partitions as u64).sum())?;
     tracing::info!(
         data_dir = %config.data_dir.display(),

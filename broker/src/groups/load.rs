@@ -25,13 +25,15 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use crate::groups::committed::Committed;
+use crate::groups::count::GroupCount;
 use crate::groups::log::{self as group_log, Record};
-use crate::groups::store::{log_name, LoadedGroup};
-use crate::shard::placement;
+use crate::groups::store::log_name;
+use crate::shard::placement::{self, ShardId};
 
 pub fn groups_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("groups")
@@ -386,6 +388,48 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all() // blocking-ok: start-up, before the shards run
+}
+
+/// A group as start-up read it back (groups/load.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedGroup {
+    pub name: String,
+    pub committed: crate::groups::committed::Committed,
+    pub idle_since_ms: i64,
+}
+
+/// What a shard starts its groups with: those start-up loaded for it
+/// (groups/load.rs), and the broker's count.
+pub struct ShardGroups {
+    pub loaded: Vec<LoadedGroup>,
+    pub count: Arc<GroupCount>,
+}
+
+/// The groups start-up loaded for every shard, each taken once by its
+/// shard as it starts (Send: handed from the main thread).
+pub struct BrokerGroups {
+    per_shard: std::sync::Mutex<Vec<Vec<LoadedGroup>>>, // blocking-ok: taken once per shard at its start
+    count: Arc<GroupCount>,
+}
+
+impl BrokerGroups {
+    pub fn new(per_shard: Vec<Vec<LoadedGroup>>, groups_max: usize) -> BrokerGroups {
+        let live = per_shard.iter().map(Vec::len).sum();
+        BrokerGroups {
+            per_shard: std::sync::Mutex::new(per_shard), // blocking-ok: taken once per shard at its start
+            count: Arc::new(GroupCount::new(live, groups_max)),
+        }
+    }
+
+    /// Shard `shard`'s groups (empty if taken already).
+    pub fn take(&self, shard: ShardId) -> ShardGroups {
+        let mut per_shard = self.per_shard.lock().unwrap_or_else(|e| e.into_inner()); // blocking-ok: start-up, uncontended
+        let loaded = per_shard.get_mut(shard).map(std::mem::take).unwrap_or_default();
+        ShardGroups {
+            loaded,
+            count: self.count.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! records appended (groups/log.rs), never a file per group.
 //!
 //! Lives on its shard; nothing in it is shared but the broker-wide count of
-//! groups (`--groups-max`). An append is written and fdatasynced by the
+//! groups (`--groups-max`, count.rs). An append is written and fdatasynced by the
 //! shard's fsync batcher, which runs one sync of the log at a time and
 //! covers every record appended meanwhile with the next: one fsync for any
 //! number of concurrent commits. Only after the fsync are a record's
@@ -23,7 +23,6 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use es_storage::{FsyncBatcher, SyncTarget};
@@ -31,9 +30,11 @@ use futures::channel::oneshot;
 use glommio::io::BufferedFile;
 use glommio::sync::{Semaphore, StaticPermit};
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::groups::assignor::TopicPartition;
+use crate::groups::count::GroupCount;
 use crate::groups::group::Group;
+use crate::groups::load::ShardGroups;
 use crate::groups::log as group_log;
 use crate::shard::placement::ShardId;
 
@@ -45,62 +46,6 @@ pub const COMPACT_BYTES_MIN: u64 = 1 << 20;
 /// The groups log of shard `shard` of `shards`.
 pub fn log_name(shard: ShardId, shards: usize) -> String {
     format!("shard-{shard}-of-{shards}.log")
-}
-
-/// The broker-wide count of groups against `--groups-max`, shared by the
-/// shards (atomics only).
-#[derive(Debug)]
-pub struct GroupCount {
-    live: AtomicUsize,
-    max: usize,
-}
-
-impl GroupCount {
-    pub fn new(live: usize, max: usize) -> GroupCount {
-        GroupCount {
-            live: AtomicUsize::new(live),
-            max,
-        }
-    }
-
-    /// Room for one more group, or `too_many_groups`.
-    pub fn reserve(&self, group: &str) -> Result<(), ApiError> {
-        let mut live = self.live.load(Ordering::Acquire);
-        loop {
-            if live >= self.max {
-                return Err(too_many_groups(group, self.max));
-            }
-            match self
-                .live
-                .compare_exchange_weak(live, live + 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Ok(()),
-                Err(now) => live = now,
-            }
-        }
-    }
-
-    /// One group more, past the limit if need be (a commit whose group was
-    /// forgotten between its check and its fsync is applied all the same).
-    fn add(&self) {
-        self.live.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// A group (or a reservation) gone.
-    pub fn release(&self) {
-        let before = self.live.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(before > 0, "more groups released than counted");
-    }
-}
-
-pub fn too_many_groups(group: &str, max: usize) -> ApiError {
-    ApiError::new(
-        ErrorCode::TooManyGroups,
-        format!(
-            "group {group:?} would be one more than the broker's {max} groups (--groups-max): \
-             delete groups that are no longer used, or raise the limit"
-        ),
-    )
 }
 
 /// What a record does to the groups in memory once it is durable.
@@ -156,48 +101,6 @@ pub struct GroupStore {
     log: RefCell<Log>,
     batcher: FsyncBatcher,
     count: Arc<GroupCount>,
-}
-
-/// A group as start-up read it back (groups/load.rs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadedGroup {
-    pub name: String,
-    pub committed: crate::groups::committed::Committed,
-    pub idle_since_ms: i64,
-}
-
-/// What a shard starts its groups with: those start-up loaded for it
-/// (groups/load.rs), and the broker's count.
-pub struct ShardGroups {
-    pub loaded: Vec<LoadedGroup>,
-    pub count: Arc<GroupCount>,
-}
-
-/// The groups start-up loaded for every shard, each taken once by its
-/// shard as it starts (Send: handed from the main thread).
-pub struct BrokerGroups {
-    per_shard: std::sync::Mutex<Vec<Vec<LoadedGroup>>>, // blocking-ok: taken once per shard at its start
-    count: Arc<GroupCount>,
-}
-
-impl BrokerGroups {
-    pub fn new(per_shard: Vec<Vec<LoadedGroup>>, groups_max: usize) -> BrokerGroups {
-        let live = per_shard.iter().map(Vec::len).sum();
-        BrokerGroups {
-            per_shard: std::sync::Mutex::new(per_shard), // blocking-ok: taken once per shard at its start
-            count: Arc::new(GroupCount::new(live, groups_max)),
-        }
-    }
-
-    /// Shard `shard`'s groups (empty if taken already).
-    pub fn take(&self, shard: ShardId) -> ShardGroups {
-        let mut per_shard = self.per_shard.lock().unwrap_or_else(|e| e.into_inner()); // blocking-ok: start-up, uncontended
-        let loaded = per_shard.get_mut(shard).map(std::mem::take).unwrap_or_default();
-        ShardGroups {
-            loaded,
-            count: self.count.clone(),
-        }
-    }
 }
 
 impl GroupStore {

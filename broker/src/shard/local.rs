@@ -72,7 +72,7 @@ impl Shard {
         state: Arc<BrokerState>,
         metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
         senders: Option<Senders<Envelope>>,
-        groups: crate::groups::store::ShardGroups,
+        groups: crate::groups::load::ShardGroups,
     ) -> Shard {
         let shards = config.shard_count();
         let known_producers = RefCell::new(catalog.producer_start_view().known());

@@ -54,7 +54,7 @@ pub fn run(
     catalog: Arc<Catalog>,
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
-    groups: crate::groups::store::BrokerGroups,
+    groups: crate::groups::load::BrokerGroups,
     listen: Listen,
 ) -> Result<(), String> {
     let shards = config.shard_count();
@@ -159,7 +159,7 @@ async fn shard_main(
     state: Arc<BrokerState>,
     metrics: Arc<metrics_exporter_prometheus::PrometheusHandle>,
     mesh: Option<crate::shard::mesh::MeshEnds<Envelope>>,
-    groups: Arc<crate::groups::store::BrokerGroups>,
+    groups: Arc<crate::groups::load::BrokerGroups>,
     listen: Listen,
 ) {
     // Held for the shard's life: a lost wake-up of its executor costs one

@@ -4,7 +4,6 @@
 //! (listen/watchdog.rs), and moving to the shard its partitions live on
 //! (affinity.rs).
 
-use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
@@ -13,18 +12,20 @@ use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response};
 use es_storage::ReceivingBatch;
 use futures::io::AsyncReadExt;
+use futures::io::WriteHalf;
 use futures::FutureExt;
-use glommio::channels::local_channel;
+use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::{Semaphore, StaticPermit};
 
 use super::affinity::Affinity;
 use super::early::EarlyFeed;
+use super::end::{frame_id, End, Interrupt};
 use super::handler::Incoming;
 use super::handshake::{hello, HELLO_FRAME_BYTES_MAX};
-use super::large_batch::large_batch;
+use super::large_batch::{large_batch, LargeBatch};
 use super::outgoing::Outgoing;
-use super::read_buf::{grown_len, READ_CHUNK_BYTES, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
+use super::read_buf::{make_room, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
 use crate::error::ApiError;
 use crate::listen::watchdog::{Activity, Busy, Verdict};
 use crate::shard::budget::{Budget, Held};
@@ -70,27 +71,6 @@ pub fn adopt(shard: &Rc<Shard>, socket: OwnedFd, unhandled: Vec<u8>) -> Result<(
     Ok(())
 }
 
-/// Why the read loop stopped.
-enum End {
-    Eof,
-    Shutdown,
-    /// Nothing in flight and nothing received for `--connection-idle-ms`:
-    /// closed without an error frame.
-    Idle,
-    /// Responses waited for `--frame-stall-ms` for the client to read any
-    /// of their bytes: the socket is already shut down.
-    WriteStalled,
-    /// A large frame stopped arriving for `--frame-stall-ms`.
-    Stalled,
-    /// A protocol error: answered with this error frame, then closed.
-    Refused(u64, Response),
-    /// Moving to this shard, with the bytes read but not handled yet.
-    Move(ShardId, Vec<u8>),
-    /// The handling of request `id` panicked: answered with an `internal`
-    /// error frame, then closed.
-    Panicked(u64),
-}
-
 /// How long a read in the middle of a large frame may wait
 /// (`--frame-stall-ms`): a connection that sends nothing for this long is
 /// closed with `frame_stalled`, and the budget it held freed, so a client
@@ -98,86 +78,6 @@ enum End {
 /// and stopping.
 fn stall(shard: &Shard) -> std::time::Duration {
     std::time::Duration::from_millis(shard.config.frame_stall_ms)
-}
-
-impl End {
-    /// A stalled frame (request `id`) is answered with `frame_stalled`.
-    fn stalled(self, shard: &Shard, id: u64) -> End {
-        match self {
-            End::Stalled => End::Refused(
-                id,
-                Response::error(
-                    ErrorCode::FRAME_STALLED,
-                    format!(
-                        "a frame of 64 KiB or more stopped arriving for {} ms (--frame-stall-ms)",
-                        shard.config.frame_stall_ms
-                    ),
-                ),
-            ),
-            other => other,
-        }
-    }
-}
-
-/// The request id in a frame's header, if it has arrived.
-fn frame_id(prefix: &[u8]) -> u64 {
-    prefix
-        .get(8..16)
-        .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8")))
-}
-
-/// Why the read loop must stop, set from outside it. A request task whose
-/// handling panicked: the connection reads and dispatches nothing more,
-/// answers that request with an `internal` error frame once the requests
-/// in flight have answered, and closes (its state may be half updated; a
-/// client reconnects to a clean one). The connection's watch: idle, or a
-/// client that stopped reading.
-struct Interrupt {
-    /// The first request that panicked.
-    panicked: Cell<Option<u64>>,
-    verdict: Cell<Option<Verdict>>,
-    /// Closed when either is set: wakes a read loop that waits.
-    event: Semaphore,
-}
-
-impl Interrupt {
-    fn new() -> Interrupt {
-        Interrupt {
-            panicked: Cell::new(None),
-            verdict: Cell::new(None),
-            event: Semaphore::new(0),
-        }
-    }
-
-    fn panicked(&self, id: u64) {
-        if self.panicked.get().is_none() {
-            self.panicked.set(Some(id));
-        }
-        self.event.close();
-    }
-
-    fn watched(&self, verdict: Verdict) {
-        self.verdict.set(Some(verdict));
-        self.event.close();
-    }
-
-    /// The end it makes, if it is set.
-    fn get(&self) -> Option<End> {
-        if let Some(id) = self.panicked.get() {
-            return Some(End::Panicked(id));
-        }
-        self.verdict.get().map(|v| match v {
-            Verdict::Idle => End::Idle,
-            Verdict::WriteStalled => End::WriteStalled,
-        })
-    }
-
-    /// Waits until it is set; the end it makes.
-    async fn wait(&self) -> End {
-        // No permit is ever given: this returns once the semaphore closes.
-        let _ = self.event.acquire(1).await;
-        self.get().unwrap_or(End::Eof)
-    }
 }
 
 /// What a large frame holds from when its header arrives until its
@@ -302,33 +202,17 @@ async fn serve_frames(
                     let Some(big) = large_batch(&buf[start..filled], frame_max) else {
                         break needed;
                     };
-                    // The batch's bytes go into page-aligned memory of its
-                    // own, at the offset in a page where the partition's
-                    // log ends: those already read, then the rest straight
-                    // from the socket, its pages written early as they
-                    // arrive (early.rs).
                     let held =
                         match reserve(&cx, handshaken, &mut reserved, big.batch_at + big.batch_len).await {
                             Ok(held) => held,
                             Err(end) => break 'conn end,
                         };
-                    let receiving = std::time::Instant::now();
-                    // Requests read before this one (a pipelining producer)
-                    // are placed first: then the log ends where this batch
-                    // will land.
-                    futures_lite::future::yield_now().await;
-                    let mut early = EarlyFeed::new(&shard, &big.topic, big.partition, big.batch_len);
-                    let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
-                    batch.extend_from_slice(&buf[start + big.batch_at..filled]);
+                    let arrived = &buf[start + big.batch_at..filled];
+                    let received = receive_batch(&cx, &mut rd, fd, big, arrived).await;
                     (start, filled) = (0, 0);
-                    if let Err(end) = read_rest(&cx, &mut rd, fd, &mut batch, &mut early).await {
-                        break 'conn end.stalled(&shard, big.header.request_id);
-                    }
-                    shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
-                    let id = big.header.request_id;
-                    match ProduceBatch::from_parts(big.topic, big.partition, batch.finish()) {
-                        Ok(pb) => (id, false, Incoming::Batch(pb, early.into_write()), held),
-                        Err(e) => break 'conn End::Refused(id, Response::error(code_for(&e), e.to_string())),
+                    match received {
+                        Ok((id, incoming)) => (id, false, incoming, held),
+                        Err(end) => break 'conn end,
                     }
                 }
                 Err(e) => break 'conn refuse_frame(&buf[start..filled], e),
@@ -354,41 +238,7 @@ async fn serve_frames(
             if let Some((topic, partition)) = incoming.partition() {
                 affinity.note(shard.owner(topic, partition), shard.id);
             }
-            // A large frame came with its permit; others take one now,
-            // holding no budget while they wait.
-            let (permit, budget, busy) = match held {
-                Some(r) => (r.permit, Some(r.held), r.busy),
-                None => (
-                    permits
-                        .clone()
-                        .acquire_static_permit(1)
-                        .await
-                        .expect("semaphore never closes"),
-                    None,
-                    activity.busy(),
-                ),
-            };
-            let (shard, tx, interrupt, responses) =
-                (shard.clone(), tx.clone(), interrupt.clone(), responses.clone());
-            glommio::spawn_local(async move {
-                let endpoint = incoming.endpoint();
-                let handling = super::handler::handle(&shard, incoming, id, gzip, &responses);
-                let handled =
-                    crate::listen::listener::guarded("binary", || endpoint.to_string(), handling).await;
-                // The request's bytes are gone: what its answer holds is
-                // its own charge (a fetch's), not the request's.
-                drop(budget);
-                match handled {
-                    Ok(mut out) => {
-                        out.busy = Some(busy);
-                        let _ = tx.send(out).await;
-                    }
-                    // The read loop answers it, and closes.
-                    Err(()) => interrupt.panicked(id),
-                }
-                drop(permit);
-            })
-            .detach();
+            dispatch(&cx, &tx, &responses, incoming, id, gzip, held).await;
         };
         if let Some(to) = affinity.target() {
             if shard.config.move_connections && !shard.is_shutting_down() {
@@ -400,56 +250,31 @@ async fn serve_frames(
             Ok(held) => held,
             Err(end) => break end,
         };
-        // Room for the next read: keep the unhandled tail at the front,
-        // grow for a frame larger than the buffer (up to --frame-bytes-max,
-        // checked above), shrink back once a large frame is done.
-        if start == filled {
-            (start, filled) = (0, 0);
-            if buf.len() > READ_CHUNK_BYTES {
-                buf = vec![0u8; READ_CHUNK_BYTES];
-            }
-        } else if start > 0 && (buf.len() - filled < READ_ROOM_MIN_BYTES || start + wanted > buf.len()) {
-            buf.copy_within(start..filled, 0);
-            (start, filled) = (0, filled - start);
-        }
-        let len = grown_len(buf.len(), start, filled, wanted, reserved.is_some());
-        if len > buf.len() {
-            buf.resize(len, 0);
-        }
-        if filled == 0 {
-            // Nothing unhandled: take what the socket holds without
-            // waiting; if it holds nothing the connection is idle, and
-            // waits with a small buffer.
-            match super::recv::recv_now(fd, &mut buf) {
-                Ok(0) => break End::Eof,
-                Ok(n) => {
-                    filled = n;
-                    activity.touch();
-                    // A producer that keeps the socket full still lets
-                    // the shard's other tasks run and sees a shutdown.
-                    glommio::yield_if_needed().await;
-                    if shard.is_shutting_down() {
-                        break End::Shutdown;
-                    }
-                    continue;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if buf.len() > READ_IDLE_BYTES {
-                        buf = vec![0u8; READ_IDLE_BYTES];
-                    }
-                }
-                Err(_) => break End::Eof,
-            }
-        }
-        let stall = reserved.is_some().then(|| stall(&shard));
-        match read_or_stop(&cx, &mut rd, &mut buf[filled..], stall).await {
-            Ok(n) => filled += n,
-            Err(end) => break end.stalled(&shard, frame_id(&buf[start..filled])),
+        make_room(&mut buf, &mut start, &mut filled, wanted, reserved.is_some());
+        if let Err(end) = read_more(&cx, &mut rd, fd, &mut buf, start, &mut filled, reserved.is_some()).await
+        {
+            break end;
         }
     };
     // Its permit would keep the wait for the requests in flight below from
     // ever ending.
     drop(reserved);
+    close(&cx, end, tx, writer, fd).await;
+}
+
+/// Ends the connection once its read loop has: answers the error frame
+/// its `end` calls for after the requests in flight have answered (a
+/// shutdown finishes them), lets the writer write everything, then closes
+/// the socket or hands it to the shard it moves to.
+async fn close(
+    cx: &Cx<'_>,
+    end: End,
+    tx: Rc<LocalSender<Outgoing>>,
+    writer: glommio::Task<Option<WriteHalf<TcpStream>>>,
+    fd: RawFd,
+) {
+    let (shard, permits) = (cx.shard, cx.permits);
+    let inflight_max = shard.config.inflight_requests_max;
     match &end {
         End::Refused(id, resp) => {
             metrics::counter!("es_binary_protocol_errors_total").increment(1);
@@ -476,15 +301,146 @@ async fn serve_frames(
     let written = writer.await;
     // The writer is done with the socket: nothing is left to watch, and
     // the socket may close or move.
-    activity.end();
+    cx.activity.end();
     let Some(mut wr) = written else { return };
     match end {
-        // The reading half is dropped on return: the socket lives on in
-        // the copy handed over, and is not shut down.
-        End::Move(to, unhandled) => move_to(&shard, to, fd, unhandled).await,
+        // The reading half is dropped once the connection's future ends:
+        // the socket lives on in the copy handed over, and is not shut
+        // down.
+        End::Move(to, unhandled) => move_to(shard, to, fd, unhandled).await,
         _ => {
             let _ = futures::io::AsyncWriteExt::close(&mut wr).await;
         }
+    }
+}
+
+/// Receives a large produce batch whose header and first bytes
+/// (`arrived`) are read: into page-aligned memory of its own, at the
+/// offset in a page where the partition's log ends, those already read,
+/// then the rest straight from the socket, its pages written early as they
+/// arrive (early.rs). Its request id and request, or why the connection
+/// ends.
+async fn receive_batch(
+    cx: &Cx<'_>,
+    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    fd: RawFd,
+    big: LargeBatch,
+    arrived: &[u8],
+) -> Result<(u64, Incoming), End> {
+    let shard = cx.shard;
+    let receiving = std::time::Instant::now();
+    // Requests read before this one (a pipelining producer) are placed
+    // first: then the log ends where this batch will land.
+    futures_lite::future::yield_now().await;
+    let mut early = EarlyFeed::new(shard, &big.topic, big.partition, big.batch_len);
+    let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
+    batch.extend_from_slice(arrived);
+    if let Err(end) = read_rest(cx, rd, fd, &mut batch, &mut early).await {
+        return Err(end.stalled(shard, big.header.request_id));
+    }
+    shard.hot.batch_receive.record(receiving.elapsed().as_secs_f64());
+    let id = big.header.request_id;
+    match ProduceBatch::from_parts(big.topic, big.partition, batch.finish()) {
+        Ok(pb) => Ok((id, Incoming::Batch(pb, early.into_write()))),
+        Err(e) => Err(End::Refused(id, Response::error(code_for(&e), e.to_string()))),
+    }
+}
+
+/// Runs request `id` in a task of its own, which answers through `tx`. A
+/// large frame came with its permit and budget (`held`); others take a
+/// permit now, holding no budget while they wait. A panic in its handling
+/// interrupts the read loop, which answers it and closes.
+async fn dispatch(
+    cx: &Cx<'_>,
+    tx: &Rc<LocalSender<Outgoing>>,
+    responses: &Rc<Budget>,
+    incoming: Incoming,
+    id: u64,
+    gzip: bool,
+    held: Option<Reserved>,
+) {
+    let (permit, budget, busy) = match held {
+        Some(r) => (r.permit, Some(r.held), r.busy),
+        None => (
+            cx.permits
+                .clone()
+                .acquire_static_permit(1)
+                .await
+                .expect("semaphore never closes"),
+            None,
+            cx.activity.busy(),
+        ),
+    };
+    let (shard, tx, interrupt, responses) = (
+        cx.shard.clone(),
+        tx.clone(),
+        cx.interrupt.clone(),
+        responses.clone(),
+    );
+    glommio::spawn_local(async move {
+        let endpoint = incoming.endpoint();
+        let handling = super::handler::handle(&shard, incoming, id, gzip, &responses);
+        let handled = crate::listen::listener::guarded("binary", || endpoint.to_string(), handling).await;
+        // The request's bytes are gone: what its answer holds is
+        // its own charge (a fetch's), not the request's.
+        drop(budget);
+        match handled {
+            Ok(mut out) => {
+                out.busy = Some(busy);
+                let _ = tx.send(out).await;
+            }
+            // The read loop answers it, and closes.
+            Err(()) => interrupt.panicked(id),
+        }
+        drop(permit);
+    })
+    .detach();
+}
+
+/// Reads more of the connection into `buf[filled..]`. With nothing
+/// unhandled, takes what the socket holds without waiting; if it holds
+/// nothing the connection is idle, and waits with a small buffer. A
+/// `charged` frame (large, holding budget) waits at most
+/// `--frame-stall-ms` for its next bytes.
+async fn read_more(
+    cx: &Cx<'_>,
+    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    fd: RawFd,
+    buf: &mut Vec<u8>,
+    start: usize,
+    filled: &mut usize,
+    charged: bool,
+) -> Result<(), End> {
+    let shard = cx.shard;
+    if *filled == 0 {
+        match super::recv::recv_now(fd, buf) {
+            Ok(0) => return Err(End::Eof),
+            Ok(n) => {
+                *filled = n;
+                cx.activity.touch();
+                // A producer that keeps the socket full still lets the
+                // shard's other tasks run and sees a shutdown.
+                glommio::yield_if_needed().await;
+                if shard.is_shutting_down() {
+                    return Err(End::Shutdown);
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if buf.len() > READ_IDLE_BYTES {
+                    *buf = vec![0u8; READ_IDLE_BYTES];
+                }
+            }
+            Err(_) => return Err(End::Eof),
+        }
+    }
+    let stall = charged.then(|| stall(shard));
+    match read_or_stop(cx, rd, &mut buf[*filled..], stall).await {
+        Ok(n) => {
+            *filled += n;
+            Ok(())
+        }
+        Err(end) => Err(end.stalled(shard, frame_id(&buf[start..*filled]))),
     }
 }
 
@@ -513,7 +469,7 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
 /// What the read loop and its waits share.
 struct Cx<'a> {
     shard: &'a Rc<Shard>,
-    interrupt: &'a Interrupt,
+    interrupt: &'a Rc<Interrupt>,
     activity: &'a Rc<Activity>,
     permits: &'a Rc<Semaphore>,
 }

@@ -6,6 +6,7 @@
 mod affinity;
 mod connection;
 mod early;
+mod end;
 mod handler;
 mod handshake;
 mod large_batch;

@@ -39,6 +39,27 @@ pub fn grown_len(len: usize, start: usize, filled: usize, wanted: usize, charged
     need.min(arrived).max(len)
 }
 
+/// Makes room for the next read into `buf`, whose unhandled bytes are
+/// `buf[start..filled]` and whose next frame needs `wanted` bytes from
+/// `start`: keeps the unhandled tail at the front, grows for a frame larger
+/// than the buffer (up to --frame-bytes-max, checked before), shrinks back
+/// once a large frame is done.
+pub fn make_room(buf: &mut Vec<u8>, start: &mut usize, filled: &mut usize, wanted: usize, charged: bool) {
+    if *start == *filled {
+        (*start, *filled) = (0, 0);
+        if buf.len() > READ_CHUNK_BYTES {
+            *buf = vec![0u8; READ_CHUNK_BYTES];
+        }
+    } else if *start > 0 && (buf.len() - *filled < READ_ROOM_MIN_BYTES || *start + wanted > buf.len()) {
+        buf.copy_within(*start..*filled, 0);
+        (*start, *filled) = (0, *filled - *start);
+    }
+    let len = grown_len(buf.len(), *start, *filled, wanted, charged);
+    if len > buf.len() {
+        buf.resize(len, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
