@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use glommio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
 
 use crate::shard::Shard;
 
@@ -138,6 +139,14 @@ impl AcceptBackoff {
 /// (accepted here, or moved here from another shard), with panics
 /// contained.
 pub fn spawn_connection(shard: &Rc<Shard>, name: &'static str, conn: impl Future<Output = ()> + 'static) {
+    // Lines the connection's task logs carry `conn` (unique on its shard,
+    // whose span gives `shard`). A debug span: at the default level it is
+    // disabled, and entering it on every poll costs nothing.
+    let conn = conn.instrument(tracing::debug_span!(
+        "conn",
+        listener = name,
+        conn = shard.connections.next_id()
+    ));
     let open = shard.connections.of(name);
     open.set(open.get() + 1);
     metrics::gauge!("es_connections_open", "listener" => name).increment(1.0);

@@ -9,6 +9,8 @@ use std::cell::Cell;
 pub struct Open {
     http: Cell<usize>,
     binary: Cell<usize>,
+    /// The id of the next connection (the `conn` field of its log lines).
+    next_id: Cell<u64>,
 }
 
 impl Open {
@@ -25,6 +27,13 @@ impl Open {
     /// Open on `listener` (`http`, `binary`).
     pub fn get(&self, listener: &str) -> usize {
         self.of(listener).get()
+    }
+
+    /// A new connection's id, unique on this shard.
+    pub fn next_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
     }
 
     /// Open on both.

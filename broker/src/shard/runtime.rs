@@ -181,6 +181,10 @@ async fn shard_main(
     };
     let (senders, receivers) = mesh.connect().await;
     let id = senders.peer_id();
+    // Every line this shard logs carries `shard`: the thread runs this
+    // shard alone, so its span stays entered for the shard's life (entered
+    // once; nothing is added per request).
+    let _span = tracing::info_span!("shard", shard = id).entered();
     SHARD_THREAD_GUARD.with(|g| {
         *g.borrow_mut() = Some(ShardThreadGuard {
             id,
