@@ -90,7 +90,7 @@ pub async fn open_partition(shard: &Rc<Shard>, meta: &TopicMeta, p: u32) -> Resu
         return Err(ApiError::internal(taken.to_string()));
     }
     let new: Vec<(i64, i16, i64)> = {
-        let mut known = shard.known_producers.borrow_mut();
+        let mut known = shard.producers.known.borrow_mut();
         table
             .producers()
             .filter(|&(id, epoch, active_ms)| known.note(id, epoch, active_ms))
@@ -98,6 +98,7 @@ pub async fn open_partition(shard: &Rc<Shard>, meta: &TopicMeta, p: u32) -> Resu
     };
     shard
         .producers
+        .partitions
         .borrow_mut()
         .insert((meta.name.clone(), p), PartitionProducers { table, snapshots });
     if let Err(e) = crate::producers::expiry::tell_others_and_wait(shard, new).await {
@@ -116,7 +117,11 @@ pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Re
     let mut first_error = None;
     for &p in partitions {
         let log = shard.partitions.borrow_mut().remove(topic, p);
-        let producers = shard.producers.borrow_mut().remove(&(topic.to_string(), p));
+        let producers = shard
+            .producers
+            .partitions
+            .borrow_mut()
+            .remove(&(topic.to_string(), p));
         if let Some(producers) = producers {
             // No snapshot lands in the directory about to be deleted.
             producers.snapshots.close().await;
@@ -153,7 +158,7 @@ pub async fn close_all(shard: &Shard) -> usize {
     let unclean = closed.into_iter().filter(|clean| !clean).count();
     if shard.id == CONTROLLER_SHARD {
         // The exact next producer id, so the next start goes on one by one.
-        let registry = shard.producer_registry.borrow_mut().take();
+        let registry = shard.producers.registry.borrow_mut().take();
         if let Some(mut registry) = registry {
             if let Err(e) = registry.close(shard.data_dir()).await {
                 tracing::warn!(error = %e, "producer id registry not closed; the next start skips the rest of its block");
@@ -169,7 +174,11 @@ async fn close_partition(shard: &Shard, topic: String, p: u32, log: PartitionLog
         tracing::error!(%topic, partition = p, error = %e, "partition did not close cleanly");
         return false;
     }
-    let producers = shard.producers.borrow_mut().remove(&(topic.clone(), p));
+    let producers = shard
+        .producers
+        .partitions
+        .borrow_mut()
+        .remove(&(topic.clone(), p));
     if let Some(producers) = producers {
         if log.appended_since_open() {
             // Every placed batch is durable now: the snapshot covers the log.

@@ -195,7 +195,7 @@ async fn idempotent_append(
     // as is an id that expired. Until every shard has opened its
     // partitions, this shard may not have heard of an id that wrote
     // elsewhere: not refused for good, asked again.
-    let known = shard.known_producers.borrow().check(f.producer_id, f.epoch);
+    let known = shard.producers.known.borrow().check(f.producer_id, f.epoch);
     if let Err(e) = known {
         let opened = shard
             .state
@@ -209,7 +209,7 @@ async fn idempotent_append(
         return Err(e);
     }
     let key = (topic.to_string(), partition);
-    let check = match shard.producers.borrow().get(&key) {
+    let check = match shard.producers.partitions.borrow().get(&key) {
         Some(state) => state.table.check(f, count)?,
         // Open partitions have their producer state (both are inserted and
         // removed together, with no await between).
@@ -223,7 +223,7 @@ async fn idempotent_append(
     match check {
         Check::Duplicate(base) => {
             metrics::counter!("es_produce_duplicates_total").increment(1);
-            if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+            if let Some(state) = shard.producers.partitions.borrow_mut().get_mut(&key) {
                 state.table.touch(f.producer_id, now_ms);
             }
             note_active(shard, f, now_ms);
@@ -250,13 +250,13 @@ async fn idempotent_append(
             .map_err(ApiError::storage)?;
             // Placed and recorded with no await between: the table always
             // holds exactly the batches placed (producers/snapshot.rs).
-            if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+            if let Some(state) = shard.producers.partitions.borrow_mut().get_mut(&key) {
                 state.table.record(f, count, appended.base_offset.0, now_ms);
             }
             note_active(shard, f, now_ms);
             snapshot_if_rolled(shard, log, topic, partition, active);
             if let Err(e) = log.wait_durable(appended.next_offset).await {
-                if let Some(state) = shard.producers.borrow_mut().get_mut(&key) {
+                if let Some(state) = shard.producers.partitions.borrow_mut().get_mut(&key) {
                     state.table.forget(f, appended.base_offset.0);
                 }
                 return Err(ApiError::storage(e));
@@ -296,7 +296,7 @@ async fn confirm_duplicate(
     if !taken {
         return Ok(());
     }
-    if let Some(t) = shard.producers.borrow_mut().get_mut(key) {
+    if let Some(t) = shard.producers.partitions.borrow_mut().get_mut(key) {
         t.table.forget(f, base);
     }
     Err(ApiError::unavailable(format!(
@@ -309,7 +309,8 @@ async fn confirm_duplicate(
 /// it when it is new here (producers/known.rs).
 fn note_active(shard: &Rc<Shard>, f: ProducerFields, now_ms: i64) {
     let new = shard
-        .known_producers
+        .producers
+        .known
         .borrow_mut()
         .note(f.producer_id, f.epoch, now_ms);
     if new {
@@ -325,7 +326,12 @@ fn snapshot_if_rolled(shard: &Shard, log: &PartitionLog, topic: &str, partition:
     if log.active_base() == active_before {
         return;
     }
-    if let Some(state) = shard.producers.borrow().get(&(topic.to_string(), partition)) {
+    if let Some(state) = shard
+        .producers
+        .partitions
+        .borrow()
+        .get(&(topic.to_string(), partition))
+    {
         state.snapshots.take(&state.table, log, "roll");
     }
 }

@@ -63,7 +63,7 @@ pub async fn sweep(shard: &Rc<Shard>) {
     };
     let mut registry = registry;
     let result = sweep_with(shard, &mut registry).await;
-    *shard.producer_registry.borrow_mut() = Some(registry);
+    *shard.producers.registry.borrow_mut() = Some(registry);
     match result {
         Ok(0) => {}
         Ok(n) => tracing::info!(producer_ids = n, "producer ids expired"),
@@ -149,31 +149,33 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
             at_ms,
         } => {
             shard
-                .known_producers
+                .producers
+                .known
                 .borrow_mut()
                 .issued(producer_id, epoch, at_ms);
             Reply::Done(Ok(()))
         }
         ProducerOp::Floors(floors) => {
-            shard.known_producers.borrow_mut().raise(floors);
+            shard.producers.known.borrow_mut().raise(floors);
             Reply::Done(Ok(()))
         }
         ProducerOp::Live(ids) => {
-            let mut known = shard.known_producers.borrow_mut();
+            let mut known = shard.producers.known.borrow_mut();
             for (id, epoch, active_ms) in ids {
                 known.note(id, epoch, active_ms);
             }
             Reply::Done(Ok(()))
         }
-        ProducerOp::Epoch(id) => Reply::Epoch(shard.known_producers.borrow().epoch_of(id)),
+        ProducerOp::Epoch(id) => Reply::Epoch(shard.producers.known.borrow().epoch_of(id)),
         ProducerOp::Stale { cutoff_ms } => Reply::Ids(
             shard
-                .known_producers
+                .producers
+                .known
                 .borrow()
                 .stale(cutoff_ms, SWEEP_IDS_PER_SHARD_MAX),
         ),
         ProducerOp::Fresh { ids, cutoff_ms } => {
-            Reply::Ids(shard.known_producers.borrow().fresh(&ids, cutoff_ms))
+            Reply::Ids(shard.producers.known.borrow().fresh(&ids, cutoff_ms))
         }
         ProducerOp::Expire {
             ids,
@@ -181,7 +183,8 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
             expired_below,
         } => {
             let done = shard
-                .known_producers
+                .producers
+                .known
                 .borrow_mut()
                 .expire(&ids, cutoff_ms, expired_below);
             if !done.gone.is_empty() {
@@ -227,7 +230,7 @@ pub async fn tell_others_and_wait(shard: &Rc<Shard>, ids: Vec<(i64, i16, i64)>) 
 /// bring them back from the batches behind its last snapshot.
 fn forget_in_partitions(shard: &Shard, ids: &[i64]) {
     let partitions = shard.partitions.borrow();
-    let mut producers = shard.producers.borrow_mut();
+    let mut producers = shard.producers.partitions.borrow_mut();
     for ((topic, p), state) in producers.iter_mut() {
         if !state.table.expire(ids) {
             continue;

@@ -5,7 +5,6 @@
 //! (router.rs) moves operations between shards and owns none of this.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -13,8 +12,7 @@ use std::sync::Arc;
 use es_storage::{FsyncBatcher, Watermark};
 
 use crate::operate::config::Config;
-use crate::producers::known::KnownProducers;
-use crate::producers::snapshot::PartitionProducers;
+use crate::producers::local::ShardProducers;
 use crate::shard::mesh::Senders;
 use crate::shard::message::Envelope;
 use crate::shard::outbox::Outbox;
@@ -41,13 +39,8 @@ pub struct Shard {
     pub hot: crate::shard::hot_metrics::HotMetrics,
     /// Serializes controller operations (shard 0 only).
     pub controller_lock: glommio::sync::Semaphore,
-    /// Idempotent producer state of the partitions this shard owns.
-    pub producers: RefCell<HashMap<(String, u32), PartitionProducers>>,
-    /// What this shard knows of producer ids: a produce with an id or
-    /// epoch never issued, fenced or expired is refused on every partition.
-    pub known_producers: RefCell<KnownProducers>,
-    /// Producer id registry (controller shard only; loaded on first use).
-    pub producer_registry: RefCell<Option<crate::producers::ids::Registry>>,
+    /// What this shard holds of idempotent producers.
+    pub producers: ShardProducers,
     /// Consumer groups this shard coordinates, and their groups log.
     pub groups: Rc<crate::groups::store::GroupStore>,
     /// Member ids: start time, shard and a counter make them unique.
@@ -75,7 +68,7 @@ impl Shard {
         groups: crate::groups::load::ShardGroups,
     ) -> Shard {
         let shards = config.shard_count();
-        let known_producers = RefCell::new(catalog.producer_start_view().known());
+        let producers = ShardProducers::new(catalog.producer_start_view().known());
         let request_budget = crate::shard::budget::Budget::new(
             config.request_shard_bytes as u64,
             Some(metrics::gauge!("es_request_budget_bytes_held", "shard" => id.to_string())),
@@ -99,9 +92,7 @@ impl Shard {
             outbox: Outbox::new(shards, senders),
             partitions: RefCell::new(crate::shard::owned::OwnedPartitions::default()),
             hot: crate::shard::hot_metrics::HotMetrics::new(),
-            producers: RefCell::new(HashMap::new()),
-            producer_registry: RefCell::new(None),
-            known_producers,
+            producers,
             groups,
             member_seq: Cell::new(0),
             started_nanos: std::time::SystemTime::now()

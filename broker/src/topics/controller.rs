@@ -178,7 +178,7 @@ pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(
             }
         }
     };
-    *shard.producer_registry.borrow_mut() = Some(registry);
+    *shard.producers.registry.borrow_mut() = Some(registry);
     let (id, epoch) = result?;
     // Every shard learns the id, and fences the older epochs, before the
     // answer.
@@ -195,11 +195,11 @@ pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(
 }
 
 /// The producer id registry, taken out of its slot (put it back with
-/// `*shard.producer_registry.borrow_mut() = Some(..)`): loaded at first use,
+/// `*shard.producers.registry.borrow_mut() = Some(..)`): loaded at first use,
 /// once the broker is ready, and then its floors told to every shard. Under
 /// the controller lock.
 pub async fn take_registry(shard: &Rc<Shard>) -> Result<crate::producers::ids::Registry, ApiError> {
-    let loaded = shard.producer_registry.borrow_mut().take();
+    let loaded = shard.producers.registry.borrow_mut().take();
     if let Some(r) = loaded {
         return Ok(r);
     }
@@ -211,7 +211,7 @@ pub async fn take_registry(shard: &Rc<Shard>) -> Result<crate::producers::ids::R
     match told {
         Ok(()) => Ok(registry),
         Err(e) => {
-            *shard.producer_registry.borrow_mut() = Some(registry);
+            *shard.producers.registry.borrow_mut() = Some(registry);
             Err(e)
         }
     }
