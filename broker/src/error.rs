@@ -1,59 +1,170 @@
-//! The broker's one error shape: a status, a stable snake_case code and a
-//! message that says what to do. Rendered as
-//! `{"error":{"code":"...","message":"..."}}`.
-
-use hyper::StatusCode;
+//! The broker's one error shape: a stable snake_case code ([`ErrorCode`])
+//! and a message that says what to do. Transport-neutral: the HTTP
+//! listener renders it as `{"error":{"code":"...","message":"..."}}` with
+//! the code's status, the binary listener as an error frame with the same
+//! code. [`ErrorCode::row`] is the one table of codes.
 
 /// What an error out of file descriptors adds: it passes, and what to raise.
 const OUT_OF_DESCRIPTORS: &str = "the broker is out of file descriptors for now; retry \
      (an operator raises `ulimit -n` or lowers --connections-max / --open-segments-max: docs/operations.md)";
 
+/// Every code the broker answers a request with. docs/api.md lists them;
+/// clients match on the strings, so a code's string and status never
+/// change once released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidRequest,
+    BadJson,
+    InvalidTopicName,
+    InvalidGroupName,
+    TopicNotFound,
+    PartitionNotFound,
+    GroupNotFound,
+    UnknownMember,
+    UnknownProducerId,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    TopicExists,
+    TopicDataExists,
+    TooManyPartitions,
+    TooManyGroups,
+    GroupNotEmpty,
+    GroupFull,
+    InconsistentTopics,
+    StaleGeneration,
+    NotAssigned,
+    ProducerFenced,
+    DuplicateSequence,
+    OutOfOrderSequence,
+    PayloadTooLarge,
+    OffsetOutOfRange,
+    NotUtf8,
+    Internal,
+    CorruptData,
+    Unavailable,
+}
+
+/// One row of the table: what a code is on each transport.
+pub struct Row {
+    /// The snake_case code: HTTP's `error.code`, and the code of the binary
+    /// protocol's error frame, which carries codes as these same strings
+    /// (docs/protocol.md).
+    pub code: &'static str,
+    /// The HTTP status it is answered with.
+    pub http_status: u16,
+}
+
+impl ErrorCode {
+    /// The table: each code's string and HTTP status, in one place.
+    pub const fn row(self) -> Row {
+        use ErrorCode as C;
+        let (code, http_status) = match self {
+            C::InvalidRequest => ("invalid_request", 400),
+            C::BadJson => ("bad_json", 400),
+            C::InvalidTopicName => ("invalid_topic_name", 400),
+            C::InvalidGroupName => ("invalid_group_name", 400),
+            C::TopicNotFound => ("topic_not_found", 404),
+            C::PartitionNotFound => ("partition_not_found", 404),
+            C::GroupNotFound => ("group_not_found", 404),
+            C::UnknownMember => ("unknown_member", 404),
+            C::UnknownProducerId => ("unknown_producer_id", 404),
+            C::NotFound => ("not_found", 404),
+            C::MethodNotAllowed => ("method_not_allowed", 405),
+            C::RequestTimeout => ("request_timeout", 408),
+            C::TopicExists => ("topic_exists", 409),
+            C::TopicDataExists => ("topic_data_exists", 409),
+            C::TooManyPartitions => ("too_many_partitions", 409),
+            C::TooManyGroups => ("too_many_groups", 409),
+            C::GroupNotEmpty => ("group_not_empty", 409),
+            C::GroupFull => ("group_full", 409),
+            C::InconsistentTopics => ("inconsistent_topics", 409),
+            C::StaleGeneration => ("stale_generation", 409),
+            C::NotAssigned => ("not_assigned", 409),
+            C::ProducerFenced => ("producer_fenced", 409),
+            C::DuplicateSequence => ("duplicate_sequence", 409),
+            C::OutOfOrderSequence => ("out_of_order_sequence", 409),
+            C::PayloadTooLarge => ("payload_too_large", 413),
+            C::OffsetOutOfRange => ("offset_out_of_range", 416),
+            C::NotUtf8 => ("not_utf8", 422),
+            C::Internal => ("internal", 500),
+            C::CorruptData => ("corrupt_data", 500),
+            C::Unavailable => ("unavailable", 503),
+        };
+        Row { code, http_status }
+    }
+
+    /// The snake_case code.
+    pub const fn as_str(self) -> &'static str {
+        self.row().code
+    }
+
+    /// The HTTP status this code is answered with.
+    pub const fn http_status(self) -> u16 {
+        self.row().http_status
+    }
+
+    /// The code of the binary protocol's error frame.
+    pub const fn wire(self) -> &'static str {
+        self.row().code
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares with the snake_case string (what clients and tests match on).
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
             code,
             message: message.into(),
         }
     }
 
     pub fn invalid(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        ApiError::new(ErrorCode::InvalidRequest, message)
     }
 
     pub fn bad_json(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_json", message)
+        ApiError::new(ErrorCode::BadJson, message)
     }
 
     pub fn topic_not_found(topic: &str) -> ApiError {
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "topic_not_found",
+            ErrorCode::TopicNotFound,
             format!("topic {topic:?} does not exist"),
         )
     }
 
     pub fn partition_not_found(topic: &str, partition: u64, partitions: u32) -> ApiError {
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "partition_not_found",
+            ErrorCode::PartitionNotFound,
             format!("topic {topic:?} has partitions 0..{partitions}, not {partition}"),
         )
     }
 
     pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        ApiError::new(ErrorCode::Unavailable, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        ApiError::new(ErrorCode::Internal, message)
     }
 
     /// A failed file operation `what` (`writing <path>`): no room, or no
@@ -87,20 +198,69 @@ impl ApiError {
                 ApiError::unavailable(format!("{e}: {OUT_OF_DESCRIPTORS}"))
             }
             E::Invalid(m) => ApiError::invalid(m),
-            E::Corrupt { .. } | E::DataLoss { .. } => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_data", e.to_string())
-            }
+            E::Corrupt { .. } | E::DataLoss { .. } => ApiError::new(ErrorCode::CorruptData, e.to_string()),
             other => ApiError::internal(other.to_string()),
         }
     }
 
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+        serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}})
     }
 }
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.code, self.status.as_u16(), self.message)
+        write!(f, "{} ({}): {}", self.code, self.code.http_status(), self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode as C;
+
+    const ALL: &[C] = &[
+        C::InvalidRequest,
+        C::BadJson,
+        C::InvalidTopicName,
+        C::InvalidGroupName,
+        C::TopicNotFound,
+        C::PartitionNotFound,
+        C::GroupNotFound,
+        C::UnknownMember,
+        C::UnknownProducerId,
+        C::NotFound,
+        C::MethodNotAllowed,
+        C::RequestTimeout,
+        C::TopicExists,
+        C::TopicDataExists,
+        C::TooManyPartitions,
+        C::TooManyGroups,
+        C::GroupNotEmpty,
+        C::GroupFull,
+        C::InconsistentTopics,
+        C::StaleGeneration,
+        C::NotAssigned,
+        C::ProducerFenced,
+        C::DuplicateSequence,
+        C::OutOfOrderSequence,
+        C::PayloadTooLarge,
+        C::OffsetOutOfRange,
+        C::NotUtf8,
+        C::Internal,
+        C::CorruptData,
+        C::Unavailable,
+    ];
+
+    #[test]
+    fn every_code_is_distinct_snake_case_with_an_error_status() {
+        let mut seen = std::collections::HashSet::new();
+        for &c in ALL {
+            let s = c.as_str();
+            assert!(seen.insert(s), "{s} twice");
+            let snake = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+            assert!(s.bytes().all(snake), "{s}");
+            assert_eq!(c.wire(), s, "the binary frame carries the same code");
+            assert!((400..600).contains(&c.http_status()), "{s}");
+        }
     }
 }

@@ -3,60 +3,40 @@
 //! Thread-per-core: one glommio shard per core owns its partitions; a small
 //! router forwards requests between shards; the HTTP + JSON API runs on
 //! every shard. See docs/api.md and docs/cli.md.
+//!
+//! This file is the table of contents: one `mod` per room, each room's
+//! `mod.rs` says what it owns. `main` parses the flags, checks the process
+//! limits and loads what the shards start from; `shard::runtime` runs them.
 
-mod admin;
-mod allocator;
-mod assignor;
-mod binary;
-mod budget;
-mod catalog;
-mod cleanup;
-mod clock;
-mod committed;
-mod config;
-mod config_file;
-mod controller;
-mod coordinator;
-mod error;
-mod fetch;
-mod fsops;
-mod group;
-mod group_load;
-mod group_log;
-mod group_store;
-mod groups;
-mod hot_metrics;
-mod http;
-mod idempotence;
-mod known_producers;
-mod listener;
-mod lock;
-mod logging;
-mod memlock;
-mod mesh;
-mod message;
-mod metrics_help;
-mod metrics_live;
-mod nofile;
-mod ops;
-mod owned;
-mod placement;
-mod produce;
-mod producer_expiry;
-mod producer_ids;
-mod producer_snapshot;
-mod runtime;
-mod shard;
-mod state;
+// The core: what runs a request, whichever listener received it. The
+// Raft glue that replicates a shard's partitions joins `shard/`.
+mod error; // the one error shape
+mod ops; // operations a shard runs on the partitions it owns
+mod shard; // shards, the router between them, placement, start and stop
+
+// What the broker keeps. Authentication and the schema registry come in as
+// rooms of their own beside these.
+mod groups; // consumer groups, their coordinator and groups log
+mod producers; // idempotent producers: ids, windows, snapshots, expiry
+mod topics; // topics: metadata, catalog, controller, clean-up
+
+// The edges. Listeners depend on the core, never the core on them; the
+// Kafka wire protocol comes in as a listener beside HTTP and binary.
+mod listen; // client listeners: HTTP, binary, and what they share
+mod operate; // flags, logging, process limits, allocator, metrics
+
 #[cfg(test)]
 mod test_executor;
-mod topic;
-mod trash;
-mod watchdog;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use groups::load as group_load;
+use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile};
+use producers::ids as producer_ids;
+use shard::{lock, runtime, state};
+use topics::{catalog, topic, trash};
 
 /// Histogram buckets (seconds) for every latency histogram: 50 us to 10 s,
 /// closest from 0.5 to 10 ms, where a write and an fdatasync of a disk
@@ -199,7 +179,7 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)
         .map_err(|e| format!("loading consumer groups: {e}"))?;
-    let groups = group_store::BrokerGroups::new(groups, config.groups_max);
+    let groups = group_load::BrokerGroups::new(groups, config.groups_max);
     nofile::ensure(&config, topics.iter().map(|t| t.partitions as u64).sum())?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -244,6 +224,7 @@ fn start(config: config::Config) -> Result<(), String> {
         state,
         Arc::new(recorder),
         groups,
+        listen::start,
     )?;
     tracing::info!("stopped cleanly");
     Ok(())

@@ -380,7 +380,7 @@ fn partial_bodies_hold_at_most_the_shards_budget() {
     assert_eq!(common::high_watermarks(&b, "t"), vec![0], "nothing written");
     // The memory goes back to the system once they are gone, with nothing
     // else happening on the shard (mimalloc purges lazily; the shard
-    // collects its heap: allocator.rs).
+    // collects its heap: broker/src/operate/allocator.rs).
     wait_for("the broker's memory to fall back", || {
         broker_rss(&b) < before + (64 << 20)
     });

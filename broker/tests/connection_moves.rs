@@ -1,5 +1,5 @@
 //! Binary connections move to the shard that owns their partition
-//! (binary/affinity.rs), and a large batch that arrives on the owning shard
+//! (listen/binary/affinity.rs), and a large batch that arrives on the owning shard
 //! is written while it arrives (early writes, es-storage's early.rs). The
 //! contract: across a move no request is lost, answered twice or answered
 //! out of place, and every acknowledged batch reads back byte-identical at

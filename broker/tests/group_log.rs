@@ -9,7 +9,7 @@
 //!
 //! Every broker here runs with a small compaction step
 //! (`ES_TEST_GROUP_LOG_COMPACT_BYTES`, a debug-build hook read in
-//! broker/src/group_store.rs) so a few hundred records compact a log.
+//! broker/src/groups/store.rs) so a few hundred records compact a log.
 
 mod common;
 

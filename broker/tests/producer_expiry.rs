@@ -12,7 +12,7 @@
 //! Time is the broker's test clock: with `ES_TEST_CLOCK` set, a debug
 //! broker adds the milliseconds in `<data-dir>/test-clock-offset-ms` to
 //! its clock, read at each cleanup tick and said in its log once in
-//! effect (broker/src/clock.rs). The test moves it a day ahead; nothing
+//! effect (broker/src/operate/clock.rs). The test moves it a day ahead; nothing
 //! waits on the wall clock.
 
 mod common;

@@ -9,7 +9,7 @@
 //! shard has opened its partitions is 503 `unavailable` (retry), not 404
 //! `unknown_producer_id`; once ready it is written, sequence 0 on that
 //! partition. Shard 1's recovery is held by the debug-build hook
-//! `ES_TEST_HOLD_RECOVERY=shard=1` (broker/src/runtime.rs), so the test
+//! `ES_TEST_HOLD_RECOVERY=shard=1` (broker/src/shard/runtime.rs), so the test
 //! waits on the broker's own log, never on time. One test in this binary:
 //! it sets that variable for the brokers it starts after the first.
 

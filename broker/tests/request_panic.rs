@@ -8,7 +8,7 @@
 //! `es_request_panics_total{listener}`; every other connection, one open
 //! across the panics included, keeps working, and the broker stays up.
 //! The panic is a debug-build test hook (`ES_TEST_PANIC_TOPIC` in
-//! broker/src/listener.rs): a produce or fetch to the topic it names
+//! broker/src/listen/listener.rs): a produce or fetch to the topic it names
 //! panics there.
 
 mod common;

@@ -5,7 +5,7 @@
 //! shard's thread; the broker then exits with an error that says so,
 //! instead of serving on without that shard's partitions and never
 //! exiting. The panic is a debug-build test hook (`ES_TEST_PANIC_AFTER_MS`
-//! in broker/src/runtime.rs): shard 0 panics that long after it starts.
+//! in broker/src/shard/runtime.rs): shard 0 panics that long after it starts.
 
 mod common;
 

@@ -11,7 +11,7 @@
 //! - A stop where a partition did not close cleanly exits 1, not 0.
 //!
 //! The states are held by debug-build hooks (`ES_TEST_HOLD_RECOVERY`,
-//! `ES_TEST_UNCLEAN_CLOSE`, broker/src/runtime.rs) or by a client, never
+//! `ES_TEST_UNCLEAN_CLOSE`, broker/src/shard/runtime.rs) or by a client, never
 //! reached by waiting a fixed time.
 
 mod common;

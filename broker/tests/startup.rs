@@ -2,13 +2,13 @@
 //!
 //! Contract: a broker with more than one shard starts, becomes ready and
 //! exits 0 on SIGTERM every time. This guards a race fixed in
-//! broker/src/runtime.rs (`mesh_builders`): glommio's channel-mesh builder
+//! broker/src/shard/runtime.rs (`mesh_builders`): glommio's channel-mesh builder
 //! holds an `Rc` while being `Send`, and cloning it on several shard threads
 //! at once freed memory still in use; about 3 starts in 100 aborted with
 //! `malloc(): unaligned tcache chunk detected` (seen 6 in 200 before the
 //! fix, 0 in 600 after). 100 starts catch that rate 95 times in 100.
 //! Those aborts were glibc's heap checks; the broker now runs on mimalloc
-//! (broker/src/allocator.rs), which would not necessarily abort on the
+//! (broker/src/operate/allocator.rs), which would not necessarily abort on the
 //! same bug, so this test guards the start-up path as a whole (every start
 //! ready, every exit clean) more than that one race.
 

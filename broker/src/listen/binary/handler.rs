@@ -1,0 +1,367 @@
+//! Binary requests to the transport-neutral operations, and errors to error
+//! frames with the same codes as HTTP.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use es_protocol::batch;
+use es_protocol::requests::fetch::{Fetch, FetchOk};
+use es_protocol::requests::produce::ProduceOk;
+use es_protocol::requests::produce_batch::{ProduceBatch, ProduceBatchOk};
+use es_protocol::{Kind, Request, Response};
+
+use es_storage::{BatchBuf, EarlyWrite};
+
+use crate::error::ApiError;
+use crate::ops::fetch::{Charger, FetchQuery};
+use crate::ops::produce::Item;
+use crate::producers::idempotence::ProducerFields;
+use crate::shard::budget::Budget;
+use crate::shard::message::{FetchForm, FetchedData, Op, Payload, Reply};
+use crate::shard::Shard;
+use crate::topics::admin::{self, CreateTopic};
+
+use super::outgoing::{Outgoing, WRITE_DIRECT_BYTES_MIN};
+
+/// A request as a connection's read loop hands it over.
+pub enum Incoming {
+    /// Decoded from a whole frame.
+    Request(Request),
+    /// A large ProduceBatch whose batch was received into page-aligned
+    /// memory (es-storage's `ReceivingBatch`), with the early write of its
+    /// pages (early.rs) if one ran: kept until the batch is placed.
+    Batch(ProduceBatch<BatchBuf>, Option<EarlyWrite>),
+}
+
+impl Incoming {
+    /// The decoded request, if it is one.
+    pub fn request(&self) -> Option<&Request> {
+        match self {
+            Incoming::Request(r) => Some(r),
+            Incoming::Batch(..) => None,
+        }
+    }
+
+    /// Its endpoint, as metrics and logs name it.
+    pub fn endpoint(&self) -> &'static str {
+        match self {
+            Incoming::Request(req) => endpoint(req),
+            Incoming::Batch(..) => "produce_batch",
+        }
+    }
+
+    /// The topic a produce or fetch names.
+    fn record_topic(&self) -> Option<&str> {
+        match self {
+            Incoming::Request(Request::Produce(p)) => Some(&p.topic),
+            Incoming::Request(Request::IdempotentProduce(ip)) => Some(&ip.produce.topic),
+            Incoming::Request(Request::ProduceBatch(pb)) => Some(&pb.topic),
+            Incoming::Request(Request::Fetch(f)) => Some(&f.topic),
+            Incoming::Request(_) => None,
+            Incoming::Batch(pb, _) => Some(&pb.topic),
+        }
+    }
+
+    /// The partition it reads or appends to, for a request that names
+    /// exactly one.
+    pub fn partition(&self) -> Option<(&str, u32)> {
+        match self {
+            Incoming::Request(Request::ProduceBatch(pb)) => Some((&pb.topic, pb.partition)),
+            Incoming::Request(Request::Fetch(f)) => Some((&f.topic, f.partition)),
+            Incoming::Request(_) => None,
+            Incoming::Batch(pb, _) => Some((&pb.topic, pb.partition)),
+        }
+    }
+}
+
+/// Runs one request and frames its answer (or its error) for the writer;
+/// a fetch's answer is charged to the connection's `responses` budget and
+/// the shard's (ops/fetch.rs), and holds its charge until written.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    incoming: Incoming,
+    request_id: u64,
+    gzip: bool,
+    responses: &Rc<Budget>,
+) -> Outgoing {
+    let started = Instant::now();
+    let endpoint = incoming.endpoint();
+    if let Some(topic) = incoming.record_topic() {
+        crate::listen::listener::test_panic_hook(topic);
+    }
+    let answer = match incoming {
+        Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip, responses)).await,
+        Incoming::Request(other) => run(shard, other)
+            .await
+            .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
+        Incoming::Batch(pb, early) => Box::pin(produce_batch(shard, pb, early))
+            .await
+            .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
+    };
+    let m = shard.hot.binary(endpoint);
+    let out = match answer {
+        Ok(out) => {
+            m.ok.increment(1);
+            out
+        }
+        Err(e) => {
+            m.error.increment(1);
+            Outgoing::frame(Response::error(e.code.wire(), e.message).into_frame(request_id, gzip))
+        }
+    };
+    m.duration.record(started.elapsed().as_secs_f64());
+    out
+}
+
+/// A fetch answers with the stored batches as storage read them: the frame
+/// header and fixed fields, then the batches' buffers, not copied into one
+/// (unless the reply is gzipped, or small: then the writer would copy it
+/// anyway, and the copy frees the larger buffers it was read into). The
+/// answer holds its charge, resized to its length, until written.
+async fn fetch(
+    shard: &Rc<Shard>,
+    f: Fetch,
+    request_id: u64,
+    gzip: bool,
+    responses: &Rc<Budget>,
+) -> Result<Outgoing, ApiError> {
+    let meta = admin::lookup(shard, &f.topic)?;
+    let q = FetchQuery {
+        offset: f.offset,
+        max_records: Some(f.max_records as u64),
+        max_bytes: Some(f.max_bytes as u64),
+        wait_ms: Some(f.wait_ms as u64),
+        form: FetchForm::Batches,
+    };
+    let charger = Charger {
+        connection: Some(responses),
+        listener: "binary",
+    };
+    let (fetched, charge) = crate::ops::fetch::fetch(shard, &meta, f.partition as u64, q, &charger).await?;
+    let FetchedData::Batches { parts, count } = fetched.data else {
+        return Err(ApiError::internal("a batches fetch answered with records"));
+    };
+    let (hw, next, start) = (fetched.high_watermark, fetched.next_offset, fetched.start_offset);
+    // Storage verified every checksum on read; the framing is checked
+    // again before the batches go out (by `trusted` when gzipped).
+    let bad = |e: es_protocol::DecodeError| ApiError::internal(format!("stored batches: {e}"));
+    let mut out = if gzip {
+        let ok = FetchOk::trusted(hw, next, start, count, parts.concat(), 0).map_err(bad)?;
+        Outgoing::frame(Response::FetchOk(ok).into_frame(request_id, true))
+    } else {
+        batch::validate_framing_parts(parts.iter().map(|p| &p[..]), count, start, hw).map_err(bad)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut head = FetchOk::frame_prefix(request_id, hw, next, start, count, len);
+        if len < WRITE_DIRECT_BYTES_MIN {
+            head.reserve_exact(len);
+            for p in &parts {
+                head.extend_from_slice(p);
+            }
+            Outgoing::frame(head)
+        } else {
+            Outgoing {
+                body: parts,
+                ..Outgoing::frame(head)
+            }
+        }
+    };
+    out.charge = charge.map(|mut c| {
+        c.resize(out.len() as u64);
+        c
+    });
+    Ok(out)
+}
+
+fn endpoint(req: &Request) -> &'static str {
+    match req {
+        Request::Hello(_) => "hello",
+        Request::Produce(_) => "produce",
+        Request::IdempotentProduce(_) => "idempotent_produce",
+        Request::ProduceBatch(_) => "produce_batch",
+        Request::Fetch(_) => "fetch",
+        Request::Admin(Kind::CreateTopic, _) => "create_topic",
+        Request::Admin(Kind::ListTopics, _) => "list_topics",
+        Request::Admin(Kind::DescribeTopic, _) => "describe_topic",
+        Request::Admin(Kind::DeleteTopic, _) => "delete_topic",
+        Request::Admin(Kind::PatchTopicConfig, _) => "patch_config",
+        Request::Admin(Kind::InitProducer, _) => "init_producer",
+        Request::Admin(_, _) => "group",
+    }
+}
+
+/// A batch the producer built: checked by the decoder, appended as it came
+/// on the partition's shard (idempotently when its header carries a
+/// producer id). `early` lives until the batch is placed: dropping it
+/// sooner would void its early write.
+async fn produce_batch(
+    shard: &Rc<Shard>,
+    pb: ProduceBatch<BatchBuf>,
+    early: Option<EarlyWrite>,
+) -> Result<Response, ApiError> {
+    let meta = admin::lookup(shard, &pb.topic)?;
+    if pb.partition >= meta.partitions {
+        return Err(ApiError::partition_not_found(
+            &meta.name,
+            pb.partition as u64,
+            meta.partitions,
+        ));
+    }
+    let producer = pb
+        .producer()
+        .map(|(producer_id, epoch, sequence)| ProducerFields {
+            producer_id,
+            epoch,
+            sequence,
+        });
+    let record_count = pb.record_count();
+    let owner = shard.owner(&meta.name, pb.partition);
+    // The request's topic is the catalog's name (looked up by it): moved,
+    // not copied.
+    let op = Op::Produce {
+        topic: pb.topic,
+        partition: pb.partition,
+        payload: Payload::Batch(pb.batch, early.as_ref().map(EarlyWrite::ticket)),
+        producer,
+    };
+    let reply = shard.call(owner, op).await;
+    drop(early);
+    match reply {
+        Reply::Produced(Ok(base_offset)) => Ok(Response::ProduceBatchOk(ProduceBatchOk {
+            partition: pb.partition,
+            base_offset,
+            record_count,
+        })),
+        Reply::Produced(Err(e)) | Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    }
+}
+
+async fn produce(
+    shard: &Rc<Shard>,
+    p: es_protocol::requests::produce::Produce,
+    producer: Option<ProducerFields>,
+) -> Result<Vec<(u32, u64)>, ApiError> {
+    let meta = admin::lookup(shard, &p.topic)?;
+    let items = p
+        .records
+        .into_iter()
+        .map(|r| Item {
+            key: r.key,
+            value: r.value,
+            partition: r.partition,
+            timestamp_ms: r.timestamp_ms,
+        })
+        .collect();
+    crate::ops::produce::produce(shard, &meta, items, producer).await
+}
+
+fn str_field<'a>(body: &'a serde_json::Value, field: &str) -> Result<&'a str, ApiError> {
+    body.get(field)
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| ApiError::invalid(format!("the request needs a string \"{field}\"")))
+}
+
+/// Group requests carry the group (and member) in the JSON body, with the
+/// same fields as the HTTP bodies otherwise.
+async fn group_request(
+    shard: &Rc<Shard>,
+    kind: Kind,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, ApiError> {
+    use crate::groups::coordinator::GroupOp;
+    let group = str_field(body, "group")?;
+    let member = || str_field(body, "member_id").map(String::from);
+    let op = match kind {
+        Kind::JoinGroup => crate::groups::admin::join_op(body)?,
+        Kind::Heartbeat => GroupOp::Heartbeat { member_id: member()? },
+        Kind::LeaveGroup => GroupOp::Leave { member_id: member()? },
+        Kind::CommitOffsets => crate::groups::admin::commit_op(body)?,
+        Kind::FetchCommits => GroupOp::Commits,
+        Kind::DescribeGroup => return crate::groups::admin::describe(shard, group).await,
+        Kind::DeleteGroup => GroupOp::Delete,
+        Kind::ResetGroup => {
+            let (topic, to) = crate::groups::admin::reset_args(body)?;
+            return crate::groups::admin::reset(shard, group, &topic, to).await;
+        }
+        other => return Err(ApiError::invalid(format!("{other:?} is not a group request"))),
+    };
+    crate::groups::admin::call(shard, group, op).await
+}
+
+fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
+    body.get("name")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| ApiError::invalid("the request needs a string \"name\""))
+}
+
+async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
+    match req {
+        Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
+        Request::IdempotentProduce(ip) => {
+            let producer = ProducerFields {
+                producer_id: ip.producer_id,
+                epoch: ip.epoch,
+                sequence: ip.sequence,
+            };
+            let offsets = Box::pin(produce(shard, ip.produce, Some(producer))).await?;
+            Ok(Response::ProduceOk(ProduceOk { offsets }))
+        }
+        Request::Produce(p) => {
+            let offsets = Box::pin(produce(shard, p, None)).await?;
+            Ok(Response::ProduceOk(ProduceOk { offsets }))
+        }
+        Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb.map_batch(BatchBuf::from), None)).await,
+        // Framed by `fetch` itself (its batches are not copied into a Response).
+        Request::Fetch(_) => Err(ApiError::internal("a fetch is answered by handler::fetch")),
+        Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,
+    }
+}
+
+/// Topic, producer-id and group requests (JSON), boxed by `run`: rare, and
+/// their state must not weigh on every produce and fetch.
+async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -> Result<Response, ApiError> {
+    {
+        {
+            let value = match kind {
+                Kind::CreateTopic => {
+                    let create: CreateTopic = serde_json::from_value(body)
+                        .map_err(|e| ApiError::invalid(format!("create topic: {e}")))?;
+                    admin::create(shard, create).await?
+                }
+                Kind::ListTopics => admin::list(shard),
+                Kind::DescribeTopic => admin::describe(shard, name_of(&body)?).await?,
+                Kind::DeleteTopic => admin::delete(shard, name_of(&body)?).await?,
+                Kind::InitProducer => {
+                    let existing = match body.get("producer_id") {
+                        None | Some(serde_json::Value::Null) => None,
+                        Some(v) => Some(
+                            v.as_i64()
+                                .ok_or_else(|| ApiError::invalid("producer_id must be an integer"))?,
+                        ),
+                    };
+                    crate::producers::admin::init(shard, existing).await?
+                }
+                k @ (Kind::JoinGroup
+                | Kind::Heartbeat
+                | Kind::LeaveGroup
+                | Kind::CommitOffsets
+                | Kind::FetchCommits
+                | Kind::DescribeGroup
+                | Kind::DeleteGroup
+                | Kind::ResetGroup) => group_request(shard, k, &body).await?,
+                Kind::ListGroups => crate::groups::admin::list(shard).await?,
+                Kind::PatchTopicConfig => {
+                    let name = name_of(&body)?.to_string();
+                    let changes = body
+                        .get("config")
+                        .and_then(|c| c.as_object())
+                        .cloned()
+                        .ok_or_else(|| ApiError::invalid("the request needs a \"config\" object"))?;
+                    admin::patch(shard, &name, changes).await?
+                }
+                other => return Err(ApiError::invalid(format!("{other:?} is not a topic request"))),
+            };
+            Ok(Response::AdminOk(value))
+        }
+    }
+}

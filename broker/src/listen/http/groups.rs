@@ -1,0 +1,90 @@
+//! Consumer group endpoints under `/v1/groups`.
+
+use std::rc::Rc;
+
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+
+use super::response::{self, Body};
+use crate::error::ApiError;
+use crate::groups::admin::{self as groups, commit_op, join_op, reset_args};
+use crate::groups::coordinator::GroupOp;
+use crate::shard::Shard;
+
+async fn body_json(shard: &Shard, req: Request<Incoming>) -> Result<serde_json::Value, ApiError> {
+    let body = response::read_body(shard, req.into_body()).await?;
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(serde_json::json!({}));
+    }
+    let v: serde_json::Value = response::parse(&body)?;
+    if !v.is_object() {
+        return Err(ApiError::invalid("the request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+fn ok(v: serde_json::Value) -> Response<Body> {
+    response::json(StatusCode::OK, &v)
+}
+
+pub async fn list(shard: &Rc<Shard>) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::list(shard).await?))
+}
+
+pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::describe(shard, group).await?))
+}
+
+pub async fn delete(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, group, GroupOp::Delete).await?))
+}
+
+pub async fn join(
+    shard: &Rc<Shard>,
+    group: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let v = body_json(shard, req).await?;
+    let op = join_op(&v)?;
+    Ok(response::json(
+        StatusCode::CREATED,
+        &groups::call(shard, group, op).await?,
+    ))
+}
+
+pub async fn heartbeat(shard: &Rc<Shard>, group: &str, member: &str) -> Result<Response<Body>, ApiError> {
+    let op = GroupOp::Heartbeat {
+        member_id: member.to_string(),
+    };
+    Ok(ok(groups::call(shard, group, op).await?))
+}
+
+pub async fn leave(shard: &Rc<Shard>, group: &str, member: &str) -> Result<Response<Body>, ApiError> {
+    let op = GroupOp::Leave {
+        member_id: member.to_string(),
+    };
+    Ok(ok(groups::call(shard, group, op).await?))
+}
+
+pub async fn commit(
+    shard: &Rc<Shard>,
+    group: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let v = body_json(shard, req).await?;
+    Ok(ok(groups::call(shard, group, commit_op(&v)?).await?))
+}
+
+pub async fn commits(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, group, GroupOp::Commits).await?))
+}
+
+pub async fn reset(
+    shard: &Rc<Shard>,
+    group: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let v = body_json(shard, req).await?;
+    let (topic, to) = reset_args(&v)?;
+    Ok(ok(groups::reset(shard, group, &topic, to).await?))
+}

@@ -1,0 +1,551 @@
+//! Broker flags. Every flag also reads an `ES_`-prefixed environment
+//! variable; docs/cli.md lists them all.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Default HTTP request body limit: 16 MiB holds a produce of thousands of
+/// 1 KiB records while bounding what one request can make a shard buffer.
+pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// Default fetch response limit: 16 MiB per request.
+pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
+/// Default requests in flight per binary connection: deep enough for a
+/// pipelining producer to keep group commit busy, small enough to bound a
+/// connection's memory (in-flight x frame size).
+pub const INFLIGHT_REQUESTS_MAX_DEFAULT: usize = 256;
+/// Default connection limit for the whole broker (split evenly over shards).
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Default `--request-shard-bytes`: 16 requests of the largest default
+/// frame (16 MiB) per shard at once.
+pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
+/// Default `--frame-stall-ms`: 30 s.
+pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
+/// Default `--connection-idle-ms`: 10 minutes, Kafka's
+/// `connections.max.idle.ms`.
+pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
+
+/// `--help` headings: what every operator sets first, then limits a
+/// client cannot pass, then storage defaults, then performance tuning.
+const ESSENTIALS: &str = "Essentials";
+const LIMITS: &str = "Limits";
+const STORAGE: &str = "Storage";
+const TUNING: &str = "Tuning";
+
+/// Appended to `--help`.
+const AFTER_HELP: &str = "\
+Every flag also reads an ES_ environment variable (--data-dir: ES_DATA_DIR). \
+A flag on the command line wins over the environment, which wins over the \
+--config file, which wins over the built-in default.
+
+Logging: ES_LOG sets what is logged (default info): a level (error, warn, info, \
+debug, trace, off) or comma-separated target=level directives, for example \
+ES_LOG=es_storage=debug,info. Log lines go to stderr, as text or, with \
+--log-format json, one JSON object per line.
+
+Reference: docs/cli.md (every flag), docs/operations.md (running in production).";
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "es-broker",
+    version,
+    about = "es event-streaming broker",
+    after_help = AFTER_HELP,
+    max_term_width = 100
+)]
+pub struct Config {
+    /// A TOML file of settings: each key is a flag's name without `--`
+    /// (`data-dir = "/var/lib/es"`); flags and `ES_*` variables override
+    /// it.
+    #[arg(long, env = "ES_CONFIG", help_heading = ESSENTIALS, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory holding topics and all other state.
+    #[arg(long, env = "ES_DATA_DIR", default_value = "./data", help_heading = ESSENTIALS, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Address of the HTTP + JSON API.
+    #[arg(long, env = "ES_HTTP_ADDR", default_value = "127.0.0.1:8080", help_heading = ESSENTIALS, value_name = "ADDR")]
+    pub http_addr: SocketAddr,
+    /// Address of the binary protocol (docs/protocol.md).
+    #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090", help_heading = ESSENTIALS, value_name = "ADDR")]
+    pub binary_addr: SocketAddr,
+    /// Number of shards (one thread and io_uring ring each). Default: the
+    /// cores available to the process.
+    #[arg(long, env = "ES_SHARDS", help_heading = ESSENTIALS, value_name = "N")]
+    pub shards: Option<usize>,
+    /// This broker's node id (reported as partition leader).
+    #[arg(long, env = "ES_NODE_ID", default_value_t = 1, help_heading = ESSENTIALS, value_name = "ID")]
+    pub node_id: u64,
+    /// How log lines are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors.
+    #[arg(long, env = "ES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = ESSENTIALS)]
+    pub log_format: LogFormat,
+    /// Largest binary frame, header included, and largest decompressed
+    /// payload; a larger frame gets an error frame and the connection closes.
+    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    pub frame_bytes_max: usize,
+    /// Requests in flight per binary connection; the broker stops reading a
+    /// connection that has this many unanswered.
+    #[arg(long, env = "ES_INFLIGHT_REQUESTS_MAX", default_value_t = INFLIGHT_REQUESTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub inflight_requests_max: usize,
+    /// Bytes of client requests and responses each shard holds at once,
+    /// granted in turn: large binary requests (frames of 64 KiB or more)
+    /// from their header until handled, HTTP request bodies of 64 KiB or
+    /// more while they arrive and are handled, and fetch responses (binary
+    /// and HTTP) from before they are read until they are written. What
+    /// does not fit waits, unread. At least `--frame-bytes-max`.
+    #[arg(long, env = "ES_REQUEST_SHARD_BYTES", default_value_t = REQUEST_SHARD_BYTES_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    pub request_shard_bytes: usize,
+    /// Bytes of fetch responses one binary connection holds at once, from
+    /// before they are read until they are written (also charged to
+    /// `--request-shard-bytes`): a client that pipelines fetches and reads
+    /// slowly cannot take its shard's whole budget. Default: twice
+    /// `--fetch-bytes-max`; at least `--fetch-bytes-max`.
+    #[arg(long, env = "ES_RESPONSE_CONNECTION_BYTES", help_heading = LIMITS, value_name = "BYTES")]
+    pub response_connection_bytes: Option<usize>,
+    /// Milliseconds a client connection may stop in the middle of a
+    /// transfer before it is closed, freeing what it held: a binary frame
+    /// of 64 KiB or more that stops arriving (`frame_stalled`), an HTTP
+    /// request body that stops arriving (408), or responses the client
+    /// stops reading (binary and HTTP).
+    #[arg(long, env = "ES_FRAME_STALL_MS", default_value_t = FRAME_STALL_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    pub frame_stall_ms: u64,
+    /// Milliseconds a client connection with no request in flight (a
+    /// long-poll counts as in flight) and nothing received may stay open:
+    /// then it is closed (Kafka's `connections.max.idle.ms`). HTTP
+    /// keep-alive connections close after 30 s idle already, or after this
+    /// if shorter.
+    #[arg(long, env = "ES_CONNECTION_IDLE_MS", default_value_t = CONNECTION_IDLE_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    pub connection_idle_ms: u64,
+    /// Largest HTTP request body accepted; larger gets 413.
+    #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    pub http_body_bytes_max: usize,
+    /// Largest fetch response (`max_bytes` is capped at this).
+    #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    pub fetch_bytes_max: usize,
+    /// Most client connections open at once, HTTP and binary together,
+    /// over all shards; more are closed at once.
+    #[arg(long, env = "ES_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub connections_max: usize,
+    /// HTTP's share of `--connections-max`; the binary listener gets the
+    /// rest, so that neither can lock the other out. Default: half.
+    #[arg(long, env = "ES_HTTP_CONNECTIONS_MAX", help_heading = LIMITS, value_name = "N")]
+    pub http_connections_max: Option<usize>,
+    /// Most consumer groups the broker holds at once (a group exists while
+    /// it has members or committed offsets); a join or commit that would
+    /// create one more is refused with `too_many_groups` and changes
+    /// nothing.
+    #[arg(long, env = "ES_GROUPS_MAX", default_value_t = GROUPS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub groups_max: usize,
+    /// Milliseconds after which a producer id that wrote nothing (and got
+    /// no new epoch) is forgotten by every partition and the registry: a
+    /// later produce with it is 404 `unknown_producer_id` (Kafka's
+    /// `producer.id.expiration.ms`). Producer state grows with the ids
+    /// active within this time. Checked every `--cleanup-interval-ms`.
+    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    pub producer_id_expiry_ms: u64,
+    /// Most file descriptors open for closed (non-active) segments, over
+    /// all shards (split evenly): a read of a closed segment opens its log
+    /// through a cache of this many, the least recently read closed first.
+    /// Active segments are not counted (docs/cli.md, "File descriptors").
+    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub open_segments_max: usize,
+    /// Most partitions the broker holds, over all its topics; a topic
+    /// create that would pass it is refused with `too_many_partitions` and
+    /// changes nothing. Each partition costs up to 3 file descriptors and
+    /// its directory and state (docs/cli.md, "File descriptors").
+    #[arg(long, env = "ES_PARTITIONS_MAX", default_value_t = PARTITIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    pub partitions_max: usize,
+    /// Segment size for new topics that do not set `segment_bytes`.
+    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
+    pub segment_bytes: u64,
+    /// Directory of the cold tier, where tiered topics move segments that
+    /// retention removes. Default: `<data-dir>/cold`.
+    #[arg(long, env = "ES_COLD_DIR", help_heading = STORAGE, value_name = "DIR")]
+    pub cold_dir: Option<PathBuf>,
+    /// How often each shard runs cleanup (retention, compaction, tiering)
+    /// over its partitions.
+    #[arg(long, env = "ES_CLEANUP_INTERVAL_MS", default_value_t = CLEANUP_INTERVAL_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
+    pub cleanup_interval_ms: u64,
+    /// How long a consumer group without members keeps its committed
+    /// offsets, from its last commit or the moment its last member left
+    /// (whichever is later); then the cleanup pass deletes the group
+    /// (Kafka's `offsets.retention.minutes`).
+    #[arg(long, env = "ES_GROUP_OFFSETS_RETENTION_MS", default_value_t = GROUP_OFFSETS_RETENTION_MS_DEFAULT, help_heading = STORAGE, value_name = "MS")]
+    pub group_offsets_retention_ms: u64,
+    /// Let start-up drop corrupt data and go on: a damaged batch with
+    /// intact ones after it (or any in a sealed segment) is copied to
+    /// `<base>.log.corrupt-<unix ms>` and cut off, a missing segment's
+    /// offsets are left empty, and new records get offsets past those lost.
+    /// Without it such damage stops the start and nothing is changed
+    /// (docs/storage.md, "Recovery on open").
+    #[arg(long, env = "ES_ACCEPT_DATA_LOSS", help_heading = STORAGE)]
+    pub accept_data_loss: bool,
+    /// Bytes of newly written records each shard keeps in memory for
+    /// consumers that tail its partitions, over all of them together
+    /// (segments are written past the page cache); beyond it, the least
+    /// recently written partitions are read back from disk.
+    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
+    pub recent_writes_shard_bytes: usize,
+    /// Microseconds an idle shard keeps polling for work before it parks its
+    /// thread. Spinning answers a forwarded request or an fsync completion
+    /// sooner, but takes the core from anything else that runs there;
+    /// `0` parks at once.
+    #[arg(long, env = "ES_SPIN_BEFORE_PARK_US", default_value_t = SPIN_BEFORE_PARK_US_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(0..=SPIN_BEFORE_PARK_US_MAX), help_heading = TUNING, value_name = "US")]
+    pub spin_before_park_us: u64,
+    /// Most threads per shard that make the segment writer's direct writes
+    /// and fdatasyncs as blocking calls (docs/storage.md, "Disk threads"):
+    /// one starts with the shard, more as jobs find them all busy; at most
+    /// this many writes and fsyncs of a shard run at once. `0` keeps them
+    /// on io_uring.
+    #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
+          value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
+    pub disk_threads: u64,
+    /// The time slice, in microseconds, each disk thread asks the kernel's
+    /// scheduler for (Linux 6.12+; older kernels keep their own): woken for
+    /// a write, a thread with a short slice gets a CPU at once instead of
+    /// waiting for a spinning shard's slice to end (docs/storage.md, "Disk
+    /// threads"). `100`-`100000`, or `0` for the kernel's default.
+    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
+    pub disk_thread_slice_us: u64,
+    /// Write a large ProduceBatch (64 KiB or more, no producer id) to its
+    /// partition's segment while it still arrives, when this shard owns the
+    /// partition (docs/storage.md, "Early writes"): receiving and writing
+    /// overlap instead of adding up. `false` writes a batch once it is whole.
+    #[arg(long, env = "ES_EARLY_WRITES", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
+    pub early_writes: bool,
+    /// Move a binary connection to the shard that owns the partitions its
+    /// requests go to, once its last several produce batches and fetches
+    /// all went to that one other shard (docs/protocol.md, "Connections
+    /// move to their partition's shard"). `false` keeps every connection
+    /// on the shard that accepted it.
+    #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
+    pub move_connections: bool,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Default of `--spin-before-park-us`: waking a parked thread costs far
+/// more than a forwarded request or an fsync completion takes
+/// (docs/design/spin-before-park.md).
+pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
+/// Longest spin allowed: past a second, a shard might as well never park.
+pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
+
+/// Default cleanup interval: 30 s keeps retention within half a minute of
+/// its limits while a pass over partitions with nothing due costs nothing
+/// but a look at each one's segments.
+pub const CLEANUP_INTERVAL_MS_DEFAULT: u64 = 30_000;
+/// Longest cleanup interval (one day): past it, retention would lag its
+/// limits by more than most limits are long.
+pub const CLEANUP_INTERVAL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
+/// Default `--groups-max`: far more groups than a broker's consumers use,
+/// while the groups a client can make a broker hold stay in the tens of
+/// megabytes (docs/cli.md states the cost per group).
+pub const GROUPS_MAX_DEFAULT: usize = 100_000;
+/// Largest `--groups-max`.
+pub const GROUPS_MAX_LIMIT: usize = 100_000_000;
+/// Default `--group-offsets-retention-ms`: 7 days, Kafka's default.
+pub const GROUP_OFFSETS_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Longest `--group-offsets-retention-ms` (100 years): offsets that never
+/// expire in practice.
+pub const GROUP_OFFSETS_RETENTION_MS_MAX: u64 = 100 * 365 * 24 * 60 * 60 * 1000;
+
+impl Config {
+    /// The cold tier's directory: `--cold-dir`, or `<data-dir>/cold`.
+    pub fn cold_dir(&self) -> PathBuf {
+        self.cold_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("cold"))
+    }
+
+    /// `--response-connection-bytes`, or its default.
+    pub fn response_connection_bytes(&self) -> usize {
+        self.response_connection_bytes
+            .unwrap_or(self.fetch_bytes_max.saturating_mul(2))
+    }
+
+    /// `--http-connections-max`, or its default (half of
+    /// `--connections-max`, at least one).
+    pub fn http_connections_max(&self) -> usize {
+        self.http_connections_max
+            .unwrap_or((self.connections_max / 2).max(1))
+    }
+
+    /// The binary listener's share of `--connections-max`: what HTTP's
+    /// leaves.
+    pub fn binary_connections_max(&self) -> usize {
+        self.connections_max.saturating_sub(self.http_connections_max())
+    }
+
+    /// This shard's share of `--open-segments-max`.
+    pub fn open_segments_per_shard(&self) -> usize {
+        self.open_segments_max.div_ceil(self.shard_count()).max(1)
+    }
+
+    /// The shard count to run with.
+    pub fn shard_count(&self) -> usize {
+        self.shards
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+
+    /// Makes `--data-dir` and `--cold-dir` absolute (relative to the
+    /// working directory): the shards' file operations need absolute paths.
+    pub fn absolutize(&mut self) -> Result<(), String> {
+        let abs = |p: &PathBuf, flag: &str| {
+            std::path::absolute(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+        };
+        self.data_dir = abs(&self.data_dir, "--data-dir")?;
+        if let Some(cold) = &self.cold_dir {
+            self.cold_dir = Some(abs(cold, "--cold-dir")?);
+        }
+        Ok(())
+    }
+
+    /// Refuses values outside each flag's range, naming the flag and the
+    /// range, and relations between flags that cannot hold.
+    pub fn validate(&self) -> Result<(), String> {
+        let shards = self.shards.unwrap_or_else(|| self.shard_count()) as u64;
+        in_range("--shards", shards, 1, SHARDS_MAX as u64)?;
+        in_range(
+            "--frame-bytes-max",
+            self.frame_bytes_max as u64,
+            (es_protocol::HEADER_BYTES + 64) as u64,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--inflight-requests-max",
+            self.inflight_requests_max as u64,
+            1,
+            INFLIGHT_REQUESTS_MAX_LIMIT as u64,
+        )?;
+        in_range(
+            "--request-shard-bytes",
+            self.request_shard_bytes as u64,
+            1,
+            REQUEST_SHARD_BYTES_LIMIT as u64,
+        )?;
+        if self.request_shard_bytes < self.frame_bytes_max {
+            return Err(format!(
+                "--request-shard-bytes ({}) must be at least --frame-bytes-max ({}): a largest frame must fit",
+                self.request_shard_bytes, self.frame_bytes_max
+            ));
+        }
+        in_range(
+            "--response-connection-bytes",
+            self.response_connection_bytes() as u64,
+            self.fetch_bytes_max as u64,
+            REQUEST_SHARD_BYTES_LIMIT as u64,
+        )
+        .map_err(|e| format!("{e} (at least --fetch-bytes-max: a largest fetch must fit)"))?;
+        in_range("--frame-stall-ms", self.frame_stall_ms, 1, FRAME_STALL_MS_MAX)?;
+        in_range(
+            "--connection-idle-ms",
+            self.connection_idle_ms,
+            1,
+            CONNECTION_IDLE_MS_MAX,
+        )?;
+        in_range(
+            "--http-body-bytes-max",
+            self.http_body_bytes_max as u64,
+            1,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--fetch-bytes-max",
+            self.fetch_bytes_max as u64,
+            1,
+            es_storage::batch::BATCH_BYTES_MAX as u64,
+        )?;
+        in_range(
+            "--connections-max",
+            self.connections_max as u64,
+            2,
+            CONNECTIONS_MAX_LIMIT as u64,
+        )?;
+        in_range("--groups-max", self.groups_max as u64, 1, GROUPS_MAX_LIMIT as u64)?;
+        in_range(
+            "--group-offsets-retention-ms",
+            self.group_offsets_retention_ms,
+            1,
+            GROUP_OFFSETS_RETENTION_MS_MAX,
+        )?;
+        in_range(
+            "--producer-id-expiry-ms",
+            self.producer_id_expiry_ms,
+            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MIN,
+            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MAX,
+        )?;
+        in_range(
+            "--http-connections-max",
+            self.http_connections_max() as u64,
+            1,
+            self.connections_max as u64 - 1,
+        )
+        .map_err(|e| format!("{e} (below --connections-max: the binary listener gets the rest)"))?;
+        in_range(
+            "--open-segments-max",
+            self.open_segments_max as u64,
+            1,
+            OPEN_SEGMENTS_MAX_LIMIT as u64,
+        )?;
+        in_range(
+            "--partitions-max",
+            self.partitions_max as u64,
+            1,
+            PARTITIONS_MAX_LIMIT as u64,
+        )?;
+        in_range(
+            "--segment-bytes",
+            self.segment_bytes,
+            SEGMENT_BYTES_FLAG_MIN,
+            es_storage::SEGMENT_BYTES_MAX,
+        )?;
+        in_range(
+            "--cleanup-interval-ms",
+            self.cleanup_interval_ms,
+            1,
+            CLEANUP_INTERVAL_MS_MAX,
+        )?;
+        let slices = es_storage::THREAD_SLICE_US_MIN..=es_storage::THREAD_SLICE_US_MAX;
+        if self.disk_thread_slice_us != 0 && !slices.contains(&self.disk_thread_slice_us) {
+            return Err(format!(
+                "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}, got {}",
+                slices.start(),
+                slices.end(),
+                self.disk_thread_slice_us
+            ));
+        }
+        if self.cold_dir().starts_with(self.data_dir.join("topics")) {
+            return Err("--cold-dir must not be inside <data-dir>/topics".into());
+        }
+        Ok(())
+    }
+}
+
+/// `Err` naming `flag`, its allowed range and the value given, unless
+/// `lo <= value <= hi`.
+fn in_range(flag: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{flag} must be in {lo}..={hi}, got {value}"))
+    }
+}
+
+/// Smallest `--segment-bytes`: the default for every new topic; a smaller
+/// one turns each partition into a pile of tiny files, each holding open
+/// descriptors. A topic may still set a smaller `segment_bytes` itself.
+pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
+/// Largest `--frame-stall-ms` (an hour): past it the stall timer guards
+/// nothing.
+pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
+/// Largest `--connection-idle-ms` (a week): past it, an idle connection
+/// might as well never be closed.
+pub const CONNECTION_IDLE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Largest `--connections-max`: far above what one broker's descriptors allow.
+pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--open-segments-max`: as `--connections-max`, far above what
+/// one broker's descriptors allow.
+pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
+/// Default `--partitions-max`: ten thousand partitions take 30,000
+/// descriptors once written and start in seconds; past that an operator
+/// sizes the limits (docs/cli.md, "File descriptors") and raises it.
+pub const PARTITIONS_MAX_DEFAULT: usize = 10_000;
+/// Largest `--partitions-max`: a million partitions is 3 million
+/// descriptors, past what one process may open (`fs.nr_open`).
+pub const PARTITIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
+pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
+
+/// Largest --inflight-requests-max.
+pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;
+
+/// Most shards: glommio needs locked memory per executor, and beyond this the
+/// mesh of cross-shard channels (n^2) stops paying off.
+pub const SHARDS_MAX: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn validate(args: &[&str]) -> Result<(), String> {
+        let mut argv = vec!["es-broker"];
+        argv.extend_from_slice(args);
+        Config::try_parse_from(argv).expect("parses").validate()
+    }
+
+    #[test]
+    fn the_request_budget_holds_a_largest_frame() {
+        assert!(validate(&[]).is_ok(), "the defaults");
+        let e = validate(&["--frame-bytes-max", "2097152", "--request-shard-bytes", "1048576"]).unwrap_err();
+        assert!(
+            e.contains("--request-shard-bytes") && e.contains("--frame-bytes-max"),
+            "{e}"
+        );
+        assert!(validate(&["--frame-bytes-max", "1048576", "--request-shard-bytes", "1048576"]).is_ok());
+    }
+
+    #[test]
+    fn a_connections_budget_holds_a_largest_fetch() {
+        let e = validate(&[
+            "--fetch-bytes-max",
+            "2097152",
+            "--response-connection-bytes",
+            "1048576",
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("--response-connection-bytes") && e.contains("--fetch-bytes-max"),
+            "{e}"
+        );
+        let c = Config::try_parse_from(["es-broker", "--fetch-bytes-max", "1048576"]).unwrap();
+        assert_eq!(c.response_connection_bytes(), 2 << 20, "twice --fetch-bytes-max");
+    }
+
+    #[test]
+    fn each_listener_has_a_share_of_the_connections() {
+        let c = Config::try_parse_from(["es-broker", "--connections-max", "1000"]).unwrap();
+        assert_eq!((c.http_connections_max(), c.binary_connections_max()), (500, 500));
+        let c = Config::try_parse_from([
+            "es-broker",
+            "--connections-max",
+            "1000",
+            "--http-connections-max",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!((c.http_connections_max(), c.binary_connections_max()), (100, 900));
+        for bad in [
+            &["--connections-max", "1"][..],
+            &["--connections-max", "10", "--http-connections-max", "10"],
+            &["--http-connections-max", "0"],
+        ] {
+            let e = validate(bad).unwrap_err();
+            assert!(e.contains("connections-max"), "{e}");
+        }
+        assert!(validate(&["--connections-max", "2"]).is_ok());
+    }
+
+    #[test]
+    fn a_disk_thread_slice_is_one_linux_grants_or_none() {
+        for ok in ["0", "100", "2000", "100000"] {
+            assert!(validate(&["--disk-thread-slice-us", ok]).is_ok(), "{ok}");
+        }
+        for bad in ["1", "99", "100001"] {
+            let e = validate(&["--disk-thread-slice-us", bad]).unwrap_err();
+            assert!(e.contains("--disk-thread-slice-us"), "{e}");
+        }
+    }
+}

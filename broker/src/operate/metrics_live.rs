@@ -1,0 +1,357 @@
+//! `GET /metrics`: the exporter's registry, then the series of partitions,
+//! consumer groups and shards, rendered from the shards' state at the
+//! moment of the scrape.
+//!
+//! Those series are named by topics and groups that come and go, and the
+//! exporter cannot forget a series: kept in its registry, a deleted topic's
+//! gauges would be exported (stale) and held in memory for as long as the
+//! broker runs. Rendered from live state, the export is true by
+//! construction: a deleted topic or group has nothing to render, and a lag
+//! moves as soon as a produce or a commit does, whether or not anyone
+//! describes the group.
+//!
+//! The scraping shard asks every shard for its part (`Op::Series`; each
+//! builds it in one pass over its own state, without awaiting), then joins
+//! the groups' committed offsets with the partitions' watermarks wherever
+//! they live.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::rc::Rc;
+
+use futures::future::join_all;
+
+use crate::groups::assignor::TopicPartition;
+use crate::operate::metrics_help;
+use crate::shard::message::{Op, Reply};
+use crate::shard::placement::ShardId;
+use crate::shard::Shard;
+
+/// One shard's part of a scrape, built on that shard.
+#[derive(Debug, Default)]
+pub struct ShardSeries {
+    pub shard: ShardId,
+    pub recent_writes_bytes: u64,
+    /// Descriptors open for closed segments (`--open-segments-max`).
+    pub open_segment_files: u64,
+    pub partitions: Vec<PartitionSeries>,
+    pub groups: Vec<GroupSeries>,
+}
+
+/// A partition this shard owns.
+#[derive(Debug)]
+pub struct PartitionSeries {
+    pub topic: String,
+    pub partition: u32,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+/// A group this shard coordinates.
+#[derive(Debug)]
+pub struct GroupSeries {
+    pub name: String,
+    pub members: usize,
+    pub rebalances: u64,
+    /// The topics its members consume.
+    pub topics: Vec<String>,
+    pub committed: Vec<(TopicPartition, u64)>,
+}
+
+/// This shard's part of a scrape (`Op::Series`).
+pub fn snapshot(shard: &Shard) -> ShardSeries {
+    let partitions = shard
+        .partitions
+        .borrow()
+        .iter()
+        .map(|(topic, partition, owned)| PartitionSeries {
+            topic: topic.to_string(),
+            partition,
+            log_start_offset: owned.log.log_start_offset().0,
+            high_watermark: owned.log.durable_offset().0,
+        })
+        .collect();
+    let groups = shard
+        .groups
+        .groups()
+        .values()
+        .map(|g| GroupSeries {
+            name: g.name.to_string(),
+            members: g.members.len(),
+            rebalances: g.rebalances,
+            topics: g.topics.clone(),
+            committed: g
+                .committed
+                .iter()
+                .map(|(t, p, o)| ((t.to_string(), p), o))
+                .collect(),
+        })
+        .collect();
+    ShardSeries {
+        shard: shard.id,
+        recent_writes_bytes: es_storage::recent_writes_shard_held_bytes() as u64,
+        open_segment_files: es_storage::open_segment_files() as u64,
+        partitions,
+        groups,
+    }
+}
+
+/// The whole `/metrics` text.
+pub async fn render(shard: &Rc<Shard>) -> String {
+    let mut out = shard.metrics.render();
+    let replies = join_all((0..shard.shards).map(|s| shard.call(s, Op::Series))).await;
+    let mut parts = Vec::with_capacity(replies.len());
+    for reply in replies {
+        match reply {
+            Reply::Series(part) => parts.push(*part),
+            // A shard shutting down answers no more; its series are left out.
+            other => tracing::debug!(?other, "a shard's metrics were not gathered"),
+        }
+    }
+    let topics = shard.catalog.snapshot();
+    render_live(&mut out, &parts, &|t| topics.get(t).map(|m| m.partitions));
+    out
+}
+
+/// A family: its help and type lines, then its samples; nothing without
+/// samples.
+struct Family<'a> {
+    out: &'a mut String,
+    help: &'static es_storage::MetricHelp,
+    started: bool,
+}
+
+impl<'a> Family<'a> {
+    fn new(out: &'a mut String, name: &str) -> Family<'a> {
+        Family {
+            out,
+            help: metrics_help::live(name),
+            started: false,
+        }
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], value: u64) {
+        let h = self.help;
+        if !self.started {
+            self.started = true;
+            let _ = writeln!(self.out, "# HELP {} {}", h.name, h.help);
+            let _ = writeln!(self.out, "# TYPE {} {}", h.name, h.kind.as_str());
+        }
+        debug_assert_eq!(labels.len(), h.labels.len(), "{}'s labels", h.name);
+        self.out.push_str(h.name);
+        for (i, (k, v)) in labels.iter().enumerate() {
+            self.out.push(if i == 0 { '{' } else { ',' });
+            let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+        }
+        if !labels.is_empty() {
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+impl Drop for Family<'_> {
+    fn drop(&mut self) {
+        if self.started {
+            self.out.push('\n');
+        }
+    }
+}
+
+/// A label value as the text format wants it. Topic and group names never
+/// need it (their rule allows `[A-Za-z0-9._-]` only); kept for safety.
+fn escape(v: &str) -> std::borrow::Cow<'_, str> {
+    if v.contains(['\\', '"', '\n']) {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+            .into()
+    } else {
+        v.into()
+    }
+}
+
+/// Appends the live families to `out`. `partitions_of(topic)` is the
+/// partition count of an existing topic: a partition or committed offset
+/// of a topic that no longer exists is left out.
+fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&str) -> Option<u32>) {
+    let exists = |t: &str, p: u32| partitions_of(t).is_some_and(|n| p < n);
+    let mut bounds: BTreeMap<(&str, u32), (u64, u64)> = BTreeMap::new();
+    for s in parts {
+        for p in s.partitions.iter().filter(|p| exists(&p.topic, p.partition)) {
+            bounds.insert((&p.topic, p.partition), (p.log_start_offset, p.high_watermark));
+        }
+    }
+    let mut groups: Vec<&GroupSeries> = parts.iter().flat_map(|s| &s.groups).collect();
+    groups.sort_by(|a, b| a.name.cmp(&b.name));
+
+    {
+        let mut f = Family::new(out, "es_partition_high_watermark");
+        for (&(t, p), &(_, hw)) in &bounds {
+            f.sample(&[("topic", t), ("partition", &p.to_string())], hw);
+        }
+    }
+    {
+        let mut shards: Vec<&ShardSeries> = parts.iter().collect();
+        shards.sort_by_key(|s| s.shard);
+        let mut f = Family::new(out, "es_recent_writes_bytes");
+        for s in &shards {
+            f.sample(&[("shard", &s.shard.to_string())], s.recent_writes_bytes);
+        }
+        drop(f);
+        let mut f = Family::new(out, "es_open_segment_files");
+        for s in &shards {
+            f.sample(&[("shard", &s.shard.to_string())], s.open_segment_files);
+        }
+    }
+    {
+        let mut f = Family::new(out, "es_groups");
+        f.sample(&[], groups.len() as u64);
+    }
+    {
+        let mut f = Family::new(out, "es_group_members");
+        for g in &groups {
+            f.sample(&[("group", &g.name)], g.members as u64);
+        }
+    }
+    {
+        let mut f = Family::new(out, "es_group_rebalances_total");
+        for g in &groups {
+            f.sample(&[("group", &g.name)], g.rebalances);
+        }
+    }
+    {
+        let mut f = Family::new(out, "es_group_committed_offset");
+        for g in &groups {
+            for ((t, p), o) in g.committed.iter().filter(|((t, p), _)| exists(t, *p)) {
+                f.sample(
+                    &[("group", &g.name), ("topic", t), ("partition", &p.to_string())],
+                    *o,
+                );
+            }
+        }
+    }
+    // As describe: every partition of the topics the group consumes or has
+    // commits for.
+    let mut f = Family::new(out, "es_group_lag");
+    for g in &groups {
+        let committed: BTreeMap<(&str, u32), u64> = g
+            .committed
+            .iter()
+            .map(|((t, p), o)| ((t.as_str(), *p), *o))
+            .collect();
+        let topics: BTreeSet<&str> = g
+            .topics
+            .iter()
+            .map(String::as_str)
+            .chain(committed.keys().map(|(t, _)| *t))
+            .collect();
+        for t in topics {
+            for (&(_, p), &(start, hw)) in bounds.range((t, 0)..=(t, u32::MAX)) {
+                let lag = crate::groups::coordinator::lag(start, hw, committed.get(&(t, p)).copied());
+                f.sample(
+                    &[("group", &g.name), ("topic", t), ("partition", &p.to_string())],
+                    lag,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(topic: &str, partition: u32, start: u64, hw: u64) -> PartitionSeries {
+        PartitionSeries {
+            topic: topic.into(),
+            partition,
+            log_start_offset: start,
+            high_watermark: hw,
+        }
+    }
+
+    fn rendered(parts: &[ShardSeries], topics: &[(&str, u32)]) -> String {
+        let mut out = String::new();
+        render_live(&mut out, parts, &|t| {
+            topics.iter().find(|(n, _)| *n == t).map(|(_, p)| *p)
+        });
+        out
+    }
+
+    #[test]
+    fn lag_joins_commits_on_one_shard_with_watermarks_on_others() {
+        let parts = vec![
+            ShardSeries {
+                shard: 0,
+                recent_writes_bytes: 7,
+                open_segment_files: 2,
+                partitions: vec![partition("orders", 0, 0, 10)],
+                groups: vec![GroupSeries {
+                    name: "billing".into(),
+                    members: 1,
+                    rebalances: 3,
+                    topics: vec!["orders".into()],
+                    committed: vec![(("orders".into(), 0), 4), (("gone".into(), 0), 2)],
+                }],
+            },
+            ShardSeries {
+                shard: 1,
+                recent_writes_bytes: 0,
+                open_segment_files: 0,
+                partitions: vec![partition("orders", 1, 5, 8), partition("gone", 0, 0, 3)],
+                groups: vec![],
+            },
+        ];
+        let text = rendered(&parts, &[("orders", 2)]);
+        for line in [
+            r#"es_partition_high_watermark{topic="orders",partition="0"} 10"#,
+            r#"es_partition_high_watermark{topic="orders",partition="1"} 8"#,
+            r#"es_recent_writes_bytes{shard="0"} 7"#,
+            r#"es_recent_writes_bytes{shard="1"} 0"#,
+            "es_groups 1",
+            r#"es_open_segment_files{shard="0"} 2"#,
+            r#"es_group_members{group="billing"} 1"#,
+            r#"es_group_rebalances_total{group="billing"} 3"#,
+            r#"es_group_committed_offset{group="billing",topic="orders",partition="0"} 4"#,
+            r#"es_group_lag{group="billing",topic="orders",partition="0"} 6"#,
+            // No commit: from the log start.
+            r#"es_group_lag{group="billing",topic="orders",partition="1"} 3"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+        assert!(
+            !text.contains("gone"),
+            "a deleted topic leaves no series:\n{text}"
+        );
+        for family in [
+            "es_partition_high_watermark",
+            "es_recent_writes_bytes",
+            "es_groups",
+            "es_open_segment_files",
+            "es_group_members",
+            "es_group_rebalances_total",
+            "es_group_committed_offset",
+            "es_group_lag",
+        ] {
+            assert_eq!(text.matches(&format!("# TYPE {family} ")).count(), 1, "{family}");
+            assert_eq!(text.matches(&format!("# HELP {family} ")).count(), 1, "{family}");
+        }
+    }
+
+    #[test]
+    fn nothing_to_render_renders_no_family() {
+        let parts = vec![ShardSeries::default()];
+        let text = rendered(&parts, &[]);
+        assert!(!text.contains("es_group_"), "{text}");
+        assert!(text.lines().any(|l| l == "es_groups 0"), "{text}");
+        assert!(!text.contains("es_partition"), "{text}");
+        assert!(text.contains(r#"es_recent_writes_bytes{shard="0"} 0"#), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("plain.name-1"), "plain.name-1");
+    }
+}

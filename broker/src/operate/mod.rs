@@ -1,0 +1,14 @@
+//! Operator plumbing: flags and the config file, logging, the process
+//! limits checked at start (locked memory, file descriptors), the
+//! allocator, the wall clock of producer expiry, and the metrics that are
+//! exported (help text and the live series of `GET /metrics`).
+
+pub mod allocator;
+pub mod clock;
+pub mod config;
+pub mod config_file;
+pub mod logging;
+pub mod memlock;
+pub mod metrics_help;
+pub mod metrics_live;
+pub mod nofile;

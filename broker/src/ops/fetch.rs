@@ -1,0 +1,303 @@
+//! Fetch, independent of the transport: the bounds on what a client may
+//! ask, the charge of its answer, and the call to the partition's owning
+//! shard. Then, on the owning shard, the read itself (`read`, with its
+//! long poll) and the offset for a timestamp.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use es_storage::Offset;
+use futures::FutureExt;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::shard::budget::{Budget, Charge};
+use crate::shard::message::{FetchArgs, FetchForm, Fetched, FetchedData, Op, Reply};
+use crate::shard::Shard;
+use crate::topics::topic::TopicMeta;
+
+use super::log_of;
+
+/// Longest long-poll a fetch may ask for.
+pub const WAIT_MS_MAX: u64 = 30_000;
+
+/// Default and largest `max_records` of a fetch.
+pub const FETCH_RECORDS_DEFAULT: u64 = 500;
+pub const FETCH_RECORDS_MAX: u64 = 10_000;
+/// Default `max_bytes` of a fetch (capped by --fetch-bytes-max).
+pub const FETCH_BYTES_DEFAULT: u64 = 1 << 20;
+
+/// What a client asked for, before checks; `None` means the default.
+#[derive(Default)]
+pub struct FetchQuery {
+    pub offset: Option<u64>,
+    pub max_records: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub wait_ms: Option<u64>,
+    pub form: FetchForm,
+}
+
+/// A fetch's answer is charged at least this much before it is read:
+/// storage reads at least one chunk of this size for a fetch, whatever its
+/// `max_bytes` (es-storage's `segment::read_batches_limited`), and an
+/// answer's buffers are slices of those reads.
+pub const FETCH_CHARGE_BYTES_MIN: usize = 64 << 10;
+/// A fetch whose first batch keeps being larger than what was charged for
+/// it (the partition changes under it each time) gives up after this many
+/// reads.
+const FETCH_READS_MAX: usize = 4;
+
+/// Where a fetch's answer is charged: the connection's budget, where it
+/// has one (binary: `--response-connection-bytes`), and always its shard's
+/// (`--request-shard-bytes`); `listener` labels the waits.
+pub struct Charger<'a> {
+    pub connection: Option<&'a Rc<Budget>>,
+    pub listener: &'static str,
+}
+
+/// Checks a fetch against the limits and runs it on the owning shard, its
+/// answer charged (`charger`) before it is read; the answer and that
+/// charge, which the caller holds until the answer is written (none when
+/// a long-poll ended with nothing).
+///
+/// The charge is `max_bytes` (capped by `--fetch-bytes-max`, at least
+/// `FETCH_CHARGE_BYTES_MIN`), and the read never takes more than what was
+/// charged; a first batch larger than that is read once a charge of its
+/// size is granted. A long-poll holds no charge while it waits: it reads
+/// at once, and only when it found nothing at the high watermark does it
+/// give its charge back, wait uncharged, and charge again to read what
+/// arrived.
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    partition: u64,
+    q: FetchQuery,
+    charger: &Charger<'_>,
+) -> Result<(Fetched, Option<Charge>), ApiError> {
+    let mut args = checked(shard, meta, partition, q)?;
+    let wait_ms = std::mem::take(&mut args.wait_ms);
+    let mut want = args.max_bytes.max(FETCH_CHARGE_BYTES_MIN);
+    let mut waited = false;
+    for _ in 0..FETCH_READS_MAX {
+        let charge = charge(shard, charger, want).await;
+        args.limit_bytes = want;
+        let fetched = call(shard, &args).await?;
+        if let Some(len) = fetched.first_batch_bytes {
+            want = len;
+            continue;
+        }
+        let at_end = is_empty(&fetched) && fetched.start_offset == fetched.high_watermark;
+        if !at_end || wait_ms == 0 || waited {
+            return Ok((fetched, Some(charge)));
+        }
+        drop(charge);
+        let wait = FetchArgs {
+            offset: Some(fetched.start_offset),
+            wait_ms,
+            wait_only: true,
+            ..args.clone()
+        };
+        let waited_for = call(shard, &wait).await?;
+        if waited_for.high_watermark <= fetched.start_offset {
+            return Ok((waited_for, None));
+        }
+        waited = true;
+        args.offset = Some(fetched.start_offset);
+    }
+    Err(ApiError::unavailable(format!(
+        "partition {partition} of topic {:?} changed under each of {FETCH_READS_MAX} reads; fetch again",
+        meta.name
+    )))
+}
+
+/// `bytes` of the charger's budgets, in turn; a wait is counted
+/// (`es_request_budget_waits_total{listener}`).
+async fn charge(shard: &Shard, charger: &Charger<'_>, bytes: usize) -> Charge {
+    let budget = &shard.request_budget;
+    if let Some(c) = Charge::try_take(charger.connection, budget, bytes as u64) {
+        return c;
+    }
+    metrics::counter!("es_request_budget_waits_total", "listener" => charger.listener).increment(1);
+    Charge::take(charger.connection, budget, bytes as u64).await
+}
+
+fn is_empty(f: &Fetched) -> bool {
+    match &f.data {
+        FetchedData::Records(r) => r.is_empty(),
+        FetchedData::Batches { count, .. } => *count == 0,
+    }
+}
+
+/// Checks a fetch against the limits: the arguments for its shard.
+fn checked(shard: &Shard, meta: &TopicMeta, partition: u64, q: FetchQuery) -> Result<FetchArgs, ApiError> {
+    if partition >= meta.partitions as u64 {
+        return Err(ApiError::partition_not_found(
+            &meta.name,
+            partition,
+            meta.partitions,
+        ));
+    }
+    let max_records = q.max_records.unwrap_or(FETCH_RECORDS_DEFAULT);
+    if max_records == 0 || max_records > FETCH_RECORDS_MAX {
+        return Err(ApiError::invalid(format!(
+            "max_records must be in 1..={FETCH_RECORDS_MAX}"
+        )));
+    }
+    let max_bytes = q.max_bytes.unwrap_or(FETCH_BYTES_DEFAULT);
+    if max_bytes == 0 {
+        return Err(ApiError::invalid("max_bytes must be positive"));
+    }
+    let wait_ms = q.wait_ms.unwrap_or(0);
+    if wait_ms > WAIT_MS_MAX {
+        return Err(ApiError::invalid(format!(
+            "wait_ms must be at most {WAIT_MS_MAX}"
+        )));
+    }
+    let max_bytes = max_bytes.min(shard.config.fetch_bytes_max as u64) as usize;
+    Ok(FetchArgs {
+        topic: meta.name.clone(),
+        partition: partition as u32,
+        offset: q.offset,
+        max_records: max_records as usize,
+        max_bytes,
+        limit_bytes: max_bytes,
+        wait_ms,
+        form: q.form,
+        wait_only: false,
+    })
+}
+
+/// Runs `args` on the partition's shard.
+async fn call(shard: &Rc<Shard>, args: &FetchArgs) -> Result<Fetched, ApiError> {
+    match shard
+        .call(shard.owner(&args.topic, args.partition), Op::Fetch(args.clone()))
+        .await
+    {
+        Reply::Fetched(Ok(f)) => Ok(f),
+        Reply::Fetched(Err(e)) | Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    }
+}
+
+// On the shard that owns the partition.
+
+/// The first offset at or after `timestamp_ms` of a partition this shard
+/// owns (the high watermark when none is).
+pub(super) async fn offset_for_time(
+    shard: &Shard,
+    topic: &str,
+    partition: u32,
+    timestamp_ms: i64,
+) -> Result<serde_json::Value, ApiError> {
+    let log = log_of(shard, topic, partition)?;
+    let hw = log.durable_offset();
+    let found = log
+        .offset_for_timestamp(timestamp_ms, hw)
+        .await
+        .map_err(ApiError::storage)?;
+    Ok(serde_json::json!({"offset": found.unwrap_or(hw).0}))
+}
+
+/// Reads what `args` asks of a partition this shard owns, waiting up to
+/// its `wait_ms` for records past the high watermark.
+pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
+    let log = log_of(shard, &args.topic, args.partition)?;
+    let start = log.log_start_offset().0;
+    let mut hw = log.durable_offset().0;
+    let offset = args.offset.unwrap_or(start);
+    if offset < start || offset > hw {
+        return Err(ApiError::new(
+            ErrorCode::OffsetOutOfRange,
+            format!("offset {offset} is out of range: log start offset {start}, high watermark {hw}"),
+        ));
+    }
+    if offset == hw && args.wait_ms > 0 {
+        let wait = Duration::from_millis(args.wait_ms.min(WAIT_MS_MAX));
+        let arrived = log.wait_durable(Offset(offset + 1)).fuse();
+        let timeout = glommio::timer::sleep(wait).fuse();
+        let stopping = shard.shutdown.wait_for(1).fuse();
+        futures::pin_mut!(arrived, timeout, stopping);
+        futures::select! {
+            _ = arrived => {},
+            _ = timeout => {},
+            _ = stopping => {},
+        }
+        hw = log.durable_offset().0;
+    }
+    if args.wait_only {
+        let data = match args.form {
+            FetchForm::Batches => FetchedData::Batches {
+                parts: Vec::new(),
+                count: 0,
+            },
+            FetchForm::Records => FetchedData::Records(Vec::new()),
+        };
+        return Ok(Fetched {
+            data,
+            start_offset: offset,
+            next_offset: offset,
+            high_watermark: hw,
+            first_batch_bytes: None,
+        });
+    }
+    let out_of_range = |offset: u64, log_start: u64| {
+        ApiError::new(
+            ErrorCode::OffsetOutOfRange,
+            format!("offset {offset} is out of range: log start offset {log_start}, high watermark {hw}"),
+        )
+    };
+    if args.form == FetchForm::Batches {
+        let mut parts = Vec::new();
+        let read = log
+            .read_batches_limited(
+                Offset(offset),
+                args.max_bytes,
+                args.max_records,
+                Offset(hw),
+                args.limit_bytes,
+                &mut parts,
+            )
+            .await;
+        return match read {
+            Ok(read) => Ok(Fetched {
+                data: FetchedData::Batches {
+                    parts,
+                    count: read.batches,
+                },
+                start_offset: offset,
+                next_offset: read.next_offset.0,
+                high_watermark: hw,
+                first_batch_bytes: read.first_batch_bytes,
+            }),
+            // Retention moved the start while this fetch waited or read.
+            Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
+                Err(out_of_range(offset, log_start))
+            }
+            Err(e) => Err(ApiError::storage(e)),
+        };
+    }
+    let limited = log
+        .read_records_limited(Offset(offset), args.max_bytes, Offset(hw), args.limit_bytes)
+        .await;
+    let (read, first_batch_bytes) = match limited {
+        Ok(l) => (l.read, l.first_batch_bytes),
+        Err(es_storage::StorageError::OffsetOutOfRange { offset, log_start }) => {
+            return Err(out_of_range(offset, log_start))
+        }
+        Err(e) => return Err(ApiError::storage(e)),
+    };
+    let mut records = read.records;
+    // Past the gaps a compacted log leaves, unless max_records cut it short.
+    let next_offset = if records.len() > args.max_records {
+        records.truncate(args.max_records);
+        records.last().map_or(offset, |r| r.offset.0 + 1)
+    } else {
+        read.next_offset.0
+    };
+    Ok(Fetched {
+        data: FetchedData::Records(records),
+        start_offset: offset,
+        next_offset,
+        high_watermark: hw,
+        first_batch_bytes,
+    })
+}

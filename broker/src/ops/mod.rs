@@ -1,0 +1,139 @@
+//! Operations a shard runs for the partitions it owns (whoever received the
+//! client's request), and the dispatch of forwarded operations: one file
+//! per operation. `produce` and `fetch` also hold their transport-neutral
+//! front ends, which the listeners call on the shard that received the
+//! request.
+
+pub mod describe;
+pub mod fetch;
+pub mod open;
+pub mod produce;
+
+use std::rc::Rc;
+
+use es_storage::PartitionLog;
+use futures::FutureExt;
+
+use crate::error::ApiError;
+use crate::shard::message::{Op, Reply};
+use crate::shard::{Shard, CONTROLLER_SHARD};
+use crate::topics::controller;
+
+/// Runs one operation on this shard (whichever shard's listener received
+/// its request). Panics inside are caught and turned into an internal
+/// error, logged and counted (`es_request_panics_total{listener="operation"}`),
+/// so a bug hit by one request never takes the shard down.
+pub async fn handle(shard: Rc<Shard>, op: Op) -> Reply {
+    let kind = op_kind(&op);
+    match std::panic::AssertUnwindSafe(run(shard, op)).catch_unwind().await {
+        Ok(reply) => reply,
+        Err(panic) => {
+            crate::shard::panics::panicked("operation", kind, panic.as_ref());
+            Reply::Done(Err(ApiError::internal(format!(
+                "{kind} failed unexpectedly (a bug; the broker log says more)"
+            ))))
+        }
+    }
+}
+
+fn op_kind(op: &Op) -> &'static str {
+    match op {
+        Op::Produce { .. } => "produce",
+        Op::Fetch(_) => "fetch",
+        Op::Open { .. } => "open",
+        Op::Remove { .. } => "remove",
+        Op::Configure { .. } => "configure",
+        Op::Describe { .. } => "describe",
+        Op::CreateTopic(_) => "create_topic",
+        Op::DeleteTopic(_) => "delete_topic",
+        Op::PatchTopic { .. } => "patch_topic",
+        Op::InitProducer(_) => "init_producer",
+        Op::Producers(_) => "producers",
+        Op::Group { .. } => "group",
+        Op::ListGroups => "list_groups",
+        Op::OffsetForTime { .. } => "offset_for_time",
+        Op::AdoptConnection { .. } => "adopt_connection",
+        Op::Series => "series",
+    }
+}
+
+/// Every arm with an await runs boxed: the future of `handle` stays small
+/// (it is spawned, and embedded in `Shard::call`, per request), and each
+/// request allocates only the state of its own operation.
+async fn run(shard: Rc<Shard>, op: Op) -> Reply {
+    match op {
+        Op::Produce {
+            topic,
+            partition,
+            payload,
+            producer,
+        } => Reply::Produced(Box::pin(produce::append(&shard, &topic, partition, payload, producer)).await),
+        Op::Fetch(args) => Reply::Fetched(Box::pin(fetch::read(&shard, args)).await),
+        Op::Open { meta, partitions } => Reply::Done(Box::pin(open::open(&shard, &meta, &partitions)).await),
+        Op::Remove { topic, partitions } => {
+            Reply::Done(Box::pin(open::remove(&shard, &topic, &partitions)).await)
+        }
+        Op::Configure {
+            topic,
+            config,
+            partitions,
+        } => Reply::Done(describe::configure(&shard, &topic, &config, &partitions)),
+        Op::Describe { topic, partitions } => {
+            Reply::Described(describe::describe(&shard, &topic, &partitions))
+        }
+        Op::CreateTopic(meta) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Topic(Box::pin(controller::create_topic(&shard, meta)).await)
+        }
+        Op::DeleteTopic(name) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Done(Box::pin(controller::delete_topic(&shard, &name)).await)
+        }
+        Op::Group { group, op } => {
+            debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
+            Reply::Json(Box::pin(crate::groups::coordinator::run(&shard, &group, op)).await)
+        }
+        Op::Series => Reply::Series(Box::new(crate::operate::metrics_live::snapshot(&shard))),
+        Op::ListGroups => Reply::Json(Ok(
+            serde_json::json!({"groups": crate::groups::coordinator::list(&shard)}),
+        )),
+        Op::OffsetForTime {
+            topic,
+            partition,
+            timestamp_ms,
+        } => Reply::Json(Box::pin(fetch::offset_for_time(&shard, &topic, partition, timestamp_ms)).await),
+        Op::AdoptConnection {
+            socket,
+            unhandled,
+            adopt,
+        } => Reply::Done(adopt(&shard, socket, unhandled)),
+        Op::Producers(op) => crate::producers::expiry::on_shard(&shard, op),
+        Op::InitProducer(existing) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Producer(Box::pin(controller::init_producer(&shard, existing)).await)
+        }
+        Op::PatchTopic { topic, changes } => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Topic(Box::pin(controller::patch_topic(&shard, &topic, &changes)).await)
+        }
+    }
+}
+
+/// The log of a partition this shard owns.
+fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, ApiError> {
+    debug_assert_eq!(shard.owner(topic, partition), shard.id, "routed to its owner");
+    if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
+        return Ok(owned.log.clone());
+    }
+    match shard.catalog.get(topic) {
+        None => Err(ApiError::topic_not_found(topic)),
+        Some(meta) if partition >= meta.partitions => Err(ApiError::partition_not_found(
+            topic,
+            partition as u64,
+            meta.partitions,
+        )),
+        Some(_) => Err(ApiError::unavailable(format!(
+            "partition {topic}/{partition} is not open yet"
+        ))),
+    }
+}

@@ -1,0 +1,43 @@
+//! Client connections open on one shard, counted per listener: each
+//! listener's limit is checked against its own count, and shutdown waits
+//! for the total to drain. Lives on its shard.
+
+use std::cell::Cell;
+
+/// Client connections open on one shard, per listener.
+#[derive(Default)]
+pub struct Open {
+    http: Cell<usize>,
+    binary: Cell<usize>,
+    /// The id of the next connection (the `conn` field of its log lines).
+    next_id: Cell<u64>,
+}
+
+impl Open {
+    /// The count of `listener` (`http`, `binary`), which its listener
+    /// keeps.
+    pub fn of(&self, listener: &str) -> &Cell<usize> {
+        if listener == "http" {
+            &self.http
+        } else {
+            &self.binary
+        }
+    }
+
+    /// Open on `listener` (`http`, `binary`).
+    pub fn get(&self, listener: &str) -> usize {
+        self.of(listener).get()
+    }
+
+    /// A new connection's id, unique on this shard.
+    pub fn next_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    /// Open on both.
+    pub fn total(&self) -> usize {
+        self.http.get() + self.binary.get()
+    }
+}

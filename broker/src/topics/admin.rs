@@ -1,0 +1,163 @@
+//! Topic operations, independent of the transport: create, list,
+//! describe, patch config, delete. HTTP and the binary protocol both call
+//! these with the same JSON documents (docs/api.md).
+
+use std::rc::Rc;
+
+use futures::future::join_all;
+use serde::Deserialize;
+
+use crate::error::ApiError;
+use crate::shard::message::{Op, Reply};
+use crate::shard::{Shard, CONTROLLER_SHARD};
+use crate::topics::controller::by_owner;
+use crate::topics::topic::{self, TopicConfig, TopicMeta, PARTITIONS_MAX};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTopic {
+    name: String,
+    partitions: i64,
+    replication_factor: Option<i64>,
+    config: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Creates a topic; answers its summary (HTTP 201).
+pub async fn create(shard: &Rc<Shard>, create: CreateTopic) -> Result<serde_json::Value, ApiError> {
+    topic::validate_name(&create.name)?;
+    if create.partitions < 1 || create.partitions > PARTITIONS_MAX as i64 {
+        return Err(ApiError::invalid(format!(
+            "partitions must be in 1..={PARTITIONS_MAX}"
+        )));
+    }
+    let rf = create.replication_factor.unwrap_or(1);
+    if rf != 1 {
+        return Err(ApiError::invalid(format!(
+            "replication_factor {rf} is not possible on a single node: use 1"
+        )));
+    }
+    let defaults = TopicConfig::with_segment_bytes(shard.config.segment_bytes);
+    let config = match &create.config {
+        Some(changes) => defaults.patched(changes)?,
+        None => defaults,
+    };
+    let meta = TopicMeta {
+        name: create.name,
+        partitions: create.partitions as u32,
+        replication_factor: 1,
+        config,
+    };
+    match shard.call(CONTROLLER_SHARD, Op::CreateTopic(meta)).await {
+        Reply::Topic(Ok(meta)) => Ok(summary(&meta)),
+        Reply::Topic(Err(e)) | Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    }
+}
+
+fn summary(meta: &TopicMeta) -> serde_json::Value {
+    serde_json::json!({
+        "name": meta.name,
+        "partitions": meta.partitions,
+        "replication_factor": meta.replication_factor,
+        "config": meta.config,
+    })
+}
+
+pub fn list(shard: &Shard) -> serde_json::Value {
+    let topics: Vec<_> = shard
+        .catalog
+        .snapshot()
+        .values()
+        .map(|m| serde_json::json!({"name": m.name, "partitions": m.partitions}))
+        .collect();
+    serde_json::json!({ "topics": topics })
+}
+
+/// Looks a topic up, checking its name first so a bad name is a 400.
+pub fn lookup(shard: &Shard, name: &str) -> Result<std::sync::Arc<TopicMeta>, ApiError> {
+    topic::validate_name(name)?;
+    shard
+        .catalog
+        .get(name)
+        .ok_or_else(|| ApiError::topic_not_found(name))
+}
+
+pub async fn describe(shard: &Rc<Shard>, name: &str) -> Result<serde_json::Value, ApiError> {
+    let meta = lookup(shard, name)?;
+    description(shard, &meta).await
+}
+
+async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::Value, ApiError> {
+    let calls = by_owner(shard, &meta.name, meta.partitions)
+        .into_iter()
+        .map(|(owner, partitions)| {
+            shard.call(
+                owner,
+                Op::Describe {
+                    topic: meta.name.clone(),
+                    partitions,
+                },
+            )
+        });
+    let mut states = Vec::new();
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::Described(Ok(s)) => states.extend(s),
+            Reply::Described(Err(e)) | Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    states.sort_by_key(|s| s.partition);
+    let node = shard.config.node_id;
+    let partitions: Vec<_> = states
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "partition": s.partition,
+                "log_start_offset": s.log_start_offset,
+                "hot_start_offset": s.hot_start_offset,
+                "cold_start_offset": s.cold_start_offset,
+                "high_watermark": s.high_watermark,
+                "leader": node,
+                "replicas": [node],
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "name": meta.name,
+        "replication_factor": meta.replication_factor,
+        "config": meta.config,
+        "partitions": partitions,
+    }))
+}
+
+/// Changes config keys; answers the topic's description.
+pub async fn patch(
+    shard: &Rc<Shard>,
+    name: &str,
+    changes: serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Value, ApiError> {
+    lookup(shard, name)?;
+    let op = Op::PatchTopic {
+        topic: name.to_string(),
+        changes,
+    };
+    let meta = match shard.call(CONTROLLER_SHARD, op).await {
+        Reply::Topic(Ok(meta)) => meta,
+        Reply::Topic(Err(e)) | Reply::Done(Err(e)) => return Err(e),
+        other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    };
+    description(shard, &meta).await
+}
+
+pub async fn delete(shard: &Rc<Shard>, name: &str) -> Result<serde_json::Value, ApiError> {
+    lookup(shard, name)?;
+    match shard
+        .call(CONTROLLER_SHARD, Op::DeleteTopic(name.to_string()))
+        .await
+    {
+        Reply::Done(Ok(())) => Ok(serde_json::json!({"name": name, "deleted": true})),
+        Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    }
+}

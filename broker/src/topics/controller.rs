@@ -1,0 +1,268 @@
+//! Topic create, delete and config changes. They run on the controller
+//! shard (shard 0), one at a time, and are the only writers of the catalog.
+//!
+//! Crash safety: a topic exists once its `meta.json` is renamed into place.
+//! Create writes it only after clearing what the broker itself left in the
+//! directory, refusing records no create wrote (`topic::clear_for_create`),
+//! then opens the partitions (a crash in between reopens them, empty, at
+//! start). Delete first renames `meta.json` to `meta.json.deleted`, so a
+//! crash mid-delete never brings the topic back and the next start (or
+//! create) finishes it.
+//!
+//! A client cannot cut one of these in half: `Shard::call` runs them to
+//! their end in a task of their own, whether or not the client still waits
+//! for the answer. Each keeps the catalog and the disk in step when a step
+//! fails: `meta.json` is the commit point and the catalog follows it, and
+//! no partition stays open without a catalog entry (a failed create closes
+//! every partition it opened; `Op::Remove` closes every one it names).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use futures::future::join_all;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::shard::message::{Op, ProducerOp, Reply};
+use crate::shard::placement::ShardId;
+use crate::shard::Shard;
+use crate::topics::topic::{self, TopicMeta};
+
+/// Partitions of a topic grouped by the shard that owns them.
+pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId, Vec<u32>> {
+    let mut out: BTreeMap<ShardId, Vec<u32>> = BTreeMap::new();
+    for p in 0..partitions {
+        out.entry(shard.owner(topic, p)).or_default().push(p);
+    }
+    out
+}
+
+/// Partitions of every topic in the catalog.
+fn partition_count(shard: &Shard) -> u64 {
+    shard
+        .catalog
+        .snapshot()
+        .values()
+        .map(|m| m.partitions as u64)
+        .sum()
+}
+
+/// A create of `meta` would take the broker's `held` partitions past
+/// `--partitions-max`.
+fn too_many_partitions(meta: &TopicMeta, held: u64, max: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::TooManyPartitions,
+        format!(
+            "topic {:?} with {} partitions would bring the broker to {} partitions, past its {max} \
+             (--partitions-max; it holds {held}): delete topics no longer used, or raise the limit \
+             (each partition takes up to 3 file descriptors)",
+            meta.name,
+            meta.partitions,
+            held + meta.partitions as u64,
+        ),
+    )
+}
+
+/// Sends one operation per owning shard, in parallel, and fails if any does.
+async fn on_owners(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partitions: u32,
+    make: impl Fn(Vec<u32>) -> Op,
+) -> Result<(), ApiError> {
+    let calls = by_owner(shard, topic, partitions)
+        .into_iter()
+        .map(|(owner, ps)| shard.call(owner, make(ps)));
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::Done(Ok(())) => {}
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMeta, ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    if shard.catalog.get(&meta.name).is_some() {
+        return Err(ApiError::new(
+            ErrorCode::TopicExists,
+            format!("topic {:?} already exists", meta.name),
+        ));
+    }
+    let held = partition_count(shard);
+    let max = shard.config.partitions_max as u64;
+    if held + meta.partitions as u64 > max {
+        return Err(too_many_partitions(&meta, held, max));
+    }
+    topic::clear_for_create(shard.data_dir(), &meta.name).await?;
+    // Cold segments a crash in the middle of deleting an earlier topic of
+    // this name left behind.
+    let cold = crate::topics::cleanup::cold_store(&shard.config);
+    for p in 0..meta.partitions {
+        cold.delete_partition(&crate::topics::cleanup::cold_key(&meta.name, p))
+            .await
+            .map_err(ApiError::storage)?;
+    }
+    crate::producers::snapshot::remove_topic(shard.data_dir(), &meta.name).await?;
+    topic::write_meta(shard.data_dir(), &meta).await?;
+    let opened = on_owners(shard, &meta.name, meta.partitions, |partitions| Op::Open {
+        meta: meta.clone(),
+        partitions,
+    })
+    .await;
+    if let Err(e) = opened {
+        tracing::error!(topic = %meta.name, error = %e, "create failed; removing the topic");
+        if let Err(undo) = discard(shard, &meta.name, meta.partitions).await {
+            tracing::error!(topic = %meta.name, error = %undo, "a failed create was not all undone; the next start or create of the name finishes it");
+        }
+        return Err(e);
+    }
+    shard.catalog.put(meta.clone());
+    tracing::info!(topic = %meta.name, partitions = meta.partitions, "topic created");
+    crate::operate::nofile::check(&shard.config, partition_count(shard));
+    Ok(meta)
+}
+
+pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let meta = shard
+        .catalog
+        .get(name)
+        .ok_or_else(|| ApiError::topic_not_found(name))?;
+    discard(shard, name, meta.partitions).await?;
+    tracing::info!(topic = %name, "topic deleted");
+    crate::operate::nofile::check(&shard.config, partition_count(shard));
+    Ok(())
+}
+
+/// Deletes topic `name` of `partitions` partitions. Marking it deleted on
+/// disk is the commit point: an error before it changes nothing; from it
+/// on, the topic is gone from the catalog at once and after a restart, and
+/// every partition is closed (even where another fails) before its
+/// directory and producer snapshots go.
+async fn discard(shard: &Rc<Shard>, name: &str, partitions: u32) -> Result<(), ApiError> {
+    topic::mark_deleted(shard.data_dir(), name).await?;
+    shard.catalog.remove(name);
+    on_owners(shard, name, partitions, |partitions| Op::Remove {
+        topic: name.to_string(),
+        partitions,
+    })
+    .await?;
+    crate::topics::fsops::remove_dir_all(&topic::topic_dir(shard.data_dir(), name)).await?;
+    crate::producers::snapshot::remove_topic(shard.data_dir(), name).await?;
+    Ok(())
+}
+
+/// A new producer id, or the next epoch of `existing`.
+pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(i64, i16), ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let mut registry = take_registry(shard).await?;
+    let now_ms = crate::operate::clock::now_ms();
+    let result = match existing {
+        None => registry.issue(shard.data_dir()).await.map(|id| (id, 0)),
+        Some(id) => {
+            // An id with no epoch past 0 in the registry is live if some
+            // shard holds state for it (it wrote lately).
+            let shards_know = if registry.has_epoch(id) {
+                Ok(None)
+            } else {
+                epoch_on_shards(shard, id).await
+            };
+            match shards_know {
+                Ok(known) => registry
+                    .next_epoch(shard.data_dir(), id, known, now_ms)
+                    .await
+                    .map(|epoch| (id, epoch)),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    *shard.producers.registry.borrow_mut() = Some(registry);
+    let (id, epoch) = result?;
+    // Every shard learns the id, and fences the older epochs, before the
+    // answer.
+    on_every_shard(
+        shard,
+        ProducerOp::Issued {
+            producer_id: id,
+            epoch,
+            at_ms: now_ms,
+        },
+    )
+    .await?;
+    Ok((id, epoch))
+}
+
+/// The producer id registry, taken out of its slot (put it back with
+/// `*shard.producers.registry.borrow_mut() = Some(..)`): loaded at first use,
+/// once the broker is ready, and then its floors told to every shard. Under
+/// the controller lock.
+pub async fn take_registry(shard: &Rc<Shard>) -> Result<crate::producers::ids::Registry, ApiError> {
+    let loaded = shard.producers.registry.borrow_mut().take();
+    if let Some(r) = loaded {
+        return Ok(r);
+    }
+    let registry = crate::producers::ids::Registry::load(shard).await?;
+    let floors = registry.floors();
+    let told = on_every_shard(shard, ProducerOp::Floors(floors)).await;
+    // Loaded whatever the shards answered: a floor only moves up, and the
+    // next load would find the same.
+    match told {
+        Ok(()) => Ok(registry),
+        Err(e) => {
+            *shard.producers.registry.borrow_mut() = Some(registry);
+            Err(e)
+        }
+    }
+}
+
+/// The newest epoch any shard holds for `id`.
+async fn epoch_on_shards(shard: &Rc<Shard>, id: i64) -> Result<Option<i16>, ApiError> {
+    let calls = (0..shard.shards).map(|s| shard.call(s, Op::Producers(ProducerOp::Epoch(id))));
+    let mut newest = None;
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::Epoch(e) => newest = newest.max(e),
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    Ok(newest)
+}
+
+/// Runs `op` on every shard; the first error, if any.
+pub async fn on_every_shard(shard: &Rc<Shard>, op: ProducerOp) -> Result<(), ApiError> {
+    let calls = (0..shard.shards).map(|s| shard.call(s, Op::Producers(op.clone())));
+    for reply in join_all(calls).await {
+        if let Reply::Done(Err(e)) = reply {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+pub async fn patch_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    changes: &serde_json::Map<String, serde_json::Value>,
+) -> Result<TopicMeta, ApiError> {
+    let _guard = shard.controller_lock.acquire_permit(1).await;
+    let current = shard
+        .catalog
+        .get(name)
+        .ok_or_else(|| ApiError::topic_not_found(name))?;
+    let mut next = (*current).clone();
+    next.config = current.config.patched(changes)?;
+    topic::write_meta(shard.data_dir(), &next).await?;
+    // The catalog follows `meta.json` at once: a restart would read the
+    // new config whatever happens next.
+    shard.catalog.put(next.clone());
+    on_owners(shard, name, next.partitions, |partitions| Op::Configure {
+        topic: name.to_string(),
+        config: next.config.clone(),
+        partitions,
+    })
+    .await?;
+    Ok(next)
+}
