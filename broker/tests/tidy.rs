@@ -38,12 +38,17 @@ const BLOCKING: &[&str] = &[
 const BLOCKING_OK: &str = "blocking-ok";
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("broker/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("broker/ has a parent")
+        .to_path_buf()
 }
 
 /// Every `.rs` file under `dir`, skipping build output and hidden dirs.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -61,7 +66,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Whether `path` (relative to the workspace) is under a `tests/`,
 /// `benches/` or `fuzz/` directory.
 fn under_tests(path: &Path) -> bool {
-    path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches" | "fuzz")))
+    path.components()
+        .any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches" | "fuzz")))
 }
 
 /// Module files declared `#[cfg(test)] mod name;` by `path` (`text` is its
@@ -76,7 +82,9 @@ fn declared_test_modules(path: &Path, text: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for pair in lines.windows(2) {
         if pair[0] == "#[cfg(test)]" {
-            let decl = pair[1].trim_start_matches("pub ").trim_start_matches("pub(crate) ");
+            let decl = pair[1]
+                .trim_start_matches("pub ")
+                .trim_start_matches("pub(crate) ");
             if let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) {
                 out.push(dir.join(format!("{name}.rs")));
                 out.push(dir.join(name).join("mod.rs"));
@@ -142,7 +150,10 @@ fn uses_unsafe(line: &str) -> bool {
         let word = |i: usize| bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_';
         let before_ok = start == 0 || !word(start - 1);
         let after_ok = end == bytes.len() || !word(end);
-        let quotes = code[..start].match_indices('"').filter(|(i, _)| *i == 0 || bytes[i - 1] != b'\\').count();
+        let quotes = code[..start]
+            .match_indices('"')
+            .filter(|(i, _)| *i == 0 || bytes[i - 1] != b'\\')
+            .count();
         let in_string = quotes % 2 == 1;
         if before_ok && after_ok && !in_string {
             return true;
@@ -189,8 +200,10 @@ fn violations(root: &Path) -> Vec<String> {
         .into_iter()
         .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
         .collect();
-    let test_modules: Vec<PathBuf> =
-        texts.iter().flat_map(|(p, t)| declared_test_modules(p, t)).collect();
+    let test_modules: Vec<PathBuf> = texts
+        .iter()
+        .flat_map(|(p, t)| declared_test_modules(p, t))
+        .collect();
     let mut out = Vec::new();
     for (path, text) in &texts {
         let relative = path.strip_prefix(root).unwrap_or(path);
@@ -203,12 +216,18 @@ fn violations(root: &Path) -> Vec<String> {
         }
         let lines = code_lines(text).len();
         if lines > LINES_MAX {
-            out.push(format!("{shown}: {lines} lines outside tests (at most {LINES_MAX}: split it by what it holds)"));
+            out.push(format!(
+                "{shown}: {lines} lines outside tests (at most {LINES_MAX}: split it by what it holds)"
+            ));
         }
-        let on_shard = SHARD_CRATES.iter().any(|c| shown.starts_with(&format!("{c}/src/")));
+        let on_shard = SHARD_CRATES
+            .iter()
+            .any(|c| shown.starts_with(&format!("{c}/src/")));
         if on_shard {
             for (n, line) in blocking_calls(text) {
-                out.push(format!("{shown}:{n}: blocking call on shard code without `// {BLOCKING_OK}: why`: {line}"));
+                out.push(format!(
+                    "{shown}:{n}: blocking call on shard code without `// {BLOCKING_OK}: why`: {line}"
+                ));
             }
         }
     }
@@ -218,16 +237,25 @@ fn violations(root: &Path) -> Vec<String> {
 #[test]
 fn the_workspace_is_tidy() {
     let found = violations(&workspace());
-    assert!(found.is_empty(), "tidy found {} violation(s):\n{}", found.len(), found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "tidy found {} violation(s):\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }
 
 #[test]
 fn a_blocking_call_needs_a_reason() {
     let bare = "fn f() {\n    std::thread::sleep(d);\n}\n";
-    assert_eq!(blocking_calls(bare), vec![(2, "std::thread::sleep(d);".to_string())]);
+    assert_eq!(
+        blocking_calls(bare),
+        vec![(2, "std::thread::sleep(d);".to_string())]
+    );
     let marked_inline = "fn f() {\n    let x = std::fs::read(p); // blocking-ok: start-up\n}\n";
     assert!(blocking_calls(marked_inline).is_empty());
-    let marked_above = "fn f() {\n    // blocking-ok: before the executors run\n    let m = std::sync::Mutex::new(0);\n}\n";
+    let marked_above =
+        "fn f() {\n    // blocking-ok: before the executors run\n    let m = std::sync::Mutex::new(0);\n}\n";
     assert!(blocking_calls(marked_above).is_empty());
     let grouped = "use std::sync::{Arc, Mutex};\n";
     assert_eq!(blocking_calls(grouped).len(), 1);
@@ -241,7 +269,11 @@ fn a_blocking_call_needs_a_reason() {
 fn a_long_file_is_measured_without_its_tests() {
     let long: String = "fn f() {}\n".repeat(LINES_MAX + 1);
     assert_eq!(code_lines(&long).len(), LINES_MAX + 1);
-    let tests = format!("{}#[cfg(test)]\nmod tests {{\n{}}}\n", "fn f() {}\n".repeat(10), "fn g() {}\n".repeat(LINES_MAX));
+    let tests = format!(
+        "{}#[cfg(test)]\nmod tests {{\n{}}}\n",
+        "fn f() {}\n".repeat(10),
+        "fn g() {}\n".repeat(LINES_MAX)
+    );
     assert_eq!(code_lines(&tests).len(), 10);
     let decl = "#[cfg(test)]\nmod test_executor;\n";
     let found = declared_test_modules(Path::new("broker/src/main.rs"), decl);
@@ -256,7 +288,8 @@ fn an_unsafe_needs_a_safety_comment() {
     assert_eq!(unsafe_without_reason(bare).len(), 1);
     let said = "fn f() {\n    // SAFETY: g has no preconditions.\n    let n = unsafe { g() };\n}\n";
     assert!(unsafe_without_reason(said).is_empty());
-    let doc = "/// Reads.\n///\n/// # Safety\n/// `p` is valid.\n#[inline]\npub unsafe fn f(p: *const u8) {}\n";
+    let doc =
+        "/// Reads.\n///\n/// # Safety\n/// `p` is valid.\n#[inline]\npub unsafe fn f(p: *const u8) {}\n";
     assert!(unsafe_without_reason(doc).is_empty());
     let impl_bare = "struct S;\nunsafe impl Send for S {}\n";
     assert_eq!(unsafe_without_reason(impl_bare).len(), 1);

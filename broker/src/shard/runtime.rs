@@ -64,8 +64,8 @@ pub fn run(
     } else {
         PoolPlacement::Unbound(shards)
     };
+    // blocking-ok: on the main thread before the executors run
     let meshes = Arc::new(std::sync::Mutex::new(crate::shard::mesh::build::<Envelope>(
-        // blocking-ok: on the main thread before the executors run
         shards,
         MESH_CHANNEL_DEPTH,
     ))); // taken once per shard at thread start, before its executor runs

@@ -134,7 +134,7 @@ mod tests {
     /// Every directory the broker or storage creates has its parent fsynced:
     /// they create directories only through storage's `create_dir_all` (or
     /// `create_dir_all_durable` before the shards run), whose own tests
-    /// (storage/src/dirs.rs) watch the parent fsync. Test set-up marked
+    /// (storage/src/io/dirs.rs) watch the parent fsync. Test set-up marked
     /// `test setup` may create them bare.
     #[test]
     fn directories_are_created_only_through_the_durable_create() {
@@ -146,7 +146,7 @@ mod tests {
         let own = Path::new(file!()).file_name().unwrap();
         let mut bare = Vec::new();
         for file in &files {
-            if file.ends_with("storage/src/dirs.rs") || file.file_name() == Some(own) {
+            if file.ends_with("storage/src/io/dirs.rs") || file.file_name() == Some(own) {
                 continue;
             }
             let text = std::fs::read_to_string(file).unwrap(); // blocking-ok: a test
