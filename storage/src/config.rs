@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::batch::BATCH_BYTES_MAX;
 use crate::{CleanupPolicy, StorageError};
+use es_format::limits::BATCH_BYTES_MAX;
 
 /// Default segment size: 1 GiB, as in Kafka; big enough that rolls are rare,
 /// small enough that retention can free space in useful steps.

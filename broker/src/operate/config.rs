@@ -321,7 +321,7 @@ impl Config {
             "--frame-bytes-max",
             self.frame_bytes_max as u64,
             (es_protocol::HEADER_BYTES + 64) as u64,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--inflight-requests-max",
@@ -359,13 +359,13 @@ impl Config {
             "--http-body-bytes-max",
             self.http_body_bytes_max as u64,
             1,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--fetch-bytes-max",
             self.fetch_bytes_max as u64,
             1,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--connections-max",

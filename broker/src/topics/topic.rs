@@ -130,7 +130,7 @@ impl TopicConfig {
             segment_age: self.segment_ms.map(Duration::from_millis),
             // A produce's records for one partition are one batch; the HTTP
             // body limit (at most this) already bounds it.
-            batch_bytes_max: es_storage::batch::BATCH_BYTES_MAX,
+            batch_bytes_max: es_format::limits::BATCH_BYTES_MAX,
             cleanup: es_storage::CleanupPolicy {
                 delete: self.cleanup_policy.deletes(),
                 compact: self.cleanup_policy.compacts(),
