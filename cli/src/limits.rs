@@ -4,8 +4,8 @@
 //! The broker's own bounds that these must respect are restated here (the
 //! CLI depends on the protocol, not on the broker) and named as such.
 
+use es_protocol::limits::FRAME_BYTES_MAX_DEFAULT;
 use es_protocol::requests::fetch::FRAME_PREFIX_BYTES;
-use es_protocol::FRAME_BYTES_MAX_DEFAULT;
 
 // --- The broker's bounds the CLI stays within -------------------------------
 

@@ -82,7 +82,7 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Largest binary frame, header included, and largest decompressed
     /// payload; a larger frame gets an error frame and the connection closes.
-    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::limits::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub frame_bytes_max: usize,
     /// Requests in flight per binary connection; the broker stops reading a
     /// connection that has this many unanswered.
