@@ -148,7 +148,7 @@ pub struct Config {
     /// all shards (split evenly): a read of a closed segment opens its log
     /// through a cache of this many, the least recently read closed first.
     /// Active segments are not counted (docs/cli.md, "File descriptors").
-    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub open_segments_max: usize,
     /// Most partitions the broker holds, over all its topics; a topic
     /// create that would pass it is refused with `too_many_partitions` and
@@ -157,7 +157,7 @@ pub struct Config {
     #[arg(long, env = "ES_PARTITIONS_MAX", default_value_t = PARTITIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub partitions_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
-    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
+    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::limits::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
     /// Directory of the cold tier, where tiered topics move segments that
     /// retention removes. Default: `<data-dir>/cold`.
@@ -185,7 +185,7 @@ pub struct Config {
     /// consumers that tail its partitions, over all of them together
     /// (segments are written past the page cache); beyond it, the least
     /// recently written partitions are read back from disk.
-    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
+    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::limits::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
     pub recent_writes_shard_bytes: usize,
     /// Microseconds an idle shard keeps polling for work before it parks its
     /// thread. Spinning answers a forwarded request or an fsync completion
@@ -199,15 +199,15 @@ pub struct Config {
     /// one starts with the shard, more as jobs find them all busy; at most
     /// this many writes and fsyncs of a shard run at once. `0` keeps them
     /// on io_uring.
-    #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
-          value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
+    #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::limits::DISK_THREADS_DEFAULT as u64,
+          value_parser = clap::value_parser!(u64).range(0..=es_storage::limits::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
     pub disk_threads: u64,
     /// The time slice, in microseconds, each disk thread asks the kernel's
     /// scheduler for (Linux 6.12+; older kernels keep their own): woken for
     /// a write, a thread with a short slice gets a CPU at once instead of
     /// waiting for a spinning shard's slice to end (docs/storage.md, "Disk
     /// threads"). `100`-`100000`, or `0` for the kernel's default.
-    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
+    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::limits::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
     pub disk_thread_slice_us: u64,
     /// Write a large ProduceBatch (64 KiB or more, no producer id) to its
     /// partition's segment while it still arrives, when this shard owns the
@@ -409,7 +409,7 @@ impl Config {
             "--segment-bytes",
             self.segment_bytes,
             SEGMENT_BYTES_FLAG_MIN,
-            es_storage::SEGMENT_BYTES_MAX,
+            es_storage::limits::SEGMENT_BYTES_MAX,
         )?;
         in_range(
             "--cleanup-interval-ms",
@@ -417,7 +417,7 @@ impl Config {
             1,
             CLEANUP_INTERVAL_MS_MAX,
         )?;
-        let slices = es_storage::THREAD_SLICE_US_MIN..=es_storage::THREAD_SLICE_US_MAX;
+        let slices = es_storage::limits::THREAD_SLICE_US_MIN..=es_storage::limits::THREAD_SLICE_US_MAX;
         if self.disk_thread_slice_us != 0 && !slices.contains(&self.disk_thread_slice_us) {
             return Err(format!(
                 "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}, got {}",

@@ -165,14 +165,17 @@ mod tests {
         let c = config(&["--shards", "2"]);
         let b = budget(&c, 1000);
         assert_eq!(b.per_partition, 3);
-        assert_eq!(b.open_segments, es_storage::OPEN_SEGMENTS_MAX_DEFAULT as u64);
+        assert_eq!(
+            b.open_segments,
+            es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT as u64
+        );
         assert_eq!(
             b.connections,
             crate::operate::config::CONNECTIONS_MAX_DEFAULT as u64
         );
         assert_eq!(
             b.total(),
-            3000 + es_storage::OPEN_SEGMENTS_MAX_DEFAULT as u64
+            3000 + es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT as u64
                 + 10_000
                 + RESERVE_BASE
                 + 2 * RESERVE_PER_SHARD

@@ -88,7 +88,7 @@ impl CleanupPolicyName {
 }
 
 fn delete_retention_ms_default() -> u64 {
-    es_storage::DELETE_RETENTION_MS_DEFAULT
+    es_storage::limits::DELETE_RETENTION_MS_DEFAULT
 }
 
 /// What `meta.json` holds.
