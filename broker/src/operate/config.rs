@@ -6,25 +6,16 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// Default HTTP request body limit: 16 MiB holds a produce of thousands of
-/// 1 KiB records while bounding what one request can make a shard buffer.
-pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
-/// Default fetch response limit: 16 MiB per request.
-pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
-/// Default requests in flight per binary connection: deep enough for a
-/// pipelining producer to keep group commit busy, small enough to bound a
-/// connection's memory (in-flight x frame size).
-pub const INFLIGHT_REQUESTS_MAX_DEFAULT: usize = 256;
-/// Default connection limit for the whole broker (split evenly over shards).
-pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
-/// Default `--request-shard-bytes`: 16 requests of the largest default
-/// frame (16 MiB) per shard at once.
-pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
-/// Default `--frame-stall-ms`: 30 s.
-pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
-/// Default `--connection-idle-ms`: 10 minutes, Kafka's
-/// `connections.max.idle.ms`.
-pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
+use crate::limits::{
+    CLEANUP_INTERVAL_MS_DEFAULT, CLEANUP_INTERVAL_MS_MAX, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_MAX_LIMIT,
+    CONNECTIONS_MAX_MIN, CONNECTION_IDLE_MS_DEFAULT, CONNECTION_IDLE_MS_MAX, FETCH_BYTES_MAX_DEFAULT,
+    FRAME_BYTES_MAX_MIN, FRAME_STALL_MS_DEFAULT, FRAME_STALL_MS_MAX, GROUPS_MAX_DEFAULT, GROUPS_MAX_LIMIT,
+    GROUP_OFFSETS_RETENTION_MS_DEFAULT, GROUP_OFFSETS_RETENTION_MS_MAX, HTTP_BODY_BYTES_MAX_DEFAULT,
+    INFLIGHT_REQUESTS_MAX_DEFAULT, INFLIGHT_REQUESTS_MAX_LIMIT, OPEN_SEGMENTS_MAX_LIMIT,
+    PARTITIONS_MAX_DEFAULT, PARTITIONS_MAX_LIMIT, PRODUCER_ID_EXPIRY_MS_DEFAULT, PRODUCER_ID_EXPIRY_MS_MAX,
+    PRODUCER_ID_EXPIRY_MS_MIN, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
+    SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT, SPIN_BEFORE_PARK_US_MAX,
+};
 
 /// `--help` headings: what every operator sets first, then limits a
 /// client cannot pass, then storage defaults, then performance tuning.
@@ -142,7 +133,7 @@ pub struct Config {
     /// later produce with it is 404 `unknown_producer_id` (Kafka's
     /// `producer.id.expiration.ms`). Producer state grows with the ids
     /// active within this time. Checked every `--cleanup-interval-ms`.
-    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
     pub producer_id_expiry_ms: u64,
     /// Most file descriptors open for closed (non-active) segments, over
     /// all shards (split evenly): a read of a closed segment opens its log
@@ -233,33 +224,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// Default of `--spin-before-park-us`: waking a parked thread costs far
-/// more than a forwarded request or an fsync completion takes
-/// (docs/design/spin-before-park.md).
-pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
-/// Longest spin allowed: past a second, a shard might as well never park.
-pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
-
-/// Default cleanup interval: 30 s keeps retention within half a minute of
-/// its limits while a pass over partitions with nothing due costs nothing
-/// but a look at each one's segments.
-pub const CLEANUP_INTERVAL_MS_DEFAULT: u64 = 30_000;
-/// Longest cleanup interval (one day): past it, retention would lag its
-/// limits by more than most limits are long.
-pub const CLEANUP_INTERVAL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
-
-/// Default `--groups-max`: far more groups than a broker's consumers use,
-/// while the groups a client can make a broker hold stay in the tens of
-/// megabytes (docs/cli.md states the cost per group).
-pub const GROUPS_MAX_DEFAULT: usize = 100_000;
-/// Largest `--groups-max`.
-pub const GROUPS_MAX_LIMIT: usize = 100_000_000;
-/// Default `--group-offsets-retention-ms`: 7 days, Kafka's default.
-pub const GROUP_OFFSETS_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
-/// Longest `--group-offsets-retention-ms` (100 years): offsets that never
-/// expire in practice.
-pub const GROUP_OFFSETS_RETENTION_MS_MAX: u64 = 100 * 365 * 24 * 60 * 60 * 1000;
-
 impl Config {
     /// The cold tier's directory: `--cold-dir`, or `<data-dir>/cold`.
     pub fn cold_dir(&self) -> PathBuf {
@@ -320,7 +284,7 @@ impl Config {
         in_range(
             "--frame-bytes-max",
             self.frame_bytes_max as u64,
-            (es_protocol::HEADER_BYTES + 64) as u64,
+            FRAME_BYTES_MAX_MIN as u64,
             es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
@@ -370,7 +334,7 @@ impl Config {
         in_range(
             "--connections-max",
             self.connections_max as u64,
-            2,
+            CONNECTIONS_MAX_MIN as u64,
             CONNECTIONS_MAX_LIMIT as u64,
         )?;
         in_range("--groups-max", self.groups_max as u64, 1, GROUPS_MAX_LIMIT as u64)?;
@@ -383,8 +347,8 @@ impl Config {
         in_range(
             "--producer-id-expiry-ms",
             self.producer_id_expiry_ms,
-            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MIN,
-            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MAX,
+            PRODUCER_ID_EXPIRY_MS_MIN,
+            PRODUCER_ID_EXPIRY_MS_MAX,
         )?;
         in_range(
             "--http-connections-max",
@@ -442,38 +406,6 @@ fn in_range(flag: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
         Err(format!("{flag} must be in {lo}..={hi}, got {value}"))
     }
 }
-
-/// Smallest `--segment-bytes`: the default for every new topic; a smaller
-/// one turns each partition into a pile of tiny files, each holding open
-/// descriptors. A topic may still set a smaller `segment_bytes` itself.
-pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
-/// Largest `--frame-stall-ms` (an hour): past it the stall timer guards
-/// nothing.
-pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
-/// Largest `--connection-idle-ms` (a week): past it, an idle connection
-/// might as well never be closed.
-pub const CONNECTION_IDLE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
-/// Largest `--connections-max`: far above what one broker's descriptors allow.
-pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
-/// Largest `--open-segments-max`: as `--connections-max`, far above what
-/// one broker's descriptors allow.
-pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
-/// Default `--partitions-max`: ten thousand partitions take 30,000
-/// descriptors once written and start in seconds; past that an operator
-/// sizes the limits (docs/cli.md, "File descriptors") and raises it.
-pub const PARTITIONS_MAX_DEFAULT: usize = 10_000;
-/// Largest `--partitions-max`: a million partitions is 3 million
-/// descriptors, past what one process may open (`fs.nr_open`).
-pub const PARTITIONS_MAX_LIMIT: usize = 1 << 20;
-/// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
-pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
-
-/// Largest --inflight-requests-max.
-pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;
-
-/// Most shards: glommio needs locked memory per executor, and beyond this the
-/// mesh of cross-shard channels (n^2) stops paying off.
-pub const SHARDS_MAX: usize = 256;
 
 #[cfg(test)]
 mod tests {
