@@ -23,7 +23,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use es_protocol::frame::{self, HEADER_BYTES};
-use es_protocol::{Response, FRAME_BYTES_MAX_DEFAULT};
+use es_protocol::limits::FRAME_BYTES_MAX_DEFAULT;
+use es_protocol::Response;
 
 use crate::batch::Batch;
 use crate::latency::Latency;

@@ -11,6 +11,7 @@
 // The core: what runs a request, whichever listener received it. The
 // Raft glue that replicates a shard's partitions joins `shard/`.
 mod error; // the one error shape
+mod limits; // every bound, its reason, and the relations between them
 mod ops; // operations a shard runs on the partitions it owns
 mod shard; // shards, the router between them, placement, start and stop
 
@@ -33,6 +34,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use groups::load as group_load;
+use limits::START_RETRY_MS;
 use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile};
 use producers::ids as producer_ids;
 use shard::{lock, runtime, state};
@@ -106,9 +108,6 @@ fn main() -> ExitCode {
         }
     }
 }
-
-/// How long start-up retries taking the data-dir lock and the port.
-const START_RETRY_MS: u64 = 10_000;
 
 fn retry_at_start<T>(mut attempt: impl FnMut() -> Result<T, String>) -> Result<T, String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(START_RETRY_MS);

@@ -77,7 +77,10 @@ fn too_many_disk_threads_are_refused_at_start() {
     let out = Command::new(env!("CARGO_BIN_EXE_es-broker"))
         .args(["--data-dir", dir.path().to_str().unwrap()])
         .args(["--http-addr", "127.0.0.1:0", "--binary-addr", "127.0.0.1:0"])
-        .args(["--disk-threads", &(es_storage::DISK_THREADS_MAX + 1).to_string()])
+        .args([
+            "--disk-threads",
+            &(es_storage::limits::DISK_THREADS_MAX + 1).to_string(),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success(), "started with too many disk threads");

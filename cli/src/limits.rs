@@ -4,16 +4,17 @@
 //! The broker's own bounds that these must respect are restated here (the
 //! CLI depends on the protocol, not on the broker) and named as such.
 
+use es_protocol::limits::FRAME_BYTES_MAX_DEFAULT;
 use es_protocol::requests::fetch::FRAME_PREFIX_BYTES;
-use es_protocol::FRAME_BYTES_MAX_DEFAULT;
 
 // --- The broker's bounds the CLI stays within -------------------------------
 
-/// The broker's longest long-poll (`WAIT_MS_MAX` in the broker's ops): a
-/// longer `wait_ms` is refused.
+/// The broker's longest long-poll (`WAIT_MS_MAX` in broker/src/limits.rs):
+/// a longer `wait_ms` is refused.
 pub const BROKER_WAIT_MS_MAX: u32 = 30_000;
 /// Batches per partition the broker remembers for each idempotent producer
-/// (`PRODUCER_WINDOW_BATCHES`): a retry older than that is not recognised.
+/// (`PRODUCER_WINDOW_BATCHES` in broker/src/limits.rs): a retry older than
+/// that is not recognised.
 pub const BROKER_PRODUCER_WINDOW_BATCHES: usize = 5;
 
 // --- es produce ---------------------------------------------------------------
@@ -44,7 +45,8 @@ pub const RECONNECT_BACKOFF_MAX_MS: u64 = 5_000;
 
 // --- es consume ---------------------------------------------------------------
 
-/// Records per fetch: the most the broker gives; `max_bytes` bounds the page.
+/// Records per fetch: the most the broker gives (its `FETCH_RECORDS_MAX`);
+/// `max_bytes` bounds the page.
 pub const FETCH_RECORDS_MAX: u64 = 10_000;
 /// Bytes per fetch with few partitions.
 pub const FETCH_BYTES_MAX: u64 = 1 << 20;

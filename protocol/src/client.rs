@@ -15,7 +15,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::frame::{self, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
+use crate::frame::{self, HEADER_BYTES};
+use crate::limits::{
+    CONNECT_TIMEOUT_MS_DEFAULT, FRAME_BYTES_MAX_DEFAULT, MMAP_THRESHOLD_BYTES, READ_BUFFER_BYTES,
+    RESPONSE_FRAME_BYTES_MAX, TRIM_THRESHOLD_BYTES,
+};
 use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
 use crate::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
@@ -62,7 +66,7 @@ impl Default for Options {
             client_id: "es-client".into(),
             api_key: String::new(),
             gzip: false,
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
         }
     }
 }
@@ -95,8 +99,8 @@ pub fn keep_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES as libc::c_int);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES as libc::c_int);
     }
 }
 
@@ -156,7 +160,12 @@ impl Client {
         let reader_shared = shared.clone();
         let reader = std::thread::Builder::new()
             .name("es-client-reader".into())
-            .spawn(move || read_loop(BufReader::with_capacity(256 << 10, read_half), reader_shared))?;
+            .spawn(move || {
+                read_loop(
+                    BufReader::with_capacity(READ_BUFFER_BYTES, read_half),
+                    reader_shared,
+                )
+            })?;
         Ok(Client {
             writer: Mutex::new(writer),
             shared,
@@ -364,7 +373,7 @@ pub fn read_response(r: &mut impl Read) -> Result<Option<(u64, Response)>, Clien
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let max = FRAME_BYTES_MAX_DEFAULT.max(64 << 20);
+    let max = FRAME_BYTES_MAX_DEFAULT.max(RESPONSE_FRAME_BYTES_MAX);
     let (h, total) = frame::check_header(&header, max).map_err(|e| ClientError::Protocol(e.to_string()))?;
     // Read the payload straight into its own buffer: no zero-fill and no
     // copy; a FetchOk's batches are then validated where they lie.

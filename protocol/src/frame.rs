@@ -30,9 +30,6 @@ pub const HEADER_BYTES: usize = 16;
 const LEN_COVERED_HEADER_BYTES: usize = HEADER_BYTES - 4;
 /// The payload is gzip-compressed.
 pub const FLAG_GZIP: u8 = 0x01;
-/// Default largest frame (header included) and largest decompressed
-/// payload: 16 MiB, matching the broker's HTTP body limit.
-pub const FRAME_BYTES_MAX_DEFAULT: usize = 16 << 20;
 
 /// The fixed header of a frame.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

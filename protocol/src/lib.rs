@@ -3,7 +3,7 @@
 //! A pure codec: frames (length-prefixed, request id, gzip flag), the
 //! request and response payloads, error codes. No I/O and no async runtime;
 //! the blocking client behind the `client` feature is the one exception and
-//! lives in its own module. docs/protocol.md gives every byte. The
+//! lives in its own module. docs/protocol.md gives every byte; `limits` every bound. The
 //! record-batch format is es-format's (`batch` is the protocol's face on it).
 //!
 //! Nothing here panics on what a peer sends: `unwrap` and indexing are
@@ -16,6 +16,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod kind;
+pub mod limits;
 pub mod message;
 pub mod requests;
 
@@ -23,7 +24,7 @@ pub mod requests;
 pub mod client;
 
 pub use error::{DecodeError, ErrorCode};
-pub use frame::{Frame, FrameHeader, FLAG_GZIP, FRAME_BYTES_MAX_DEFAULT, HEADER_BYTES};
+pub use frame::{Frame, FrameHeader, FLAG_GZIP, HEADER_BYTES};
 pub use kind::Kind;
 pub use message::{Request, Response};
 

@@ -134,7 +134,12 @@ fn raw_uring(dir: &std::path::Path, secs: Duration) -> Figures {
 
 fn engine(dir: &std::path::Path, appenders: usize, threads: usize, secs: Duration) -> Figures {
     let part = dir.join(format!("engine-{appenders}"));
-    es_storage::start_disk_threads(threads, "bench-disk", es_storage::DISK_THREAD_SLICE_US_DEFAULT).unwrap();
+    es_storage::start_disk_threads(
+        threads,
+        "bench-disk",
+        es_storage::limits::DISK_THREAD_SLICE_US_DEFAULT,
+    )
+    .unwrap();
     let fig = executor().run(async move {
         let batcher = FsyncBatcher::new();
         let (log, _) = PartitionLog::open(&part, LogConfig::default(), batcher.clone())
@@ -207,7 +212,7 @@ fn main() {
     let raw_mb_s = r.mb_s();
     r.row(raw_mb_s);
     raw_uring(dir.path(), secs).row(raw_mb_s);
-    for threads in [0, es_storage::DISK_THREADS_DEFAULT] {
+    for threads in [0, es_storage::limits::DISK_THREADS_DEFAULT] {
         for appenders in [1, 16, 256] {
             engine(dir.path(), appenders, threads, secs).row(raw_mb_s);
         }

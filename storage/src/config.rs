@@ -2,20 +2,13 @@
 
 use std::time::Duration;
 
-use crate::batch::BATCH_BYTES_MAX;
-use crate::{CleanupPolicy, StorageError};
+use es_format::limits::BATCH_BYTES_MAX;
 
-/// Default segment size: 1 GiB, as in Kafka; big enough that rolls are rare,
-/// small enough that retention can free space in useful steps.
-pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
-/// Largest segment: index positions are `u32`.
-pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
-/// Default distance between sparse index entries: one per 4 KiB of log keeps
-/// a lookup to one small read while the index stays 256x smaller than the log.
-pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
-/// Default largest batch a caller may append (8 MiB). The broker's request
-/// limits sit below it.
-pub const BATCH_BYTES_MAX_DEFAULT: usize = 8 << 20;
+use crate::limits::{
+    BATCH_BYTES_MAX_DEFAULT, COMPACTION_MAP_BYTES_MAX, INDEX_INTERVAL_BYTES_DEFAULT,
+    RECENT_WRITES_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX,
+};
+use crate::{CleanupPolicy, StorageError};
 
 /// How a partition log rolls segments and indexes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,9 +45,9 @@ impl Default for LogConfig {
             index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
             batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
             cleanup: CleanupPolicy::default(),
-            compaction_map_bytes_max: crate::COMPACTION_MAP_BYTES_MAX,
+            compaction_map_bytes_max: COMPACTION_MAP_BYTES_MAX,
             direct_writes: true,
-            recent_writes_bytes: crate::RECENT_WRITES_BYTES_DEFAULT,
+            recent_writes_bytes: RECENT_WRITES_BYTES_DEFAULT,
         }
     }
 }

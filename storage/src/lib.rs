@@ -21,8 +21,9 @@
 //! - `tier/`: the cold tier.
 //! - `io/`: page-aligned buffers, disk threads, cached reads, file helpers.
 //!
-//! At the root: `config` (per-partition settings), `error` (the crate's
-//! error type) and `metric_help` (every metric the crate emits).
+//! At the root: `config` (per-partition settings), `limits` (every bound,
+//! with the relations between them checked at compile time), `error` (the
+//! crate's error type) and `metric_help` (every metric the crate emits).
 
 pub use es_format::batch;
 use es_format::{offset, record};
@@ -32,6 +33,7 @@ mod config;
 mod error;
 mod format;
 mod io;
+pub mod limits;
 mod log;
 mod metric_help;
 mod read;
@@ -40,30 +42,22 @@ mod write;
 
 pub use format::index;
 
-pub use cleanup::compaction::{
-    COMPACTION_IO_CHUNK_BYTES, COMPACTION_MAP_BYTES_MAX, MAP_ENTRY_OVERHEAD_BYTES,
-};
 pub use cleanup::pass::CleanupReport;
-pub use cleanup::policy::{CleanupPolicy, DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
-pub use cleanup::reclaim::{free_dir, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
+pub use cleanup::policy::CleanupPolicy;
+pub use cleanup::reclaim::free_dir;
 pub use cleanup::swap::{Leftovers, MANIFEST_NAME};
-pub use config::{
-    LogConfig, BATCH_BYTES_MAX_DEFAULT, INDEX_INTERVAL_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
-    SEGMENT_BYTES_MAX,
-};
+pub use config::LogConfig;
 pub use error::{Result, StorageError};
 pub use io::device::read_device_properties;
 pub use io::dirs::{
     create_dir_all, create_dir_all_durable, index_path, log_path, remove_if_exists, rename_if_exists,
     sync_dir,
 };
-pub use io::disk_threads::{
-    start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT,
-};
-pub use io::nudge::{Nudge, NUDGE_INTERVAL};
+pub use io::disk_threads::start_disk_threads;
+pub use io::nudge::Nudge;
 pub use io::page_buf::PAGE_BYTES;
-pub use io::segment_files::{open_segment_files, set_open_segments_max, OPEN_SEGMENTS_MAX_DEFAULT};
-pub use io::thread_slice::{ask_thread_slice_us, THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
+pub use io::segment_files::{open_segment_files, set_open_segments_max};
+pub use io::thread_slice::ask_thread_slice_us;
 pub use log::faults::{FaultPoint, NoSpaceAt};
 pub use log::fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use log::partition::{Appended, OpenReport, PartitionLog};
@@ -76,12 +70,8 @@ pub use read::fetch::{BatchesRead, LimitedRecords, RecordsRead};
 pub use read::scan::RawBatch;
 pub use record::{ProducerStamp, Record, StoredRecord};
 pub use tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
-pub use tier::cold_dir::{LocalDirColdStore, COLD_COPY_CHUNK_BYTES};
+pub use tier::cold_dir::LocalDirColdStore;
 pub use tier::state::ColdTier;
 pub use write::batch_buf::{BatchBuf, ReceivingBatch};
-pub use write::early::{EarlyTicket, EarlyWrite, EARLY_WRITE_CHUNK_BYTES};
-pub use write::recent::RECENT_WRITES_BYTES_DEFAULT;
-pub use write::recent_budget::{
-    recent_writes_shard_held_bytes, set_recent_writes_shard_bytes, RECENT_WRITES_SHARD_BYTES_DEFAULT,
-};
-pub use write::writer::DIRECT_WRITE_BYTES_MAX;
+pub use write::early::{EarlyTicket, EarlyWrite};
+pub use write::recent_budget::{recent_writes_shard_held_bytes, set_recent_writes_shard_bytes};

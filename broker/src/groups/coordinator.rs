@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::TopicPartition;
-use crate::groups::group::{
-    Group, SESSION_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_MAX, SESSION_TIMEOUT_MS_MIN,
+use crate::groups::group::Group;
+use crate::limits::{
+    EXPIRE_BATCH_GROUPS, EXPIRY_CHECK_MS, SESSION_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_MAX,
+    SESSION_TIMEOUT_MS_MIN,
 };
 use crate::ops::produce::now_ms;
 use crate::shard::Shard;
-
-/// How often a shard looks for members whose session timed out.
-pub const EXPIRY_CHECK_MS: u64 = 50;
 
 /// A group operation, run on the group's shard.
 #[derive(Debug)]
@@ -40,11 +39,6 @@ pub enum GroupOp {
     Describe,
     Delete,
 }
-
-/// Groups whose offsets expire handled per append on a cleanup tick: each
-/// waits for one fsync, so many expiries cost few; the rest go in the next
-/// batch of the same pass.
-const EXPIRE_BATCH: usize = 1024;
 
 /// Partitions of `topics`; every topic must exist.
 fn partitions_of(shard: &Shard, topics: &[String]) -> Result<BTreeSet<TopicPartition>, ApiError> {
@@ -370,7 +364,7 @@ pub async fn clean_offsets(shard: &Rc<Shard>, now_ms: i64) -> usize {
         (expired, pruned)
     };
     let mut done = 0;
-    for batch in expired.chunks(EXPIRE_BATCH) {
+    for batch in expired.chunks(EXPIRE_BATCH_GROUPS) {
         let mut pending = Vec::with_capacity(batch.len());
         for name in batch {
             let lock = shard.groups.lock(name).await;

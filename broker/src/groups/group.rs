@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::{self, TopicPartition};
 use crate::groups::committed::Committed;
-
-/// Session timeout bounds: short enough for tests, long enough for a
-/// consumer that processes in big steps.
-pub const SESSION_TIMEOUT_MS_MIN: u64 = 100;
-pub const SESSION_TIMEOUT_MS_MAX: u64 = 300_000;
-pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
-/// Most members of one group.
-pub const MEMBERS_MAX: usize = 1000;
+use crate::limits::MEMBERS_MAX;
 
 #[derive(Debug, Clone)]
 pub struct Member {

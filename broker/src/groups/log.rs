@@ -26,15 +26,13 @@
 //! with offsets gained its first member (flag set) or lost its last (flag
 //! clear), which is what offset retention counts from.
 
+use crate::limits::GROUP_LOG_RECORD_BYTES_MAX;
 use crate::topics::topic::{validate_group_name, validate_name};
 
 /// Format version.
 pub const MAGIC: u8 = 1;
 /// Bytes before the name.
 pub const HEADER_BYTES: usize = 20;
-/// Largest record the format accepts: a snapshot of one group holds all its
-/// offsets, 12 bytes per partition; a larger `len` is garbage.
-pub const RECORD_BYTES_MAX: usize = 64 << 20;
 
 const KIND_COMMIT: u8 = 1;
 const KIND_SNAPSHOT: u8 = 2;
@@ -135,7 +133,10 @@ fn begin(out: &mut Vec<u8>, kind: u8, members: bool, at_ms: i64, group: &str) ->
 
 fn finish(out: &mut [u8], start: usize) {
     let len = out.len() - start;
-    assert!(len <= RECORD_BYTES_MAX, "a group record over the format's limit");
+    assert!(
+        len <= GROUP_LOG_RECORD_BYTES_MAX,
+        "a group record over the format's limit"
+    );
     out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     let crc = crc(&out[start..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -163,7 +164,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
         return Err(Bad::Incomplete);
     }
     let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
-    if !(HEADER_BYTES + 1..=RECORD_BYTES_MAX).contains(&len) {
+    if !(HEADER_BYTES + 1..=GROUP_LOG_RECORD_BYTES_MAX).contains(&len) {
         return Err(Bad::Malformed("record length out of range"));
     }
     if bytes[8] != MAGIC {

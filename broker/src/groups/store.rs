@@ -12,10 +12,10 @@
 //! never runs ahead of it.
 //!
 //! The log is compacted when it has grown past twice its last snapshot
-//! (and by at least [`COMPACT_BYTES_MIN`]): the groups' state, one snapshot
-//! record each, is written to `<log>.tmp`, fdatasynced and renamed over the
-//! log, so its size stays proportional to the groups that exist, however
-//! many commits, deletes and expiries went through it.
+//! (and by at least [`GROUP_LOG_COMPACT_BYTES_MIN`]): the groups' state,
+//! one snapshot record each, is written to `<log>.tmp`, fdatasynced and
+//! renamed over the log, so its size stays proportional to the groups that
+//! exist, however many commits, deletes and expiries went through it.
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::HashMap;
@@ -36,12 +36,8 @@ use crate::groups::count::GroupCount;
 use crate::groups::group::Group;
 use crate::groups::load::ShardGroups;
 use crate::groups::log as group_log;
+use crate::limits::GROUP_LOG_COMPACT_BYTES_MIN;
 use crate::shard::placement::ShardId;
-
-/// A log compacts once it has grown this much past its last snapshot (and
-/// to twice its size): small enough that a broker with few groups keeps a
-/// small file, large enough that a compaction is rare next to commits.
-pub const COMPACT_BYTES_MIN: u64 = 1 << 20;
 
 /// The groups log of shard `shard` of `shards`.
 pub fn log_name(shard: ShardId, shards: usize) -> String {
@@ -527,7 +523,7 @@ impl GroupStore {
                     log.failed = Some(format!("compacting: {e}"));
                     tracing::error!(shard = self.shard, log = %self.path.display(), error = %e, "compacting the groups log failed after its rename; group commits are refused until restart");
                 } else {
-                    log.compact_at = log.len + COMPACT_BYTES_MIN;
+                    log.compact_at = log.len + GROUP_LOG_COMPACT_BYTES_MIN;
                     tracing::warn!(shard = self.shard, log = %self.path.display(), error = %e, "compacting the groups log failed; it goes on growing and is tried again later");
                 }
                 old
@@ -582,7 +578,7 @@ fn compact_bytes_min() -> u64 {
     {
         return n;
     }
-    COMPACT_BYTES_MIN
+    GROUP_LOG_COMPACT_BYTES_MIN
 }
 
 fn log_name_of(path: &Path) -> String {

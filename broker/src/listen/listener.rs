@@ -14,10 +14,8 @@ use futures::FutureExt;
 use glommio::net::{TcpListener, TcpStream};
 use tracing::Instrument;
 
+use crate::limits::{ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, LISTEN_BACKLOG_CONNECTIONS};
 use crate::shard::Shard;
-
-/// Pending connections the kernel queues per shard before accept.
-pub const LISTEN_BACKLOG: i32 = 1024;
 
 /// Listens on `addr` from this shard. Every shard binds the same address
 /// (SO_REUSEPORT: the kernel spreads connections over shards), and
@@ -30,7 +28,7 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     sk.set_reuse_address(true)?;
     sk.set_reuse_port(true)?;
     sk.bind(&addr.into())?;
-    sk.listen(LISTEN_BACKLOG)?;
+    sk.listen(LISTEN_BACKLOG_CONNECTIONS)?;
     // SAFETY: a bound, listening socket whose ownership moves to glommio.
     Ok(unsafe { TcpListener::from_raw_fd(sk.into_raw_fd()) })
 }
@@ -93,12 +91,6 @@ where
         spawn_connection(&shard, name, connection(shard.clone(), stream));
     }
 }
-
-/// First pause after a failed accept.
-const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
-/// Longest pause between accepts while they keep failing: a connection
-/// waits in the kernel's queue at most this long after a descriptor frees.
-const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 
 /// The pause after failed accepts: doubling while they fail, so that a
 /// process out of descriptors (`EMFILE`) is not spun on; logged once per

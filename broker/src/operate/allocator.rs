@@ -18,15 +18,11 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::limits::PURGE_INTERVAL_MS;
 use crate::shard::Shard;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// How often a shard collects its heap: a quiet shard's resident memory
-/// falls back within about this long (plus mimalloc's purge delay) after a
-/// burst.
-const PURGE_INTERVAL_MS: u64 = 1_000;
 
 extern "C" {
     /// mimalloc's `mi_collect`: frees what this thread's heap no longer

@@ -6,25 +6,16 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// Default HTTP request body limit: 16 MiB holds a produce of thousands of
-/// 1 KiB records while bounding what one request can make a shard buffer.
-pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
-/// Default fetch response limit: 16 MiB per request.
-pub const FETCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
-/// Default requests in flight per binary connection: deep enough for a
-/// pipelining producer to keep group commit busy, small enough to bound a
-/// connection's memory (in-flight x frame size).
-pub const INFLIGHT_REQUESTS_MAX_DEFAULT: usize = 256;
-/// Default connection limit for the whole broker (split evenly over shards).
-pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
-/// Default `--request-shard-bytes`: 16 requests of the largest default
-/// frame (16 MiB) per shard at once.
-pub const REQUEST_SHARD_BYTES_DEFAULT: usize = 256 << 20;
-/// Default `--frame-stall-ms`: 30 s.
-pub const FRAME_STALL_MS_DEFAULT: u64 = 30_000;
-/// Default `--connection-idle-ms`: 10 minutes, Kafka's
-/// `connections.max.idle.ms`.
-pub const CONNECTION_IDLE_MS_DEFAULT: u64 = 600_000;
+use crate::limits::{
+    CLEANUP_INTERVAL_MS_DEFAULT, CLEANUP_INTERVAL_MS_MAX, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_MAX_LIMIT,
+    CONNECTIONS_MAX_MIN, CONNECTION_IDLE_MS_DEFAULT, CONNECTION_IDLE_MS_MAX, FETCH_BYTES_MAX_DEFAULT,
+    FRAME_BYTES_MAX_MIN, FRAME_STALL_MS_DEFAULT, FRAME_STALL_MS_MAX, GROUPS_MAX_DEFAULT, GROUPS_MAX_LIMIT,
+    GROUP_OFFSETS_RETENTION_MS_DEFAULT, GROUP_OFFSETS_RETENTION_MS_MAX, HTTP_BODY_BYTES_MAX_DEFAULT,
+    INFLIGHT_REQUESTS_MAX_DEFAULT, INFLIGHT_REQUESTS_MAX_LIMIT, OPEN_SEGMENTS_MAX_LIMIT,
+    PARTITIONS_MAX_DEFAULT, PARTITIONS_MAX_LIMIT, PRODUCER_ID_EXPIRY_MS_DEFAULT, PRODUCER_ID_EXPIRY_MS_MAX,
+    PRODUCER_ID_EXPIRY_MS_MIN, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
+    SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT, SPIN_BEFORE_PARK_US_MAX,
+};
 
 /// `--help` headings: what every operator sets first, then limits a
 /// client cannot pass, then storage defaults, then performance tuning.
@@ -82,7 +73,7 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Largest binary frame, header included, and largest decompressed
     /// payload; a larger frame gets an error frame and the connection closes.
-    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
+    #[arg(long, env = "ES_FRAME_BYTES_MAX", default_value_t = es_protocol::limits::FRAME_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub frame_bytes_max: usize,
     /// Requests in flight per binary connection; the broker stops reading a
     /// connection that has this many unanswered.
@@ -142,13 +133,13 @@ pub struct Config {
     /// later produce with it is 404 `unknown_producer_id` (Kafka's
     /// `producer.id.expiration.ms`). Producer state grows with the ids
     /// active within this time. Checked every `--cleanup-interval-ms`.
-    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
+    #[arg(long, env = "ES_PRODUCER_ID_EXPIRY_MS", default_value_t = PRODUCER_ID_EXPIRY_MS_DEFAULT, help_heading = LIMITS, value_name = "MS")]
     pub producer_id_expiry_ms: u64,
     /// Most file descriptors open for closed (non-active) segments, over
     /// all shards (split evenly): a read of a closed segment opens its log
     /// through a cache of this many, the least recently read closed first.
     /// Active segments are not counted (docs/cli.md, "File descriptors").
-    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
+    #[arg(long, env = "ES_OPEN_SEGMENTS_MAX", default_value_t = es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub open_segments_max: usize,
     /// Most partitions the broker holds, over all its topics; a topic
     /// create that would pass it is refused with `too_many_partitions` and
@@ -157,7 +148,7 @@ pub struct Config {
     #[arg(long, env = "ES_PARTITIONS_MAX", default_value_t = PARTITIONS_MAX_DEFAULT, help_heading = LIMITS, value_name = "N")]
     pub partitions_max: usize,
     /// Segment size for new topics that do not set `segment_bytes`.
-    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
+    #[arg(long, env = "ES_SEGMENT_BYTES", default_value_t = es_storage::limits::SEGMENT_BYTES_DEFAULT, help_heading = STORAGE, value_name = "BYTES")]
     pub segment_bytes: u64,
     /// Directory of the cold tier, where tiered topics move segments that
     /// retention removes. Default: `<data-dir>/cold`.
@@ -185,7 +176,7 @@ pub struct Config {
     /// consumers that tail its partitions, over all of them together
     /// (segments are written past the page cache); beyond it, the least
     /// recently written partitions are read back from disk.
-    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
+    #[arg(long, env = "ES_RECENT_WRITES_SHARD_BYTES", default_value_t = es_storage::limits::RECENT_WRITES_SHARD_BYTES_DEFAULT, help_heading = TUNING, value_name = "BYTES")]
     pub recent_writes_shard_bytes: usize,
     /// Microseconds an idle shard keeps polling for work before it parks its
     /// thread. Spinning answers a forwarded request or an fsync completion
@@ -199,15 +190,15 @@ pub struct Config {
     /// one starts with the shard, more as jobs find them all busy; at most
     /// this many writes and fsyncs of a shard run at once. `0` keeps them
     /// on io_uring.
-    #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::DISK_THREADS_DEFAULT as u64,
-          value_parser = clap::value_parser!(u64).range(0..=es_storage::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
+    #[arg(long, env = "ES_DISK_THREADS", default_value_t = es_storage::limits::DISK_THREADS_DEFAULT as u64,
+          value_parser = clap::value_parser!(u64).range(0..=es_storage::limits::DISK_THREADS_MAX as u64), help_heading = TUNING, value_name = "N")]
     pub disk_threads: u64,
     /// The time slice, in microseconds, each disk thread asks the kernel's
     /// scheduler for (Linux 6.12+; older kernels keep their own): woken for
     /// a write, a thread with a short slice gets a CPU at once instead of
     /// waiting for a spinning shard's slice to end (docs/storage.md, "Disk
     /// threads"). `100`-`100000`, or `0` for the kernel's default.
-    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
+    #[arg(long, env = "ES_DISK_THREAD_SLICE_US", default_value_t = es_storage::limits::DISK_THREAD_SLICE_US_DEFAULT, help_heading = TUNING, value_name = "US")]
     pub disk_thread_slice_us: u64,
     /// Write a large ProduceBatch (64 KiB or more, no producer id) to its
     /// partition's segment while it still arrives, when this shard owns the
@@ -232,33 +223,6 @@ pub enum LogFormat {
     /// One JSON object per line.
     Json,
 }
-
-/// Default of `--spin-before-park-us`: waking a parked thread costs far
-/// more than a forwarded request or an fsync completion takes
-/// (docs/design/spin-before-park.md).
-pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
-/// Longest spin allowed: past a second, a shard might as well never park.
-pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
-
-/// Default cleanup interval: 30 s keeps retention within half a minute of
-/// its limits while a pass over partitions with nothing due costs nothing
-/// but a look at each one's segments.
-pub const CLEANUP_INTERVAL_MS_DEFAULT: u64 = 30_000;
-/// Longest cleanup interval (one day): past it, retention would lag its
-/// limits by more than most limits are long.
-pub const CLEANUP_INTERVAL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
-
-/// Default `--groups-max`: far more groups than a broker's consumers use,
-/// while the groups a client can make a broker hold stay in the tens of
-/// megabytes (docs/cli.md states the cost per group).
-pub const GROUPS_MAX_DEFAULT: usize = 100_000;
-/// Largest `--groups-max`.
-pub const GROUPS_MAX_LIMIT: usize = 100_000_000;
-/// Default `--group-offsets-retention-ms`: 7 days, Kafka's default.
-pub const GROUP_OFFSETS_RETENTION_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
-/// Longest `--group-offsets-retention-ms` (100 years): offsets that never
-/// expire in practice.
-pub const GROUP_OFFSETS_RETENTION_MS_MAX: u64 = 100 * 365 * 24 * 60 * 60 * 1000;
 
 impl Config {
     /// The cold tier's directory: `--cold-dir`, or `<data-dir>/cold`.
@@ -320,8 +284,8 @@ impl Config {
         in_range(
             "--frame-bytes-max",
             self.frame_bytes_max as u64,
-            (es_protocol::HEADER_BYTES + 64) as u64,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            FRAME_BYTES_MAX_MIN as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--inflight-requests-max",
@@ -359,18 +323,18 @@ impl Config {
             "--http-body-bytes-max",
             self.http_body_bytes_max as u64,
             1,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--fetch-bytes-max",
             self.fetch_bytes_max as u64,
             1,
-            es_storage::batch::BATCH_BYTES_MAX as u64,
+            es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
             "--connections-max",
             self.connections_max as u64,
-            2,
+            CONNECTIONS_MAX_MIN as u64,
             CONNECTIONS_MAX_LIMIT as u64,
         )?;
         in_range("--groups-max", self.groups_max as u64, 1, GROUPS_MAX_LIMIT as u64)?;
@@ -383,8 +347,8 @@ impl Config {
         in_range(
             "--producer-id-expiry-ms",
             self.producer_id_expiry_ms,
-            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MIN,
-            crate::producers::expiry::PRODUCER_ID_EXPIRY_MS_MAX,
+            PRODUCER_ID_EXPIRY_MS_MIN,
+            PRODUCER_ID_EXPIRY_MS_MAX,
         )?;
         in_range(
             "--http-connections-max",
@@ -409,7 +373,7 @@ impl Config {
             "--segment-bytes",
             self.segment_bytes,
             SEGMENT_BYTES_FLAG_MIN,
-            es_storage::SEGMENT_BYTES_MAX,
+            es_storage::limits::SEGMENT_BYTES_MAX,
         )?;
         in_range(
             "--cleanup-interval-ms",
@@ -417,7 +381,7 @@ impl Config {
             1,
             CLEANUP_INTERVAL_MS_MAX,
         )?;
-        let slices = es_storage::THREAD_SLICE_US_MIN..=es_storage::THREAD_SLICE_US_MAX;
+        let slices = es_storage::limits::THREAD_SLICE_US_MIN..=es_storage::limits::THREAD_SLICE_US_MAX;
         if self.disk_thread_slice_us != 0 && !slices.contains(&self.disk_thread_slice_us) {
             return Err(format!(
                 "--disk-thread-slice-us must be 0 (the kernel's default) or in {}..={}, got {}",
@@ -442,38 +406,6 @@ fn in_range(flag: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
         Err(format!("{flag} must be in {lo}..={hi}, got {value}"))
     }
 }
-
-/// Smallest `--segment-bytes`: the default for every new topic; a smaller
-/// one turns each partition into a pile of tiny files, each holding open
-/// descriptors. A topic may still set a smaller `segment_bytes` itself.
-pub const SEGMENT_BYTES_FLAG_MIN: u64 = 64 << 10;
-/// Largest `--frame-stall-ms` (an hour): past it the stall timer guards
-/// nothing.
-pub const FRAME_STALL_MS_MAX: u64 = 60 * 60 * 1000;
-/// Largest `--connection-idle-ms` (a week): past it, an idle connection
-/// might as well never be closed.
-pub const CONNECTION_IDLE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
-/// Largest `--connections-max`: far above what one broker's descriptors allow.
-pub const CONNECTIONS_MAX_LIMIT: usize = 1 << 20;
-/// Largest `--open-segments-max`: as `--connections-max`, far above what
-/// one broker's descriptors allow.
-pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
-/// Default `--partitions-max`: ten thousand partitions take 30,000
-/// descriptors once written and start in seconds; past that an operator
-/// sizes the limits (docs/cli.md, "File descriptors") and raises it.
-pub const PARTITIONS_MAX_DEFAULT: usize = 10_000;
-/// Largest `--partitions-max`: a million partitions is 3 million
-/// descriptors, past what one process may open (`fs.nr_open`).
-pub const PARTITIONS_MAX_LIMIT: usize = 1 << 20;
-/// Largest `--request-shard-bytes` (64 GiB): past any machine's memory.
-pub const REQUEST_SHARD_BYTES_LIMIT: usize = 64 << 30;
-
-/// Largest --inflight-requests-max.
-pub const INFLIGHT_REQUESTS_MAX_LIMIT: usize = 65_536;
-
-/// Most shards: glommio needs locked memory per executor, and beyond this the
-/// mesh of cross-shard channels (n^2) stops paying off.
-pub const SHARDS_MAX: usize = 256;
 
 #[cfg(test)]
 mod tests {

@@ -5,11 +5,8 @@
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
+use crate::limits::LOG_LINES_BUFFERED_MAX;
 use crate::operate::config::LogFormat;
-
-/// Lines buffered for the writer thread; past it new lines are dropped
-/// (and counted by the writer) rather than block a shard.
-const LOG_LINES_BUFFERED_MAX: usize = 128 * 1024;
 
 /// The default when `ES_LOG` is unset or empty.
 const DEFAULT_DIRECTIVES: &str = "info";

@@ -3,9 +3,7 @@
 //! count), and a shard that cannot start would otherwise surface as an
 //! opaque `MemLockLimit(a/b)`.
 
-/// Locked memory glommio requires of the process before it starts any
-/// executor (glommio 0.9's `MIN_MEMLOCK_LIMIT`).
-pub const MEMLOCK_BYTES_MIN: u64 = 512 << 10;
+use crate::limits::MEMLOCK_BYTES_MIN;
 
 /// Raises the soft locked-memory limit to `MEMLOCK_BYTES_MIN` when the hard
 /// limit allows, else returns an error saying what to change.

@@ -9,25 +9,11 @@
 //! (docs/operations.md, "File descriptors"), so refusing to start would
 //! only turn a tight limit into an outage.
 
+use crate::limits::{
+    ACTIVE_SEGMENT_DESCRIPTORS, CLOSED_SEGMENT_DESCRIPTORS, NOFILE_CEILING_DESCRIPTORS,
+    RESERVE_BASE_DESCRIPTORS, RESERVE_SHARD_DESCRIPTORS,
+};
 use crate::operate::config::Config;
-
-/// Descriptors of a written active segment: its log for reads, its
-/// direct-I/O writer, and the writer's duplicate for the disk threads.
-pub const ACTIVE_SEGMENT_DESCRIPTORS: u64 = 3;
-/// Descriptors of a closed segment in the shard's cache: its log.
-pub const CLOSED_SEGMENT_DESCRIPTORS: u64 = 1;
-/// Descriptors of the process outside the shards: stdio, the data-dir
-/// lock, the logging and signal threads, and what start-up reads.
-pub const RESERVE_BASE: u64 = 64;
-/// Descriptors per shard beyond partitions and connections: its io_uring
-/// rings and eventfds, its two listeners and channel ends, and the files
-/// its operations hold for a moment (index files, `meta.json`, producer
-/// snapshots, group offsets, directories being fsynced, compaction's
-/// inputs), with up to `ops::open::OPEN_PARALLEL` partitions opening at once.
-pub const RESERVE_PER_SHARD: u64 = 256;
-/// Highest soft limit the broker sets itself: Linux's default `nr_open`
-/// (a hard limit of `unlimited` cannot be set as such).
-pub const NOFILE_CEILING: u64 = 1 << 20;
 
 /// What the broker may hold open at once, by what holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +54,7 @@ pub fn budget(config: &Config, partitions: u64) -> Budget {
         },
         open_segments: config.open_segments_per_shard() as u64 * shards,
         connections: config.connections_max as u64,
-        reserve: RESERVE_BASE + RESERVE_PER_SHARD * shards,
+        reserve: RESERVE_BASE_DESCRIPTORS + RESERVE_SHARD_DESCRIPTORS * shards,
     }
 }
 
@@ -89,15 +75,15 @@ fn limits() -> Result<(u64, u64), String> {
 }
 
 /// At start, before the shards run: raises the soft limit to the hard
-/// limit (at most [`NOFILE_CEILING`]) when the budget needs more than it,
-/// warns when even that is short, and publishes both as gauges. Returns
-/// the soft limit in force.
+/// limit (at most [`NOFILE_CEILING_DESCRIPTORS`]) when the budget needs
+/// more than it, warns when even that is short, and publishes both as
+/// gauges. Returns the soft limit in force.
 pub fn ensure(config: &Config, partitions: u64) -> Result<u64, String> {
     let need = budget(config, partitions);
     let (soft, hard) = limits()?;
     let mut limit = soft;
     if soft < need.total() {
-        let target = hard.min(NOFILE_CEILING).max(soft);
+        let target = hard.min(NOFILE_CEILING_DESCRIPTORS).max(soft);
         if target > soft {
             let raised = libc::rlimit {
                 rlim_cur: target,
@@ -152,6 +138,7 @@ pub fn message(need: &Budget, limit: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::CONNECTIONS_MAX_DEFAULT;
     use clap::Parser;
 
     fn config(args: &[&str]) -> Config {
@@ -165,17 +152,17 @@ mod tests {
         let c = config(&["--shards", "2"]);
         let b = budget(&c, 1000);
         assert_eq!(b.per_partition, 3);
-        assert_eq!(b.open_segments, es_storage::OPEN_SEGMENTS_MAX_DEFAULT as u64);
         assert_eq!(
-            b.connections,
-            crate::operate::config::CONNECTIONS_MAX_DEFAULT as u64
+            b.open_segments,
+            es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT as u64
         );
+        assert_eq!(b.connections, CONNECTIONS_MAX_DEFAULT as u64);
         assert_eq!(
             b.total(),
-            3000 + es_storage::OPEN_SEGMENTS_MAX_DEFAULT as u64
+            3000 + es_storage::limits::OPEN_SEGMENTS_MAX_DEFAULT as u64
                 + 10_000
-                + RESERVE_BASE
-                + 2 * RESERVE_PER_SHARD
+                + RESERVE_BASE_DESCRIPTORS
+                + 2 * RESERVE_SHARD_DESCRIPTORS
         );
         // Split over shards, rounded up.
         let c = config(&[

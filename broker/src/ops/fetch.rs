@@ -16,15 +16,10 @@ use crate::shard::Shard;
 use crate::topics::topic::TopicMeta;
 
 use super::log_of;
-
-/// Longest long-poll a fetch may ask for.
-pub const WAIT_MS_MAX: u64 = 30_000;
-
-/// Default and largest `max_records` of a fetch.
-pub const FETCH_RECORDS_DEFAULT: u64 = 500;
-pub const FETCH_RECORDS_MAX: u64 = 10_000;
-/// Default `max_bytes` of a fetch (capped by --fetch-bytes-max).
-pub const FETCH_BYTES_DEFAULT: u64 = 1 << 20;
+use crate::limits::{
+    FETCH_BYTES_DEFAULT, FETCH_CHARGE_BYTES_MIN, FETCH_READS_MAX, FETCH_RECORDS_DEFAULT, FETCH_RECORDS_MAX,
+    WAIT_MS_MAX,
+};
 
 /// What a client asked for, before checks; `None` means the default.
 #[derive(Default)]
@@ -35,16 +30,6 @@ pub struct FetchQuery {
     pub wait_ms: Option<u64>,
     pub form: FetchForm,
 }
-
-/// A fetch's answer is charged at least this much before it is read:
-/// storage reads at least one chunk of this size for a fetch, whatever its
-/// `max_bytes` (es-storage's `segment::read_batches_limited`), and an
-/// answer's buffers are slices of those reads.
-pub const FETCH_CHARGE_BYTES_MIN: usize = 64 << 10;
-/// A fetch whose first batch keeps being larger than what was charged for
-/// it (the partition changes under it each time) gives up after this many
-/// reads.
-const FETCH_READS_MAX: usize = 4;
 
 /// Where a fetch's answer is charged: the connection's budget, where it
 /// has one (binary: `--response-connection-bytes`), and always its shard's

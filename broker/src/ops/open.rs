@@ -8,24 +8,18 @@ use es_storage::PartitionLog;
 use futures::StreamExt;
 
 use crate::error::ApiError;
+use crate::limits::OPEN_PARALLEL_PARTITIONS;
 use crate::producers::snapshot::{self as producer_snapshot, PartitionProducers};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::topic::{self, TopicMeta};
 
-/// Partitions a shard opens, or closes, at once: their file operations
-/// (io_uring, the blocking pool) overlap instead of adding up, so a start
-/// or a stop with thousands of partitions takes a fraction of the time one
-/// by one would (docs/benchmarks.md); each holds a few descriptors for a
-/// moment (`nofile::RESERVE_PER_SHARD`).
-pub const OPEN_PARALLEL: usize = 32;
-
 /// Opens (creating) partitions of `meta` that this shard owns, up to
-/// [`OPEN_PARALLEL`] at once. Every one is tried; the first error is
-/// returned.
+/// [`OPEN_PARALLEL_PARTITIONS`] at once. Every one is tried; the first
+/// error is returned.
 pub async fn open(shard: &Rc<Shard>, meta: &TopicMeta, partitions: &[u32]) -> Result<(), ApiError> {
     let opened: Vec<Result<(), ApiError>> = futures::stream::iter(partitions.iter().copied())
         .map(|p| open_partition(shard, meta, p))
-        .buffer_unordered(OPEN_PARALLEL)
+        .buffer_unordered(OPEN_PARALLEL_PARTITIONS)
         .collect()
         .await;
     opened.into_iter().collect()
@@ -144,15 +138,16 @@ pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Re
     first_error.map_or(Ok(()), Err)
 }
 
-/// Closes every partition this shard owns, up to [`OPEN_PARALLEL`] at
-/// once: final fsync and sealed index, so the next start scans nothing (a
-/// partition not written since it was opened has both already, and costs
-/// no fsync). Returns how many did not close cleanly (each logged).
+/// Closes every partition this shard owns, up to
+/// [`OPEN_PARALLEL_PARTITIONS`] at once: final fsync and sealed index, so
+/// the next start scans nothing (a partition not written since it was
+/// opened has both already, and costs no fsync). Returns how many did not
+/// close cleanly (each logged).
 pub async fn close_all(shard: &Shard) -> usize {
     let logs = shard.partitions.borrow_mut().drain();
     let closed: Vec<bool> = futures::stream::iter(logs)
         .map(|(topic, p, log)| close_partition(shard, topic, p, log))
-        .buffer_unordered(OPEN_PARALLEL)
+        .buffer_unordered(OPEN_PARALLEL_PARTITIONS)
         .collect()
         .await;
     let unclean = closed.into_iter().filter(|clean| !clean).count();

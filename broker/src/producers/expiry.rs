@@ -30,20 +30,10 @@ use std::rc::Rc;
 use futures::future::join_all;
 
 use crate::error::ApiError;
+use crate::limits::SWEEP_IDS_PER_SHARD_MAX;
 use crate::shard::message::{Op, ProducerOp, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::controller;
-
-/// Default `--producer-id-expiry-ms`: a day, Kafka's default.
-pub const PRODUCER_ID_EXPIRY_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
-/// Shortest `--producer-id-expiry-ms`: a second, far above a retry's delay.
-pub const PRODUCER_ID_EXPIRY_MS_MIN: u64 = 1000;
-/// Longest `--producer-id-expiry-ms`: a year (memory grows with every id
-/// active within one expiry).
-pub const PRODUCER_ID_EXPIRY_MS_MAX: u64 = 365 * 24 * 60 * 60 * 1000;
-/// Stale ids each shard names per sweep: bounds the lists the sweep moves
-/// between shards; more wait for the next tick.
-const SWEEP_IDS_PER_SHARD_MAX: usize = 65_536;
 
 /// One sweep, on the controller's cleanup tick. Does nothing until the
 /// broker is ready (the registry is read once every partition opened).

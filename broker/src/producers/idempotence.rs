@@ -10,12 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::error::{ApiError, ErrorCode};
-
-/// Batches remembered per producer and partition. Kafka keeps 5; a client
-/// with up to this many batches in flight gets every retry deduplicated
-/// (Redpanda learned that refusing an old retry instead makes clients write
-/// twice).
-pub const PRODUCER_WINDOW_BATCHES: usize = 5;
+use crate::limits::PRODUCER_WINDOW_BATCHES;
 
 /// What a producer sends with a batch.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

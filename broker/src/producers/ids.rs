@@ -5,7 +5,7 @@
 //! `<data-dir>/producers/registry.json` (atomic) holds what must survive a
 //! crash, and nothing per id that need not:
 //! - `next_id`, a high-water mark: no id at or above it was ever issued.
-//!   It is reserved [`ID_BLOCK`] ids at a time and fsynced before the first
+//!   It is reserved [`ID_BLOCK_IDS`] ids at a time and fsynced before the first
 //!   id of a block is answered, so issuing an id writes nothing until its
 //!   block runs out. A clean stop writes the exact next id (`"exact":
 //!   true`). After a crash the next start cannot tell the ids issued from
@@ -33,7 +33,7 @@
 //! every partition has opened. A registry that is missing while partitions
 //! know producer ids, or that is damaged, was lost: it is rebuilt (a
 //! damaged one is kept aside as `registry.json.damaged-<ms>`, said at
-//! error level), its ids continue [`LOST_REGISTRY_ID_GAP`] past the
+//! error level), its ids continue [`LOST_REGISTRY_GAP_IDS`] past the
 //! largest id the partitions know, and every earlier id is retired: a
 //! producer holding one is refused (`unknown_producer_id`) and asks for a
 //! new one. Rebuilding the epochs from the partitions could hand out an
@@ -48,26 +48,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorCode};
+use crate::limits::{ID_BLOCK_IDS, ISSUE_MARKS_MAX, LOST_REGISTRY_GAP_IDS, REGISTRY_READY_POLL_MS};
 use crate::producers::known::Floors;
 use crate::shard::Shard;
 
 /// Most epochs a producer id can go through (epochs are i16 on disk).
 const EPOCH_MAX: i16 = i16::MAX;
-/// Ids reserved by one registry write: as Kafka's producer id blocks, so
-/// that issuing an id costs an fsync once per block; a crash skips at most
-/// this many ids of the 2^63.
-pub const ID_BLOCK: i64 = 1000;
-/// Issue-time marks kept over one expiry: an id that never wrote expires
-/// at most 1/this of the expiry (plus a cleanup interval) late.
-pub const ISSUE_MARKS_MAX: i64 = 128;
-/// Ids skipped past the largest one the partitions know when the registry
-/// was lost: room for ids that were issued but never reached a partition
-/// still on disk (a producer that had not written yet, or wrote only to
-/// topics since deleted), whose holders may still be running.
-pub const LOST_REGISTRY_ID_GAP: i64 = 1 << 32;
-/// How often the first registry read looks whether every shard has opened
-/// its partitions.
-const READY_POLL_MS: u64 = 20;
 /// The registry's file, in `<data-dir>/producers/`.
 const FILE: &str = "registry.json";
 
@@ -218,7 +204,7 @@ impl Registry {
             if shard.is_shutting_down() || shard.state.is_shutting_down() {
                 return Err(ApiError::unavailable("broker is shutting down"));
             }
-            glommio::timer::sleep(Duration::from_millis(READY_POLL_MS)).await;
+            glommio::timer::sleep(Duration::from_millis(REGISTRY_READY_POLL_MS)).await;
         }
         let largest = LARGEST_PARTITION_PRODUCER_ID.load(Ordering::Acquire);
         Registry::load_known(shard.data_dir(), largest, crate::operate::clock::now_ms()).await
@@ -305,7 +291,7 @@ impl Registry {
         let next_id = largest
             .max(-1)
             .saturating_add(1)
-            .saturating_add(LOST_REGISTRY_ID_GAP);
+            .saturating_add(LOST_REGISTRY_GAP_IDS);
         Registry {
             next_id,
             reserved_below: 0,
@@ -351,7 +337,7 @@ impl Registry {
     pub async fn issue(&mut self, data_dir: &Path) -> Result<i64, ApiError> {
         let id = self.next_id;
         if id >= self.reserved_below {
-            let reserved = id.saturating_add(ID_BLOCK);
+            let reserved = id.saturating_add(ID_BLOCK_IDS);
             self.persist(data_dir, reserved).await?;
             self.reserved_below = reserved;
         }
@@ -484,17 +470,17 @@ mod tests {
         let dir = tmp.path().to_path_buf();
         crate::test_executor::run(async move {
             let mut r = Registry::load_known(&dir, -1, 0).await.unwrap();
-            for want in 0..(ID_BLOCK + 5) {
+            for want in 0..(ID_BLOCK_IDS + 5) {
                 assert_eq!(r.issue(&dir).await.unwrap(), want);
                 // Written when a block starts, never in between.
                 let mark = file(&dir)["next_id"].as_i64().unwrap();
-                assert_eq!(mark, (want / ID_BLOCK + 1) * ID_BLOCK, "after id {want}");
+                assert_eq!(mark, (want / ID_BLOCK_IDS + 1) * ID_BLOCK_IDS, "after id {want}");
             }
             assert_eq!(file(&dir)["exact"], false, "ids of the block are not all issued");
             // A crash: the next start goes on past the whole block, and ids
             // below it that no partition knows are refused (expired).
             let mut after_crash = Registry::load_known(&dir, 3, 0).await.unwrap();
-            assert_eq!(after_crash.floors().expired_below, 2 * ID_BLOCK);
+            assert_eq!(after_crash.floors().expired_below, 2 * ID_BLOCK_IDS);
             assert_eq!(
                 after_crash.epoch_of(3, Some(0)).unwrap(),
                 0,
@@ -504,18 +490,18 @@ mod tests {
                 after_crash.epoch_of(4, None).unwrap_err().code,
                 "unknown_producer_id"
             );
-            assert_eq!(after_crash.issue(&dir).await.unwrap(), 2 * ID_BLOCK);
+            assert_eq!(after_crash.issue(&dir).await.unwrap(), 2 * ID_BLOCK_IDS);
             // A clean stop writes the exact next id.
             after_crash.close(&dir).await.unwrap();
             assert_eq!(file(&dir)["exact"], true);
             let mut after_stop = Registry::load_known(&dir, 3, 0).await.unwrap();
-            assert_eq!(after_stop.floors().expired_below, 2 * ID_BLOCK, "kept");
+            assert_eq!(after_stop.floors().expired_below, 2 * ID_BLOCK_IDS, "kept");
             assert_eq!(
-                after_stop.epoch_of(2 * ID_BLOCK, None).unwrap(),
+                after_stop.epoch_of(2 * ID_BLOCK_IDS, None).unwrap(),
                 0,
                 "issued before the stop"
             );
-            assert_eq!(after_stop.issue(&dir).await.unwrap(), 2 * ID_BLOCK + 1);
+            assert_eq!(after_stop.issue(&dir).await.unwrap(), 2 * ID_BLOCK_IDS + 1);
         });
     }
 

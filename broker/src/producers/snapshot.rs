@@ -26,13 +26,8 @@ use es_storage::{Offset, PartitionLog};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorCode};
+use crate::limits::{PRODUCER_SCAN_READ_BYTES, SNAPSHOT_WRITES_PER_SHARD_MAX};
 use crate::producers::idempotence::{ProducerImage, ProducerTable, TableImage};
-
-/// Bytes read per step while scanning a log for producer batches.
-const SCAN_READ_BYTES: usize = 4 << 20;
-/// Snapshots a shard writes at once (rolls and expiry sweeps can ask for
-/// one per partition together): each holds a file open and two fsyncs.
-const SNAPSHOT_WRITES_PER_SHARD_MAX: u64 = 4;
 
 thread_local! {
     /// The shard's turns to write a snapshot (one shard per thread).
@@ -129,7 +124,7 @@ pub async fn load(
     };
     while from < end {
         let batches = log
-            .read_batches(from, SCAN_READ_BYTES, end)
+            .read_batches(from, PRODUCER_SCAN_READ_BYTES, end)
             .await
             .map_err(ApiError::storage)?;
         let Some(last) = batches.last() else { break };

@@ -20,11 +20,8 @@ use glommio::channels::shared_channel::{
     self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender,
 };
 
+use crate::limits::CONNECT_TICK_MS;
 use crate::shard::placement::ShardId;
-
-/// How often a connecting shard wakes to look for peers that connected
-/// without waking it.
-const CONNECT_TICK: Duration = Duration::from_millis(1);
 
 /// One shard's unconnected ends: a sender to every other shard and a
 /// receiver from every other shard. `Send`: it moves to the shard's thread
@@ -110,7 +107,7 @@ impl<T: Send + 'static> MeshEnds<T> {
         let ticking = connecting.clone();
         glommio::spawn_local(async move {
             while ticking.get() {
-                glommio::timer::sleep(CONNECT_TICK).await;
+                glommio::timer::sleep(Duration::from_millis(CONNECT_TICK_MS)).await;
             }
         })
         .detach();

@@ -12,6 +12,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
 
+use crate::limits::{
+    IO_MEMORY_BYTES, MESH_CHANNEL_DEPTH, METRICS_UPKEEP_MS, OPEN_PARALLEL_PARTITIONS, SHUTDOWN_DRAIN_MS,
+    SHUTDOWN_POLL_MS,
+};
 use crate::operate::config::Config;
 use crate::shard::message::Envelope;
 use crate::shard::placement::ShardId;
@@ -23,22 +27,6 @@ use crate::topics::controller::by_owner;
 /// Binds a shard's client listeners and serves each in a task of its own
 /// that ends once shutdown starts (`listen::start`, handed in by main.rs).
 pub type Listen = fn(&Rc<Shard>) -> Result<Vec<glommio::Task<()>>, String>;
-
-/// Cross-shard channel depth per pair of shards: enough for bursts of
-/// forwarded requests; a full channel makes the sender wait (backpressure).
-pub const MESH_CHANNEL_DEPTH: usize = 1024;
-/// Memory glommio registers per shard for io_uring buffers. Kept small:
-/// direct segment writes that fit take their staging buffer from it (fixed
-/// buffers), larger ones come from the heap, and the locked-memory limit
-/// (`ulimit -l`) is shared by all shards.
-pub const IO_MEMORY_BYTES: usize = 256 << 10;
-/// How often a shard looks for the shutdown flag set by the signal thread.
-const SHUTDOWN_POLL_MS: u64 = 20;
-/// Longest wait for open connections to finish at shutdown.
-pub const SHUTDOWN_DRAIN_MS: u64 = 30_000;
-/// How often shard 0 runs the Prometheus exporter's upkeep (draining its
-/// histograms' samples into their buckets between scrapes).
-const METRICS_UPKEEP_MS: u64 = 5_000;
 
 /// Set when a shard refused to recover a partition whose data is damaged
 /// (without `--accept-data-loss`): the broker then exits with
@@ -314,10 +302,10 @@ async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
 }
 
 /// Opens every partition this shard owns, recovering each, up to
-/// `ops::open::OPEN_PARALLEL` at once; `Ok(false)` when it stopped early. No
-/// partition starts opening once shutdown starts (a SIGTERM during a long
-/// recovery stops the broker instead of waiting for every partition): what
-/// is open is closed cleanly, the rest was never touched.
+/// [`OPEN_PARALLEL_PARTITIONS`] at once; `Ok(false)` when it stopped
+/// early. No partition starts opening once shutdown starts (a SIGTERM
+/// during a long recovery stops the broker instead of waiting for every
+/// partition): what is open is closed cleanly, the rest was never touched.
 async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
     let topics = shard.catalog.snapshot();
     let mine: Vec<(&crate::topics::topic::TopicMeta, u32)> = topics
@@ -349,7 +337,7 @@ async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
                     })
             }
         })
-        .buffer_unordered(crate::ops::open::OPEN_PARALLEL)
+        .buffer_unordered(OPEN_PARALLEL_PARTITIONS)
         .collect()
         .await;
     opened.into_iter().collect::<Result<(), String>>()?;

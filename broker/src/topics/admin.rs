@@ -8,10 +8,11 @@ use futures::future::join_all;
 use serde::Deserialize;
 
 use crate::error::ApiError;
+use crate::limits::TOPIC_PARTITIONS_MAX;
 use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::controller::by_owner;
-use crate::topics::topic::{self, TopicConfig, TopicMeta, PARTITIONS_MAX};
+use crate::topics::topic::{self, TopicConfig, TopicMeta};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,9 +26,9 @@ pub struct CreateTopic {
 /// Creates a topic; answers its summary (HTTP 201).
 pub async fn create(shard: &Rc<Shard>, create: CreateTopic) -> Result<serde_json::Value, ApiError> {
     topic::validate_name(&create.name)?;
-    if create.partitions < 1 || create.partitions > PARTITIONS_MAX as i64 {
+    if create.partitions < 1 || create.partitions > TOPIC_PARTITIONS_MAX as i64 {
         return Err(ApiError::invalid(format!(
-            "partitions must be in 1..={PARTITIONS_MAX}"
+            "partitions must be in 1..={TOPIC_PARTITIONS_MAX}"
         )));
     }
     let rf = create.replication_factor.unwrap_or(1);

@@ -15,13 +15,9 @@ use es_storage::{CleanupReport, ColdStore, ColdTier, LocalDirColdStore};
 use futures::FutureExt;
 use glommio::{Latency, Shares};
 
+use crate::limits::CLEANUP_SHARES;
 use crate::operate::config::Config;
 use crate::shard::Shard;
-
-/// Shares of the cleanup task queue, against 1000 for the default queue
-/// that serves clients: under contention cleanup gets about a tenth of the
-/// shard, and all of it when the shard is otherwise idle.
-pub const CLEANUP_SHARES: usize = 100;
 
 /// The cold store partitions of this broker use (`--cold-dir`).
 pub fn cold_store(config: &Config) -> Rc<dyn ColdStore> {

@@ -8,20 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ErrorCode};
-
-/// Most partitions one topic may have: each is a directory, open files and
-/// memory on its shard.
-pub const PARTITIONS_MAX: u32 = 1024;
-/// Smallest `segment_bytes` a create or a config change may set: below a
-/// kilobyte each segment holds a record or two, and a partition becomes a
-/// pile of files (each costing an index, memory and, when read, a
-/// descriptor). Topics created with less before keep their value.
-pub const SEGMENT_BYTES_MIN: u64 = 1024;
-/// Smallest `segment_ms` a create or a config change may set: at most one
-/// roll a second per partition, however busy.
-pub const SEGMENT_MS_MIN: u64 = 1000;
-/// Longest topic name (Kafka's limit: it must fit a file name with room).
-pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+use crate::limits::{SEGMENT_BYTES_MIN, SEGMENT_MS_MIN, TOPIC_NAME_BYTES_MAX, TOPIC_PARTITIONS_MAX};
 
 /// Per-topic settings a user may change. Keys added after a topic was
 /// created take their defaults when its `meta.json` lacks them.
@@ -88,7 +75,7 @@ impl CleanupPolicyName {
 }
 
 fn delete_retention_ms_default() -> u64 {
-    es_storage::DELETE_RETENTION_MS_DEFAULT
+    es_storage::limits::DELETE_RETENTION_MS_DEFAULT
 }
 
 /// What `meta.json` holds.
@@ -130,7 +117,7 @@ impl TopicConfig {
             segment_age: self.segment_ms.map(Duration::from_millis),
             // A produce's records for one partition are one batch; the HTTP
             // body limit (at most this) already bounds it.
-            batch_bytes_max: es_storage::batch::BATCH_BYTES_MAX,
+            batch_bytes_max: es_format::limits::BATCH_BYTES_MAX,
             cleanup: es_storage::CleanupPolicy {
                 delete: self.cleanup_policy.deletes(),
                 compact: self.cleanup_policy.compacts(),
@@ -357,9 +344,9 @@ fn read_meta(dir: &Path, name: &str) -> Result<MetaFound, String> {
             meta.name
         ));
     }
-    if meta.partitions == 0 || meta.partitions > PARTITIONS_MAX {
+    if meta.partitions == 0 || meta.partitions > TOPIC_PARTITIONS_MAX {
         return Err(format!(
-            "{} is damaged: {} partitions (1 to {PARTITIONS_MAX})",
+            "{} is damaged: {} partitions (1 to {TOPIC_PARTITIONS_MAX})",
             path.display(),
             meta.partitions
         ));

@@ -8,7 +8,7 @@ pub use crate::checksum::checksum;
 pub use crate::encode::{encode, encode_kept, encode_refs, encoded_len};
 pub use crate::error::BatchError;
 pub use crate::header::{producer_of, record_count_of, BatchHeader};
-pub use crate::layout::{BATCH_BYTES_MAX, HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
+pub use crate::layout::{HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
 pub use crate::rebase::rebase;
 pub use crate::record::{ProducerStamp, Record, RecordRef, StoredRecord};
 pub use crate::records::{records, Records};

@@ -6,7 +6,8 @@
 
 use crate::builder::BatchBuilder;
 use crate::header::BatchHeader;
-use crate::layout::{BATCH_BYTES_MAX, CRC_FIELD, HEADER_BYTES, RECORD_OVERHEAD_BYTES};
+use crate::layout::{CRC_FIELD, HEADER_BYTES, RECORD_OVERHEAD_BYTES};
+use crate::limits::BATCH_BYTES_MAX;
 use crate::{Offset, ProducerStamp, Record, RecordRef, StoredRecord};
 
 /// The encoded size of a batch holding `records`.

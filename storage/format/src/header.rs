@@ -4,7 +4,8 @@
 //! [`BatchHeader::parse`] adds the checks every decoder relies on.
 
 use crate::cursor::Cursor;
-use crate::layout::{BATCH_BYTES_MAX, BATCH_BYTES_MIN, HEADER_BYTES, MAGIC};
+use crate::layout::{HEADER_BYTES, MAGIC};
+use crate::limits::{BATCH_BYTES_MAX, BATCH_BYTES_MIN};
 use crate::{BatchError, Offset, ProducerStamp};
 
 /// The parsed fixed header of a batch.

@@ -1,4 +1,4 @@
-//! The byte layout of a record batch, and its bounds.
+//! The byte layout of a record batch (its bounds: `limits.rs`).
 //!
 //! All integers are **little-endian** (unlike the rest of the binary
 //! protocol). `HEADER_BYTES` = 56:
@@ -35,16 +35,7 @@ pub const HEADER_BYTES: usize = 56;
 pub const RECORD_OVERHEAD_BYTES: usize = 20;
 /// Format version written in `magic`.
 pub const MAGIC: u8 = 1;
-/// Largest batch the format accepts (64 MiB). This is a property of the file
-/// format, not a tunable: recovery uses it to reject a garbage length, so it
-/// must never shrink. Request limits in the broker are far smaller.
-pub const BATCH_BYTES_MAX: usize = 64 << 20;
 /// Where the checksum lies in a batch; it covers every other byte.
 pub const CRC_FIELD: Range<usize> = 12..16;
 
-/// The smallest batch: a header and one record with no key and no value.
-pub(crate) const BATCH_BYTES_MIN: usize = HEADER_BYTES + RECORD_OVERHEAD_BYTES;
-
 const _: () = assert!(CRC_FIELD.end <= HEADER_BYTES, "the checksum lies in the header");
-const _: () = assert!(BATCH_BYTES_MIN <= BATCH_BYTES_MAX);
-const _: () = assert!(BATCH_BYTES_MAX <= u32::MAX as usize, "batch_len is a u32");

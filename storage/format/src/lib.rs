@@ -5,8 +5,8 @@
 //! one implementation of that format, pure (no I/O, no async runtime), so
 //! the wire codec (`es-protocol`) and the partition log (`es-storage`) use
 //! the same bytes, one header parser, one checksum walk and one record
-//! walk. The byte table is in [`layout`]; [`batch`] names everything a
-//! caller uses under one path.
+//! walk. The byte table is in [`layout`], the bounds in [`limits`]; [`batch`]
+//! names everything else a caller uses under one path.
 //!
 //! Decoders never panic on input: `unwrap` and indexing are denied outside
 //! tests, and every read of input goes through one cursor (`cursor.rs`).
@@ -16,6 +16,7 @@
 // The format's nouns.
 mod error;
 pub mod layout;
+pub mod limits;
 pub mod offset;
 pub mod record;
 

@@ -8,8 +8,9 @@
 //!
 //! 1. **Map**: read the closed records not yet compacted (from
 //!    `clean_upto`, see [`CompactionState`]) and keep, per key, the offset of
-//!    its latest record, up to [`COMPACTION_MAP_BYTES_MAX`]; mapping stops
-//!    after the batch that crosses it, at offset `X`.
+//!    its latest record, up to
+//!    [`COMPACTION_MAP_BYTES_MAX`](crate::limits::COMPACTION_MAP_BYTES_MAX);
+//!    mapping stops after the batch that crosses it, at offset `X`.
 //! 2. **Group**: consecutive closed segments below `X` are grouped while
 //!    their bytes fit `segment_bytes` (so small compacted segments merge).
 //! 3. **Rewrite**, oldest group first: a record goes if a later record of its
@@ -45,6 +46,7 @@ use crate::cleanup::swap::{self, Manifest};
 use crate::io::dirs;
 use crate::io::files;
 use crate::io::segment_files::{self, Held};
+use crate::limits::{COMPACTION_IO_CHUNK_BYTES, MAP_ENTRY_OVERHEAD_BYTES};
 use crate::log::faults::FaultPoint;
 use crate::log::partition::{LogState, PartitionLog};
 use crate::log::segment::Segment;
@@ -52,19 +54,6 @@ use crate::read::scan;
 use crate::read::scan::{FileSource, RawBatch, Scan};
 use crate::record::StoredRecord;
 use crate::{Offset, Result, StorageError};
-
-/// Default most memory the key map of one pass may hold (keys plus
-/// [`MAP_ENTRY_OVERHEAD_BYTES`] each; `LogConfig::compaction_map_bytes_max`):
-/// 64 MiB maps about 60 000 1 KiB keys per pass, far more short keys. A log
-/// with more distinct keys is compacted over several passes. The map may
-/// exceed it by one batch.
-pub const COMPACTION_MAP_BYTES_MAX: usize = 64 << 20;
-/// Bytes a map entry costs besides its key (hash table slot, `Vec` header,
-/// offset), for the bound above.
-pub const MAP_ENTRY_OVERHEAD_BYTES: usize = 64;
-/// Bytes read or written per step before the pass offers the shard to other
-/// tasks: one step takes a millisecond or so of CPU.
-pub const COMPACTION_IO_CHUNK_BYTES: usize = 1 << 20;
 
 /// What compaction remembers between passes of one partition (in memory;
 /// a restart starts over with a full pass).

@@ -2,15 +2,8 @@
 //! key compaction with tombstones, and tiering to a cold store. Part of
 //! [`LogConfig`](crate::LogConfig); changed at run time with `set_config`.
 
+use crate::limits::{DELETE_RETENTION_MS_DEFAULT, RETENTION_MS_MAX};
 use crate::StorageError;
-
-/// Default time a tombstone (a keyed record with an empty value) outlives
-/// the values it deleted on a compacted log: one day, as in Kafka, so a
-/// consumer that reads at least daily sees every delete.
-pub const DELETE_RETENTION_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
-/// Largest time setting: timestamps are `i64` milliseconds, so a duration
-/// beyond this cannot be compared with one.
-pub const RETENTION_MS_MAX: u64 = i64::MAX as u64;
 
 /// Per-partition cleanup settings. `Default` keeps everything forever.
 #[derive(Clone, Debug, PartialEq, Eq)]

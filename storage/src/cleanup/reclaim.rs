@@ -20,20 +20,8 @@ use glommio::io::OpenOptions;
 
 use crate::io::dirs;
 use crate::io::segment_files::Held;
+use crate::limits::{READERS_POLL_MS, RECLAIM_READERS_WAIT_MS, RECLAIM_STEP_BYTES, RECLAIM_STEP_PAUSE_US};
 use crate::{Result, StorageError};
-
-/// Bytes freed per step: small enough that one step's journal commit does
-/// not hold fsyncs up noticeably; 1 MiB steps reclaim a 1 GiB segment in
-/// about two seconds.
-pub const RECLAIM_STEP_BYTES: u64 = 1 << 20;
-/// Pause between steps, so that the shard's own fsyncs get between them.
-pub const RECLAIM_STEP_PAUSE_US: u64 = 500;
-/// Longest wait for reads still holding the segment's file handle before
-/// the file is shrunk under them; past it the file is unlinked whole (the
-/// kernel frees it when the last reader closes it).
-pub const RECLAIM_READERS_WAIT_MS: u64 = 10_000;
-/// How often the wait for readers looks again.
-const READERS_POLL_MS: u64 = 5;
 
 /// Frees the file at `path` (a segment's log already renamed out of the
 /// log) step by step, then unlinks it. `held` is the segment's read handle,

@@ -1,7 +1,7 @@
 //! The nudge: a bound on a lost wake-up of a glommio executor.
 //!
 //! Invariant: an executor that holds a [`Nudge`] never stays asleep longer
-//! than [`NUDGE_INTERVAL`], whatever glommio's sleep missed. Under load,
+//! than [`NUDGE_INTERVAL_MS`], whatever glommio's sleep missed. Under load,
 //! glommio 0.9 executors on Linux 6.x have been seen asleep in
 //! `io_uring_enter` with expired timers and finished work; one write to
 //! the executor's eventfd woke them (docs/design/lost-wakeup.md). So one
@@ -20,9 +20,7 @@ use std::time::Duration;
 
 use futures::task::AtomicWaker;
 
-/// How often every nudged executor is woken: the longest a lost wake-up
-/// can hold one back.
-pub const NUDGE_INTERVAL: Duration = Duration::from_millis(10);
+use crate::limits::NUDGE_INTERVAL_MS;
 
 /// One nudged executor's task: woken by the nudger thread.
 struct Slot {
@@ -49,7 +47,7 @@ fn slots() -> &'static Mutex<Vec<Weak<Slot>>> {
 /// long as the process lives.
 fn nudger() {
     loop {
-        std::thread::sleep(NUDGE_INTERVAL); // blocking-ok: its own thread, not a shard
+        std::thread::sleep(Duration::from_millis(NUDGE_INTERVAL_MS)); // blocking-ok: its own thread, not a shard
         let mut slots = slots().lock().unwrap_or_else(|e| e.into_inner());
         slots.retain(|s| match s.upgrade() {
             Some(slot) => {
@@ -78,7 +76,7 @@ impl Nudge {
         });
         let queue = glommio::executor().create_task_queue(
             glommio::Shares::default(),
-            glommio::Latency::Matters(NUDGE_INTERVAL),
+            glommio::Latency::Matters(Duration::from_millis(NUDGE_INTERVAL_MS)),
             "es-nudge",
         );
         glommio::spawn_local_into(Nudged { slot: slot.clone() }, queue)
@@ -139,13 +137,13 @@ mod tests {
                 while slot.polls.load(Ordering::Relaxed) < 5 {
                     // A guard against a hang, not a limit on speed.
                     assert!(start.elapsed() < Duration::from_secs(600), "no nudge came");
-                    glommio::timer::sleep(NUDGE_INTERVAL).await;
+                    glommio::timer::sleep(Duration::from_millis(NUDGE_INTERVAL_MS)).await;
                 }
                 drop(nudge);
                 // The task ends: it was polled once more, and registers
                 // no waker after that.
                 while Arc::strong_count(&slot) > 1 {
-                    glommio::timer::sleep(NUDGE_INTERVAL).await;
+                    glommio::timer::sleep(Duration::from_millis(NUDGE_INTERVAL_MS)).await;
                 }
             });
     }

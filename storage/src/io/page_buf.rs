@@ -9,6 +9,8 @@ use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
+use crate::limits::{POOLED_BUFS_MAX, POOLED_BUF_BYTES, POOLED_MIN_BYTES};
+
 /// Direct I/O alignment of positions and lengths: one page. Devices with
 /// 512-byte sectors accept it too.
 pub const PAGE_BYTES: u64 = 4096;
@@ -17,22 +19,6 @@ pub const PAGE_BYTES: u64 = 4096;
 pub fn page_floor(v: u64) -> u64 {
     v & !(PAGE_BYTES - 1)
 }
-
-/// Capacity of the page buffers a shard keeps for reuse: the largest
-/// direct write (`DIRECT_WRITE_BYTES_MAX`). A write of
-/// `POOLED_MIN_BYTES` up to this many bytes takes a kept buffer when there
-/// is one: a fresh allocation of a megabyte costs more than its copy (page
-/// faults and zeroing, and the allocator hands large blocks back to the
-/// kernel when freed). Smaller writes get a buffer of their own size.
-const POOLED_BUF_BYTES: usize = crate::write::writer::DIRECT_WRITE_BYTES_MAX;
-
-/// Smallest write that takes a kept buffer (below it an allocation is
-/// cheap, and a 2 MiB buffer would be mostly idle memory).
-pub(crate) const POOLED_MIN_BYTES: usize = 64 << 10;
-
-/// Most page buffers a shard keeps for reuse (16 MiB): eight large writes
-/// in flight at once never allocate.
-const POOLED_BUFS_MAX: usize = 8;
 
 thread_local! {
     /// This shard's page buffers kept for reuse, each `POOLED_BUF_BYTES`.

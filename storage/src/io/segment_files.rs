@@ -30,12 +30,8 @@ use std::rc::Rc;
 use glommio::io::BufferedFile;
 use glommio::sync::{Semaphore, StaticPermit};
 
+use crate::limits::OPEN_SEGMENTS_MAX_DEFAULT;
 use crate::{Result, StorageError};
-
-/// Default descriptors for closed segments per shard: enough for the
-/// catch-up reads of hundreds of partitions at once, a small share of
-/// the usual `ulimit -n` of a server.
-pub const OPEN_SEGMENTS_MAX_DEFAULT: usize = 1024;
 
 /// A closed segment's log file, open for reading, holding one of the
 /// shard's slots while it lives.

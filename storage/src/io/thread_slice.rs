@@ -18,10 +18,7 @@
 
 use std::io;
 
-/// The shortest slice Linux grants (it clamps shorter requests up).
-pub const THREAD_SLICE_US_MIN: u64 = 100;
-/// The longest slice Linux grants.
-pub const THREAD_SLICE_US_MAX: u64 = 100_000;
+use crate::limits::{THREAD_SLICE_US_MAX, THREAD_SLICE_US_MIN};
 
 /// Asks for a slice of `us` microseconds for the calling thread, keeping
 /// its policy, nice value and flags. An error says the kernel refused, or

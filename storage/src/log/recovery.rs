@@ -41,11 +41,9 @@ use crate::batch::{self, BatchError, BatchHeader, HEADER_BYTES, MAGIC, RECORD_OV
 use crate::io::dirs;
 use crate::io::files;
 use crate::io::page_buf::{page_floor, PAGE_BYTES};
+use crate::limits::SCAN_CHUNK_BYTES;
 use crate::log::segment::Segment;
 use crate::{Offset, Result, StorageError};
-
-/// Bytes read per step while scanning.
-const SCAN_CHUNK_BYTES: usize = 1 << 20;
 
 thread_local! {
     /// Whether recovery on this shard may drop corrupt data (the broker's

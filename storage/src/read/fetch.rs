@@ -19,6 +19,7 @@ use crate::batch;
 use crate::format::index::SparseIndex;
 use crate::io::files;
 use crate::io::segment_files::{self, Held};
+use crate::limits::DAMAGE_REPORTS_MAX;
 use crate::log::partition::{LogState, PartitionLog};
 use crate::log::recovery::{self, Shape, Tail};
 use crate::log::segment::{IndexState, Segment};
@@ -535,8 +536,6 @@ impl LogState {
     /// Logs (at error level) and counts corruption a read met, once per
     /// place in a file while the partition is open.
     pub(crate) fn report_damage(&self, d: &Damage) {
-        /// Places remembered; past it every meeting is logged again.
-        const DAMAGE_REPORTS_MAX: usize = 1024;
         let first = {
             let mut seen = self.damage_reported.borrow_mut();
             let key = (d.path.clone(), d.position);

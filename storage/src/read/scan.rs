@@ -10,6 +10,7 @@ use glommio::io::BufferedFile;
 
 use crate::batch::{self, BatchError, BatchHeader};
 use crate::io::files::read_exact;
+use crate::limits::READ_CHUNK_BYTES_MIN;
 use crate::write::recent::RecentWrites;
 use crate::{Offset, Result, StorageError};
 
@@ -148,8 +149,6 @@ pub(crate) async fn read_batches_limited(
     limit_bytes: usize,
     mut keep: impl FnMut(&BatchHeader) -> Scan,
 ) -> Result<SegmentRead> {
-    /// Read-ahead when the budget is small: one read usually holds several batches.
-    const READ_CHUNK_BYTES_MIN: usize = 64 << 10;
     let mut out = Vec::new();
     let mut used = 0usize;
     let mut pos = start;

@@ -29,13 +29,9 @@ use glommio::io::{BufferedFile, OpenOptions};
 use crate::cleanup::reclaim;
 use crate::io::dirs;
 use crate::io::files;
+use crate::limits::COLD_COPY_CHUNK_BYTES;
 use crate::tier::cold::{ColdFuture, ColdSegmentInfo, ColdStore};
 use crate::{Offset, Result, StorageError};
-
-/// Bytes copied per read/write step in `put`: large enough for few
-/// io_uring round trips, small enough to bound memory and let other tasks on
-/// the shard run between steps.
-pub const COLD_COPY_CHUNK_BYTES: usize = 1 << 20;
 
 /// A cold store in a local directory. Cheap to create (a path). Lives on
 /// one shard (the broker makes one per partition); clones share the count

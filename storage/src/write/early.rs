@@ -50,16 +50,10 @@ use futures::channel::oneshot;
 
 use crate::batch::HEADER_BYTES;
 use crate::io::page_buf::{page_floor, PAGE_BYTES};
+use crate::limits::{DIRECT_WRITE_BYTES_MAX, EARLY_WRITE_CHUNK_BYTES};
 use crate::log::partition::LogState;
-use crate::write::writer::{SegmentWriter, DIRECT_WRITE_BYTES_MAX};
+use crate::write::writer::SegmentWriter;
 use crate::Offset;
-
-/// Whole pages of a batch that must have arrived before the early write
-/// issues them. Every write that grows a file costs the filesystem a
-/// metadata update (ext4 here), so a few large writes beat many small
-/// ones (128 KiB was measured slower than no early writes over loopback,
-/// 512 KiB not: docs/design/early-writes.md).
-pub const EARLY_WRITE_CHUNK_BYTES: usize = 512 << 10;
 
 /// Names one early write, so a request that carries its batch by value
 /// (`Send`, forwarded or not) can say which early write the batch belongs

@@ -22,11 +22,6 @@ use bytes::Bytes;
 
 use crate::io::page_buf::page_floor;
 
-/// Default bytes of recent writes kept per partition: 1 MiB covers a
-/// consumer a fetch or two behind the producer. The shard's budget
-/// (`recent_budget.rs`) bounds all its partitions together.
-pub const RECENT_WRITES_BYTES_DEFAULT: usize = 1 << 20;
-
 #[derive(Debug)]
 pub(crate) struct RecentWrites {
     /// (file position of the chunk's first byte, its bytes), back to back.

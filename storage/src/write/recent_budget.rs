@@ -20,15 +20,8 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
+use crate::limits::{QUEUE_SWEEP_ENTRIES, RECENT_WRITES_SHARD_BYTES_DEFAULT};
 use crate::write::recent::RecentWrites;
-
-/// Default bytes of recent writes one shard keeps across its partitions:
-/// 256 of them at the default per-partition 1 MiB.
-pub const RECENT_WRITES_SHARD_BYTES_DEFAULT: usize = 256 << 20;
-
-/// Dead entries (sealed segments) are swept from the queue when it reaches
-/// a multiple of this many entries.
-const QUEUE_SWEEP_LEN: usize = 64;
 
 struct Budget {
     cap: usize,
@@ -83,7 +76,7 @@ pub(crate) fn after_write(current: &Rc<RefCell<RecentWrites>>) {
         b.held = b.held + grew - shrank;
         if enqueue {
             b.queue.push_back(Rc::downgrade(current));
-            if b.queue.len().is_multiple_of(QUEUE_SWEEP_LEN) {
+            if b.queue.len().is_multiple_of(QUEUE_SWEEP_ENTRIES) {
                 b.queue.retain(|w| w.strong_count() > 0);
             }
         }

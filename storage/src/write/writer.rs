@@ -43,18 +43,13 @@ use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use crate::io::disk_threads::{SyncAfter, ThreadedFile};
 use crate::io::files;
 use crate::io::page_buf::{page_floor, PAGE_BYTES};
+use crate::limits::DIRECT_WRITE_BYTES_MAX;
 use crate::write::batch_buf::BatchBuf;
 use crate::write::direct_buf::DirectBuf;
 use crate::write::early::Prewritten;
 use crate::write::plan::{place, Plan};
 use crate::write::recent::RecentWrites;
 use crate::{Result, StorageError};
-
-/// Largest single direct write: bigger writes go in pieces of this size, so
-/// the aligned staging buffer of a write stays bounded however many appends
-/// a write coalesced. 2 MiB reaches the disk's full speed (one 1 MiB
-/// write + fdatasync already does: docs/design/direct-writes.md).
-pub const DIRECT_WRITE_BYTES_MAX: usize = 2 << 20;
 
 /// The write side of an active segment (see the module doc).
 pub(crate) enum SegmentWriter {

@@ -50,8 +50,12 @@ pub fn run<T>(fut: impl Future<Output = T>) -> T {
 /// Like [`run`], with the segment writer's direct writes and fsyncs on
 /// `threads` disk threads (0: through io_uring, as `run`).
 pub fn run_with_disk_threads<T>(threads: usize, fut: impl Future<Output = T>) -> T {
-    es_storage::start_disk_threads(threads, "es-test-disk", es_storage::DISK_THREAD_SLICE_US_DEFAULT)
-        .expect("disk threads");
+    es_storage::start_disk_threads(
+        threads,
+        "es-test-disk",
+        es_storage::limits::DISK_THREAD_SLICE_US_DEFAULT,
+    )
+    .expect("disk threads");
     run(fut)
 }
 

@@ -7,13 +7,8 @@
 //! socket over between requests. A client that spreads its requests over
 //! partitions of several shards stays where it is.
 
+use crate::limits::MOVE_AFTER_REQUESTS;
 use crate::shard::placement::ShardId;
-
-/// Partition requests in a row for one other shard after which a
-/// connection moves there: a producer or consumer of one partition moves
-/// within its first requests, while one that alternates between shards
-/// never reaches it.
-pub const MOVE_AFTER_REQUESTS: u32 = 8;
 
 /// The shard a connection's recent partition requests went to, and how many
 /// in a row.

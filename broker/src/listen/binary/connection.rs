@@ -22,32 +22,19 @@ use super::affinity::Affinity;
 use super::early::EarlyFeed;
 use super::end::{frame_id, End, Interrupt};
 use super::handler::Incoming;
-use super::handshake::{hello, HELLO_FRAME_BYTES_MAX};
+use super::handshake::hello;
 use super::large_batch::{large_batch, LargeBatch};
 use super::outgoing::Outgoing;
-use super::read_buf::{make_room, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
+use super::read_buf::make_room;
 use crate::error::ApiError;
+use crate::limits::{
+    CHARGED_FRAME_BYTES_MIN, HELLO_FRAME_BYTES_MAX, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES, WAIT_READ_BYTES,
+};
 use crate::listen::watchdog::{Activity, Busy, Verdict};
 use crate::shard::budget::{Budget, Held};
 use crate::shard::message::{Op, Reply};
 use crate::shard::placement::ShardId;
 use crate::shard::Shard;
-
-/// Frames at least this large, after the handshake, are charged to the
-/// shard's request budget (`--request-shard-bytes`, shard/budget.rs) from when
-/// their header arrives until their request is handled: a connection whose
-/// next such frame does not fit waits, unread, in turn. Smaller frames are
-/// not (their bytes are bounded by the connection's read buffer and its
-/// requests in flight), so that small requests (fetches, metadata, groups)
-/// always flow; nor is a frame before the handshake (at most a Hello's
-/// size, `HELLO_FRAME_BYTES_MAX`). Fetch answers are charged on their own
-/// (ops/fetch.rs), to the connection's `--response-connection-bytes` as well.
-pub const CHARGED_FRAME_BYTES_MIN: usize = 64 << 10;
-
-/// While a large batch arrives and the socket holds nothing, the read that
-/// waits for more takes at most this much (zeroed first); whatever else
-/// has arrived by then is received unzeroed (`read_rest`).
-const WAIT_READ_BYTES: usize = 4 << 10;
 
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {

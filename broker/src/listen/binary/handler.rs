@@ -21,7 +21,8 @@ use crate::shard::message::{FetchForm, FetchedData, Op, Payload, Reply};
 use crate::shard::Shard;
 use crate::topics::admin::{self, CreateTopic};
 
-use super::outgoing::{Outgoing, WRITE_DIRECT_BYTES_MIN};
+use super::outgoing::Outgoing;
+use crate::limits::WRITE_DIRECT_BYTES_MIN;
 
 /// A request as a connection's read loop hands it over.
 pub enum Incoming {

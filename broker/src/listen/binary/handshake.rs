@@ -2,18 +2,10 @@
 //! with a version the broker speaks, and may be no larger than a Hello can
 //! be.
 
-use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
 use es_protocol::{ErrorCode, Request, Response, PROTOCOL_VERSION};
 
 use crate::shard::Shard;
-
-/// Largest frame before the handshake: the largest valid Hello (header,
-/// two versions, a client id and an API key of up to 65,535 bytes each).
-/// A frame's header costs a client 16 bytes; buffering what it announces
-/// costs the broker up to `--frame-bytes-max`, so an unauthenticated
-/// client may not announce more than a Hello can be.
-pub const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16::MAX as usize);
 
 /// The handshake: the first frame must be a Hello with a version we speak.
 pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response> {
@@ -43,6 +35,8 @@ pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::HELLO_FRAME_BYTES_MAX;
+    use es_protocol::frame;
 
     #[test]
     fn a_hello_fits_before_the_handshake() {

@@ -7,12 +7,7 @@ use es_protocol::frame;
 use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::Kind;
 
-/// A ProduceBatch frame at least this large has its batch read straight
-/// into page-aligned memory of its own (es-storage's `ReceivingBatch`),
-/// which storage then queues, and writes, as it is: no copy out of the
-/// read buffer, none into a write buffer. Below it, copying is cheaper
-/// than a buffer.
-pub const DIRECT_BATCH_BYTES_MIN: usize = 64 << 10;
+use crate::limits::DIRECT_BATCH_BYTES_MIN;
 
 /// A large, uncompressed ProduceBatch frame whose header, topic and
 /// partition have arrived: where its batch starts in the frame and how

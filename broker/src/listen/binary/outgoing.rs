@@ -12,16 +12,9 @@ use futures::io::AsyncWriteExt;
 use futures::FutureExt;
 use glommio::channels::local_channel::LocalReceiver;
 
+use crate::limits::{WRITE_COALESCE_BYTES, WRITE_DIRECT_BYTES_MIN};
 use crate::listen::watchdog::{Activity, Busy};
 use crate::shard::budget::Charge;
-
-/// Responses that are ready together are gathered into one write, up to
-/// this many bytes.
-const WRITE_COALESCE_BYTES: usize = 1 << 20;
-/// A part of a response at least this large is written as it is (after
-/// what was gathered before it) instead of being copied into the gathered
-/// write: one more syscall costs less than copying it.
-pub const WRITE_DIRECT_BYTES_MIN: usize = 64 << 10;
 
 /// One response frame: `head`, then the `body` buffers back to back.
 pub struct Outgoing {

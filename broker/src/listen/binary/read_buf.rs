@@ -2,16 +2,7 @@
 //! for a request, grown with the bytes that arrive (never with what a
 //! frame header announces), shrunk back once a large frame is handled.
 
-/// A connection's read buffer while it waits for a request: what an idle
-/// connection holds (10,000 idle connections: 160 MiB). Grown as frames
-/// arrive, back to this size whenever the connection has to wait again.
-pub const READ_IDLE_BYTES: usize = 16 << 10;
-/// The most a read buffer keeps between frames while requests keep
-/// arriving: a buffer grown past it for one large frame shrinks back to it
-/// once that frame is handled.
-pub const READ_CHUNK_BYTES: usize = 256 << 10;
-/// Free bytes a read is given at least.
-pub const READ_ROOM_MIN_BYTES: usize = 4 << 10;
+use crate::limits::{READ_CHUNK_BYTES, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES};
 
 /// The read buffer's length for the next read, given `len` now, the
 /// unhandled bytes at `start..filled` and `wanted` bytes from `start` for

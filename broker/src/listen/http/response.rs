@@ -10,15 +10,9 @@ use hyper::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::limits::CHARGED_BODY_BYTES_MIN;
 use crate::shard::budget::Charge;
 use crate::shard::Shard;
-
-/// Request bodies at least this large are charged to the shard's budget
-/// (`--request-shard-bytes`) while they arrive and until their request is
-/// handled, as binary frames of that size are (listen/binary/connection.rs):
-/// many partial bodies cannot pin more than the budget. Smaller ones are
-/// bounded by hyper's buffers per connection.
-pub const CHARGED_BODY_BYTES_MIN: usize = 64 << 10;
 
 pub type Body = Full<Bytes>;
 

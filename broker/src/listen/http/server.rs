@@ -11,13 +11,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 
 use super::io::{GlommioTimer, HyperIo, Written};
+use crate::limits::HEADER_READ_TIMEOUT_MS;
 use crate::listen::watchdog::{Activity, Verdict};
 use crate::shard::Shard;
-
-/// A client must send its request headers within this time; a keep-alive
-/// connection waits this long for its next request (or
-/// `--connection-idle-ms`, if shorter).
-pub const HEADER_READ_TIMEOUT_MS: u64 = 30_000;
 
 /// Serves the HTTP API on this shard until shutdown starts, then stops
 /// accepting and lets open connections finish their in-flight requests.

@@ -16,6 +16,7 @@ use futures::channel::oneshot;
 
 use crate::io::page_buf::PageBuf;
 use crate::io::page_buf::PAGE_BYTES;
+use crate::limits::IOV_MAX;
 
 pub(super) enum Job {
     Write {
@@ -158,10 +159,6 @@ fn write_some_at(file: &File, bufs: &[&[u8]], mut skip: usize, pos: u64) -> io::
     Ok(n as usize)
 }
 
-/// Most buffers one `pwritev` takes (Linux's `UIO_MAXIOV`); a write of
-/// more goes on in further calls.
-const IOV_MAX: usize = 1024;
-
 /// What a disk thread writes: a page buffer of the write's own, or whole
 /// pages of a shared one that the write only reads (a batch received
 /// straight into page-aligned memory: `batch_buf.rs`).
@@ -237,7 +234,8 @@ impl WriteBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::page_buf::{kept_page_bufs, POOLED_MIN_BYTES};
+    use crate::io::page_buf::kept_page_bufs;
+    use crate::limits::POOLED_MIN_BYTES;
 
     #[test]
     fn joined_buffers_are_written_in_order_in_one_go_or_several() {

@@ -29,7 +29,7 @@ mod jobs;
 mod pool;
 
 pub(crate) use jobs::{SyncAfter, WriteBuf};
+pub use pool::start_disk_threads;
 pub(crate) use pool::ThreadedFile;
-pub use pool::{start_disk_threads, DISK_THREADS_DEFAULT, DISK_THREADS_MAX, DISK_THREAD_SLICE_US_DEFAULT};
 // `PageBuf` lives in `io/page_buf.rs` with all its `unsafe`.
 pub(crate) use crate::io::page_buf::PageBuf;

@@ -15,29 +15,11 @@ use std::time::Instant;
 use futures::channel::oneshot;
 
 use super::jobs::{gone, run, Job, SyncAfter, WriteBuf};
-
-/// Default most disk threads per shard: at most this many writes and
-/// fsyncs of a shard run at once (more wait their turn, in order). A busy
-/// partition has one write and one fsync in flight, so 16 serve 8 busy
-/// partitions per shard without waiting (the counts measured:
-/// docs/design/disk-threads.md). Threads start as jobs need them.
-pub const DISK_THREADS_DEFAULT: usize = 16;
-
-/// Most disk threads a shard may start: beyond this the disk, not the
-/// threads, is the limit (and each thread holds a stack).
-pub const DISK_THREADS_MAX: usize = 64;
+use crate::limits::DISK_THREADS_MAX;
 
 thread_local! {
     static LOCAL: RefCell<Option<DiskThreads>> = const { RefCell::new(None) };
 }
-
-/// Default time slice a disk thread asks the scheduler for
-/// (`thread_slice.rs`): a disk thread runs for microseconds each time it
-/// is woken (it makes a blocking write or fdatasync and sleeps in it), and
-/// with the kernel's default slice (1.4 ms on two cores) it waited for a
-/// spinning shard's slice to end before it could start a job
-/// (`es_disk_thread_wait_seconds`; measured in docs/design/disk-threads.md).
-pub const DISK_THREAD_SLICE_US_DEFAULT: u64 = 100;
 
 /// Gives this shard (the calling thread) up to `count` disk threads, named
 /// `{name}-{i}`, the first started at once, the others as jobs need them;
@@ -264,6 +246,7 @@ mod tests {
     use super::*;
     use crate::io::page_buf::PageBuf;
     use crate::io::page_buf::PAGE_BYTES;
+    use crate::limits::DISK_THREAD_SLICE_US_DEFAULT;
 
     #[test]
     fn threads_start_as_jobs_need_them_up_to_the_count() {
