@@ -89,9 +89,10 @@ pub const OPEN_SEGMENTS_MAX_LIMIT: usize = 1 << 20;
 /// descriptors once written and start in seconds; past that an operator
 /// sizes the limits (docs/cli.md, "File descriptors") and raises it.
 pub const PARTITIONS_MAX_DEFAULT: usize = 10_000;
-/// Largest `--partitions-max`: a million partitions is 3 million
-/// descriptors, past what one process may open (`fs.nr_open`).
-pub const PARTITIONS_MAX_LIMIT: usize = 1 << 20;
+/// Largest `--partitions-max`: a snapshot of one group with an offset on
+/// every partition must fit one groups-log record (asserted below), and
+/// 131,072 partitions already take 393,216 descriptors once written.
+pub const PARTITIONS_MAX_LIMIT: usize = 1 << 17;
 /// Smallest `--segment-bytes`: the default for every new topic; a smaller
 /// one turns each partition into a pile of tiny files, each holding open
 /// descriptors. A topic may still set a smaller `segment_bytes` itself.
@@ -337,14 +338,14 @@ const _: () = assert!(SESSION_TIMEOUT_MS_MIN <= SESSION_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(SESSION_TIMEOUT_MS_DEFAULT <= SESSION_TIMEOUT_MS_MAX);
 // A member is expired at most one session late, even at the shortest.
 const _: () = assert!(EXPIRY_CHECK_MS <= SESSION_TIMEOUT_MS_MIN);
-// At the default `--partitions-max`, a snapshot of a group with an offset on
-// every partition, each in a topic of its own with a longest name, fits a
-// record (encoding one past it panics).
+// At the largest `--partitions-max`, a snapshot of a group with an offset
+// on every partition, each in a topic of its own with a longest name, fits
+// a record (encoding one past it panics).
 const _: () = assert!(
     crate::groups::log::HEADER_BYTES
         + TOPIC_NAME_BYTES_MAX
         + 4
-        + PARTITIONS_MAX_DEFAULT * (1 + TOPIC_NAME_BYTES_MAX + 4 + 4 + 8)
+        + PARTITIONS_MAX_LIMIT * (1 + TOPIC_NAME_BYTES_MAX + 4 + 4 + 8)
         <= GROUP_LOG_RECORD_BYTES_MAX
 );
 
