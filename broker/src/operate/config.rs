@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::auth::AuthMode;
+
 /// Default HTTP request body limit: 16 MiB holds a produce of thousands of
 /// 1 KiB records while bounding what one request can make a shard buffer.
 pub const HTTP_BODY_BYTES_MAX_DEFAULT: usize = 16 << 20;
@@ -32,6 +34,7 @@ const ESSENTIALS: &str = "Essentials";
 const LIMITS: &str = "Limits";
 const STORAGE: &str = "Storage";
 const TUNING: &str = "Tuning";
+const SECURITY: &str = "Security";
 
 /// Appended to `--help`.
 const AFTER_HELP: &str = "\
@@ -222,6 +225,24 @@ pub struct Config {
     /// on the shard that accepted it.
     #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
     pub move_connections: bool,
+    /// `required`: every request but /health, /ready and /metrics needs an
+    /// API key (HTTP `Authorization: Bearer`, the binary Hello's api_key),
+    /// and keys are checked against their grants (docs/security.md).
+    /// `disabled` serves every request as before.
+    #[arg(long, env = "ES_AUTH", value_enum, default_value_t = AuthMode::Disabled, help_heading = SECURITY)]
+    pub auth: AuthMode,
+    /// A file whose first line is an admin API key: with `--auth required`
+    /// on a data dir without api_keys.json, it becomes the first admin
+    /// key (instead of one generated into <data-dir>/admin.key); on one
+    /// whose api_keys.json lacks its id, it is added as an admin key (the
+    /// recovery path for lost admin keys). `ES_ADMIN_KEY` may hold the key
+    /// itself instead.
+    #[arg(long, env = "ES_ADMIN_KEY_FILE", help_heading = SECURITY, value_name = "FILE")]
+    pub admin_key_file: Option<PathBuf>,
+    /// Let `--auth required` run on a listener address that is not loopback
+    /// without TLS, where API keys cross the network in clear text.
+    #[arg(long, env = "ES_ALLOW_PLAINTEXT_AUTH", help_heading = SECURITY)]
+    pub allow_plaintext_auth: bool,
 }
 
 /// `--log-format`.
@@ -429,6 +450,34 @@ impl Config {
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
+        self.plaintext_guard()
+    }
+
+    /// Whether the client listeners speak TLS. There is no TLS on this
+    /// branch yet: the TLS flags complete this (`--tls-cert`/`--tls-key`).
+    pub fn client_tls_configured(&self) -> bool {
+        false
+    }
+
+    /// `--auth required` on a listener that is not loopback and without TLS
+    /// would send keys in clear text over the network: refused, naming the
+    /// listener, unless `--allow-plaintext-auth`.
+    fn plaintext_guard(&self) -> Result<(), String> {
+        if self.auth != AuthMode::Required || self.allow_plaintext_auth || self.client_tls_configured() {
+            return Ok(());
+        }
+        for (addr, flag) in [
+            (self.http_addr, "--http-addr"),
+            (self.binary_addr, "--binary-addr"),
+        ] {
+            if !addr.ip().is_loopback() {
+                return Err(format!(
+                    "--auth required on {flag} {addr}, which is not loopback, without TLS: API keys would \
+                     cross the network in clear text; configure TLS, listen on loopback, or pass \
+                     --allow-plaintext-auth"
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -536,6 +585,30 @@ mod tests {
             assert!(e.contains("connections-max"), "{e}");
         }
         assert!(validate(&["--connections-max", "2"]).is_ok());
+    }
+
+    #[test]
+    fn auth_on_a_network_address_needs_tls_or_the_override() {
+        assert!(validate(&["--auth", "required"]).is_ok(), "loopback");
+        let e = validate(&["--auth", "required", "--http-addr", "0.0.0.0:8080"]).unwrap_err();
+        assert!(
+            e.contains("--http-addr 0.0.0.0:8080") && e.contains("--allow-plaintext-auth"),
+            "{e}"
+        );
+        let e = validate(&["--auth", "required", "--binary-addr", "10.0.0.1:9090"]).unwrap_err();
+        assert!(e.contains("--binary-addr"), "{e}");
+        assert!(validate(&[
+            "--auth",
+            "required",
+            "--http-addr",
+            "0.0.0.0:8080",
+            "--allow-plaintext-auth"
+        ])
+        .is_ok());
+        assert!(
+            validate(&["--http-addr", "0.0.0.0:8080"]).is_ok(),
+            "auth disabled"
+        );
     }
 
     #[test]

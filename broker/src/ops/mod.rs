@@ -53,6 +53,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::AdoptConnection { .. } => "adopt_connection",
+        Op::Keys(_) => "keys",
         Op::Series => "series",
     }
 }
@@ -105,8 +106,10 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::AdoptConnection {
             socket,
             unhandled,
+            principal,
             adopt,
-        } => Reply::Done(adopt(&shard, socket, unhandled)),
+        } => Reply::Done(adopt(&shard, socket, unhandled, principal)),
+        Op::Keys(op) => Reply::Json(Box::pin(crate::auth::admin::run(&shard, op)).await),
         Op::Producers(op) => crate::producers::expiry::on_shard(&shard, op),
         Op::InitProducer(existing) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");

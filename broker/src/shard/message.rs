@@ -67,6 +67,9 @@ pub enum Op {
     /// From the controller to every shard: what it must know of producer
     /// ids (issued ids and epochs, the registry's floors, expiry).
     Producers(ProducerOp),
+    /// A change to the API-key table (auth/admin.rs), on the controller.
+    /// Replies `Json`.
+    Keys(crate::auth::admin::KeyOp),
     PatchTopic {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
@@ -74,12 +77,12 @@ pub enum Op {
     /// A binary connection moving to this shard (listen/binary/affinity.rs): its
     /// socket, and the bytes read from it but not yet handled. Replies
     /// `Done` once it is served here; dropped, the socket closes.
-    /// Everything the connection knows of its client travels here too
-    /// (today only that its Hello was answered: an authenticated identity
-    /// would have to move with it).
+    /// Everything the connection knows of its client travels here too:
+    /// that its Hello was answered, and the identity it authenticated as.
     AdoptConnection {
         socket: std::os::fd::OwnedFd,
         unhandled: Vec<u8>,
+        principal: crate::auth::Principal,
         /// How the listener that hands the connection over serves it on
         /// this shard: named by that listener, so the core never names one.
         adopt: Adopt,
@@ -88,7 +91,12 @@ pub enum Op {
 
 /// Serves a connection another shard handed over (`Op::AdoptConnection`):
 /// its socket and the bytes read from it but not yet handled.
-pub type Adopt = fn(&std::rc::Rc<crate::shard::Shard>, std::os::fd::OwnedFd, Vec<u8>) -> Result<(), ApiError>;
+pub type Adopt = fn(
+    &std::rc::Rc<crate::shard::Shard>,
+    std::os::fd::OwnedFd,
+    Vec<u8>,
+    crate::auth::Principal,
+) -> Result<(), ApiError>;
 
 /// The controller's word to each shard about producer ids
 /// (producers/known.rs, producers/expiry.rs).

@@ -109,6 +109,7 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::PatchTopic { .. }
         | Op::InitProducer(_)
         | Op::Producers(_)
+        | Op::Keys(_)
         | Op::AdoptConnection { .. } => true,
     }
 }

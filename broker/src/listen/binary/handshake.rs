@@ -1,11 +1,15 @@
 //! The handshake of a binary connection: the first frame must be a Hello
 //! with a version the broker speaks, and may be no larger than a Hello can
-//! be.
+//! be; with `--auth required`, its api_key must authenticate. Each later
+//! request checks the key is still valid (not revoked) and takes its
+//! current grants.
 
 use es_protocol::frame;
 use es_protocol::requests::hello::HelloOk;
 use es_protocol::{ErrorCode, Request, Response, PROTOCOL_VERSION};
 
+use crate::auth::principal::unauthenticated;
+use crate::auth::Principal;
 use crate::shard::Shard;
 
 /// Largest frame before the handshake: the largest valid Hello (header,
@@ -15,8 +19,10 @@ use crate::shard::Shard;
 /// client may not announce more than a Hello can be.
 pub const HELLO_FRAME_BYTES_MAX: usize = frame::HEADER_BYTES + 2 + 2 + 2 * (2 + u16::MAX as usize);
 
-/// The handshake: the first frame must be a Hello with a version we speak.
-pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response> {
+/// The handshake: the first frame must be a Hello with a version we speak
+/// and, with `--auth required`, a key that authenticates: the answer and
+/// who the connection runs as, or the error frame that closes it.
+pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<(Response, Principal), Response> {
     let Some(Request::Hello(h)) = req else {
         return Err(Response::error(
             ErrorCode::HANDSHAKE_REQUIRED,
@@ -32,12 +38,39 @@ pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<Response, Response>
             ),
         ));
     }
-    Ok(Response::HelloOk(HelloOk {
+    let principal = if shard.state.keys.required() {
+        match shard.state.keys.authenticate(&h.api_key) {
+            Ok(key) => Principal::Key(key),
+            Err(refused) => return Err(refused_frame(refused)),
+        }
+    } else {
+        Principal::Anonymous
+    };
+    let ok = Response::HelloOk(HelloOk {
         version: PROTOCOL_VERSION,
         frame_bytes_max: shard.config.frame_bytes_max as u32,
         inflight_requests_max: shard.config.inflight_requests_max as u32,
         broker_version: env!("CARGO_PKG_VERSION").to_string(),
-    }))
+    });
+    Ok((ok, principal))
+}
+
+/// Before each request after the Hello: the connection's key, with its
+/// grants as they are now; or, revoked since, the `unauthenticated` error
+/// frame that closes the connection.
+pub fn still_valid(shard: &Shard, principal: &mut Principal) -> Result<(), Response> {
+    if let Principal::Key(held) = principal {
+        match shard.state.keys.current(held) {
+            Ok(now) => *held = now,
+            Err(refused) => return Err(refused_frame(refused)),
+        }
+    }
+    Ok(())
+}
+
+fn refused_frame(refused: crate::auth::table::Refused) -> Response {
+    let e = unauthenticated(refused);
+    Response::error(e.code.wire(), e.message)
 }
 
 #[cfg(test)]
