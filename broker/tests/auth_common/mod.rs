@@ -180,3 +180,15 @@ pub fn raw_get(s: &mut TcpStream, path: &str, key: &str) -> common::RawResponse 
     s.write_all(req.as_bytes()).unwrap();
     common::read_response(s).expect("an HTTP answer")
 }
+
+/// Creates topic `name` with `key`; asserts 201.
+pub fn create_topic(b: &Broker, key: &str, name: &str, partitions: u32) {
+    let a = call(
+        b,
+        "POST",
+        "/v1/topics",
+        key,
+        Some(&json!({"name": name, "partitions": partitions})),
+    );
+    assert_eq!(a.status, 201, "create topic {name}: {}", a.body);
+}
