@@ -45,6 +45,7 @@ fn authorize(p: &Principal, group: &str, op: &GroupOp) -> Result<(), ApiError> {
         }
         GroupOp::Commits | GroupOp::Describe => p.require(O::Describe, R::Group, group)?,
         GroupOp::Delete => p.require(O::Delete, R::Group, group)?,
+        GroupOp::SetOwner { .. } => p.require_admin("change a group's owner")?,
     }
     Ok(())
 }
@@ -66,6 +67,7 @@ pub async fn call(
                 Op::Group {
                     group: group.to_string(),
                     op,
+                    caller: p.clone(),
                 },
             )
             .await,
@@ -221,6 +223,18 @@ pub async fn reset(
         },
     )
     .await
+}
+
+/// An ownership transfer from its JSON body `{"owner": "<key id>"}`.
+pub fn set_owner_op(v: &serde_json::Value) -> Result<GroupOp, ApiError> {
+    let owner = v
+        .get("owner")
+        .and_then(|o| o.as_str())
+        .filter(|o| crate::auth::token::is_id(o))
+        .ok_or_else(|| ApiError::invalid("owner must be a key id (16 characters of a-z and 2-7)"))?;
+    Ok(GroupOp::SetOwner {
+        owner: owner.to_string(),
+    })
 }
 
 /// A join from its JSON body `{"topics":[...], "session_timeout_ms"?}`.

@@ -57,6 +57,7 @@ enum Effect {
         at_ms: i64,
         offsets: Vec<(TopicPartition, u64)>,
         reserved: bool,
+        owner: Option<Rc<str>>,
     },
     /// Forgets the group's offsets (and the group, without members).
     Delete { group: Rc<str> },
@@ -121,6 +122,7 @@ impl GroupStore {
             let mut g = Group::new(&l.name);
             g.committed = l.committed;
             g.idle_since_ms = l.idle_since_ms;
+            (g.owner, g.owner_durable) = (l.owner.as_deref().map(Rc::from), l.owner.is_some());
             groups.insert(g.name.clone(), g);
         }
         GroupStore {
@@ -230,7 +232,7 @@ impl GroupStore {
         at_ms: i64,
         members: bool,
         offsets: Vec<(TopicPartition, u64)>,
-        reserved: bool,
+        (reserved, owner): (bool, Option<Rc<str>>),
     ) -> impl Future<Output = Result<(), ApiError>> {
         let group: Rc<str> = Rc::from(group);
         let rx = self.append(
@@ -243,13 +245,15 @@ impl GroupStore {
                     at_ms,
                     members,
                     offsets.iter().map(|((t, p), o)| (t.as_str(), *p, *o)),
-                )
+                );
+                group_log::encode_owner(buf, &group, at_ms, owner.as_deref());
             },
             |offsets| Effect::Commit {
                 group: group.clone(),
                 at_ms,
                 offsets,
                 reserved,
+                owner: owner.clone(),
             },
         );
         wait(rx)
@@ -297,6 +301,7 @@ impl GroupStore {
                         !g.members.is_empty(),
                         kept,
                     );
+                    group_log::encode_owner(&mut rec, &group, g.idle_since_ms, g.owner.as_deref());
                     drop(groups);
                     self.append(
                         gone,
@@ -367,6 +372,7 @@ impl GroupStore {
                 at_ms,
                 offsets,
                 reserved,
+                owner,
             } => {
                 let g = match groups.get_mut(&group) {
                     Some(g) => {
@@ -387,6 +393,7 @@ impl GroupStore {
                     g.committed.set(&t, p, o);
                 }
                 g.idle_since_ms = g.idle_since_ms.max(at_ms);
+                g.owner = owner.or(g.owner.take());
             }
             Effect::Delete { group } => {
                 if let Some(g) = groups.get_mut(&group) {
@@ -555,6 +562,7 @@ impl GroupStore {
                 !g.members.is_empty(),
                 g.committed.iter(),
             );
+            group_log::encode_owner(&mut out, name, g.idle_since_ms, g.owner.as_deref());
         }
         out
     }

@@ -20,7 +20,10 @@ pub async fn init(
     if existing.is_some_and(|id| id < 0) {
         return Err(ApiError::invalid("producer_id must be non-negative"));
     }
-    match shard.call(CONTROLLER_SHARD, Op::InitProducer(existing)).await {
+    match shard
+        .call(CONTROLLER_SHARD, Op::InitProducer(existing, p.clone()))
+        .await
+    {
         Reply::Producer(Ok((id, epoch))) => Ok(serde_json::json!({"producer_id": id, "epoch": epoch})),
         Reply::Producer(Err(e)) | Reply::Done(Err(e)) => Err(e),
         other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),

@@ -147,12 +147,16 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
             producer_id,
             epoch,
             at_ms,
+            owner,
         } => {
             shard
                 .producers
                 .known
                 .borrow_mut()
                 .issued(producer_id, epoch, at_ms);
+            if let Some(owner) = owner {
+                shard.producers.owners.borrow_mut().insert(producer_id, owner);
+            }
             Reply::Done(Ok(()))
         }
         ProducerOp::Floors(floors) => {

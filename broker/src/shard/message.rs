@@ -46,11 +46,15 @@ pub enum Op {
     CreateTopic(TopicMeta),
     DeleteTopic(String),
     /// Allocate a producer id, or the next epoch of one (controller).
-    InitProducer(Option<i64>),
+    /// A new producer id, or the next epoch of an existing one, for the
+    /// caller (the key that will own the id, or may use it).
+    InitProducer(Option<i64>, crate::auth::Principal),
     /// A consumer group operation, on the group's coordinator shard.
     Group {
         group: String,
         op: crate::groups::coordinator::GroupOp,
+        /// Who asks: ownership is checked on the coordinator.
+        caller: crate::auth::Principal,
     },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
@@ -108,6 +112,8 @@ pub enum ProducerOp {
         producer_id: i64,
         epoch: i16,
         at_ms: i64,
+        /// The key id that owns it (docs/security.md), if any.
+        owner: Option<std::sync::Arc<str>>,
     },
     /// The registry's floors, after it loaded. Replies `Done`.
     Floors(crate::producers::known::Floors),

@@ -369,6 +369,11 @@ impl Broker {
         b
     }
 
+    /// Adds flags to those the next starts use.
+    pub fn add_args(&mut self, args: &[&str]) {
+        self.extra.extend(args.iter().map(|s| s.to_string()));
+    }
+
     /// Starts the stopped broker again on the same data directory, port,
     /// shard count and flags.
     pub fn restart(&mut self) {

@@ -77,6 +77,16 @@ impl Incoming {
         }
     }
 
+    /// The producer id of an idempotent produce.
+    fn producer_id(&self) -> Option<i64> {
+        match self {
+            Incoming::Request(Request::IdempotentProduce(ip)) => Some(ip.producer_id),
+            Incoming::Request(Request::ProduceBatch(pb)) => pb.producer().map(|(id, _, _)| id),
+            Incoming::Batch(pb, _) => pb.producer().map(|(id, _, _)| id),
+            Incoming::Request(_) => None,
+        }
+    }
+
     /// The partition it reads or appends to, for a request that names
     /// exactly one.
     pub fn partition(&self) -> Option<(&str, u32)> {
@@ -105,7 +115,13 @@ pub async fn handle(
     if let Some(topic) = incoming.record_topic() {
         crate::listen::listener::test_panic_hook(topic);
     }
-    let answer = match (incoming.authorize(principal), incoming) {
+    let allowed = incoming
+        .authorize(principal)
+        .and_then(|()| match incoming.producer_id() {
+            Some(id) => shard.producers.check_owner(id, principal),
+            None => Ok(()),
+        });
+    let answer = match (allowed, incoming) {
         (Err(e), _) => Err(e),
         (Ok(()), Incoming::Request(Request::Fetch(f))) => {
             Box::pin(fetch(shard, f, request_id, gzip, responses)).await
@@ -308,6 +324,7 @@ async fn group_request(
         Kind::FetchCommits => GroupOp::Commits,
         Kind::DescribeGroup => return crate::groups::admin::describe(shard, p, group).await,
         Kind::DeleteGroup => GroupOp::Delete,
+        Kind::PatchGroup => crate::groups::admin::set_owner_op(body)?,
         Kind::ResetGroup => {
             let (topic, to) = crate::groups::admin::reset_args(body)?;
             return crate::groups::admin::reset(shard, p, group, &topic, to).await;
@@ -386,6 +403,7 @@ async fn admin_request(
                 | Kind::FetchCommits
                 | Kind::DescribeGroup
                 | Kind::DeleteGroup
+                | Kind::PatchGroup
                 | Kind::ResetGroup) => group_request(shard, p, k, &body).await?,
                 Kind::ListGroups => crate::groups::admin::list(shard, p).await?,
                 Kind::CreateKey => crate::auth::admin::create(shard, p, &body).await?,

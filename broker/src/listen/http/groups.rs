@@ -40,6 +40,25 @@ pub async fn delete(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Res
     Ok(ok(groups::call(shard, p, group, GroupOp::Delete).await?))
 }
 
+/// `PATCH /v1/groups/{g}` `{"owner": id}`: an admin hands the group to
+/// another key.
+pub async fn patch(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    p.require_admin("change a group's owner")?;
+    let v = body_json(shard, req).await?;
+    Ok(ok(groups::call(
+        shard,
+        p,
+        group,
+        crate::groups::admin::set_owner_op(&v)?,
+    )
+    .await?))
+}
+
 pub async fn join(
     shard: &Rc<Shard>,
     p: &Principal,

@@ -111,6 +111,9 @@ pub async fn produce(
             ))
         }
     };
+    if let Some(f) = &producer {
+        shard.producers.check_owner(f.producer_id, p)?;
+    }
     let offsets = crate::ops::produce::produce(shard, &meta, items, producer).await?;
     let offsets: Vec<_> = offsets
         .into_iter()

@@ -124,6 +124,7 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
         ),
         (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard, p).await),
         (["v1", "groups", g], &Method::GET) => ("describe_group", groups::describe(shard, p, g).await),
+        (["v1", "groups", g], &Method::PATCH) => ("patch_group", groups::patch(shard, p, g, req).await),
         (["v1", "groups", g], &Method::DELETE) => ("delete_group", groups::delete(shard, p, g).await),
         (["v1", "groups", g, "members"], &Method::POST) => {
             ("join_group", groups::join(shard, p, g, req).await)
