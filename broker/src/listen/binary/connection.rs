@@ -377,6 +377,9 @@ async fn receive_batch(
 /// large frame came with its permit and budget (`held`); others take a
 /// permit now, holding no budget while they wait. A panic in its handling
 /// interrupts the read loop, which answers it and closes.
+// The request, its frame's facts and what it runs as: one more than
+// clippy's default, each a different thing.
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     cx: &Cx<'_>,
     tx: &Rc<LocalSender<Outgoing>>,
