@@ -284,3 +284,56 @@ fn a_non_loopback_listener_without_tls_refuses_to_start() {
         "{err}"
     );
 }
+
+/// A binary connection that moves to its partition's shard keeps its key:
+/// after the move it is still refused what its grants do not allow (it is
+/// not served as if auth were off), and its key's revocation still closes it.
+#[test]
+fn a_moving_connection_keeps_its_key() {
+    use es_protocol::batch::BatchBuilder;
+    use es_protocol::requests::produce_batch::ProduceBatch;
+    let (b, admin) = auth_common::start(&["--shards", "2"]);
+    auth_common::create_topic(&b, &admin, "mv", 4);
+    let (id, key) = make_key(
+        &b,
+        &admin,
+        "mover",
+        false,
+        json!([grant("topic", "literal", "mv", &["write"])]),
+    );
+    let client = auth_common::client(&b, &key);
+    let moved = || b.metric_sum("es_binary_connections_moved_total").unwrap_or(0.0);
+    // Batches to each partition in turn, many in a row: the partitions of
+    // the other shard draw the connection there.
+    for partition in 0..4u32 {
+        for _ in 0..12 {
+            let mut bb = BatchBuilder::default();
+            bb.push(None, b"v", 1_700_000_000_000);
+            let req = es_protocol::Request::ProduceBatch(ProduceBatch {
+                topic: "mv".into(),
+                partition,
+                batch: bb.finish(0, None).unwrap(),
+            });
+            client.call(&req).expect("produce");
+        }
+    }
+    common::wait_until("the connection moved", std::time::Duration::from_secs(60), || {
+        moved() >= 1.0
+    });
+    let e = client
+        .admin(es_protocol::Kind::DescribeTopic, json!({"name": "other"}))
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some("forbidden"),
+        "still the key's grants after the move: {e}"
+    );
+    assert_eq!(
+        call(&b, "DELETE", &format!("/v1/keys/{id}"), &admin, None).status,
+        200
+    );
+    let e = client
+        .admin(es_protocol::Kind::DescribeTopic, json!({"name": "mv"}))
+        .unwrap_err();
+    assert_eq!(e.code(), Some("unauthenticated"), "{e}");
+}
