@@ -303,8 +303,7 @@ pub async fn run(shard: &Rc<Shard>, op: KeyOp) -> Result<serde_json::Value, ApiE
         }
     };
     table.generation += 1;
-    store::write_private(&shard.config.data_dir, store::FILE, store::render(&table)).await?;
-    keys.publish(table);
+    store::write_and_publish(shard.state.clone(), &shard.config.data_dir, table).await?;
     Ok(answer)
 }
 

@@ -25,6 +25,8 @@ pub fn on_sighup(state: Arc<BrokerState>, data_dir: PathBuf) -> Result<(), Strin
 
 /// Reads the key file again and publishes it.
 pub fn reload(state: &BrokerState, data_dir: &std::path::Path) {
+    // blocking-ok: the signal thread
+    let _held = super::store::FILE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     match super::store::read_file(data_dir) {
         Ok(Some(mut table)) => {
             table.generation = state.keys.table().generation + 1;

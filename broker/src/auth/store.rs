@@ -200,14 +200,31 @@ pub fn write_private_sync(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Resu
     std::fs::File::open(dir)?.sync_all() // blocking-ok: as above
 }
 
-/// `write_private_sync` on glommio's blocking pool: the shard does not
-/// block.
-pub async fn write_private(dir: &Path, name: &'static str, bytes: Vec<u8>) -> Result<(), ApiError> {
-    let d = dir.to_path_buf();
+/// Held while the key file is written and its table published, and while
+/// a SIGHUP reload reads and publishes it: a reload never publishes a
+/// file older than the table in force. Taken only off the shards (the
+/// blocking pool, the signal thread, start-up).
+// blocking-ok: never taken on a shard's thread
+pub static FILE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Writes `table` to api_keys.json durably, then publishes it to every
+/// shard: on glommio's blocking pool, so the shard does not block.
+pub async fn write_and_publish(
+    state: Arc<crate::shard::state::BrokerState>,
+    data_dir: &Path,
+    table: KeyTable,
+) -> Result<(), ApiError> {
+    let dir = data_dir.to_path_buf();
+    let bytes = render(&table);
     glommio::executor()
-        .spawn_blocking(move || write_private_sync(&d, name, &bytes))
+        .spawn_blocking(move || {
+            let _held = FILE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            write_private_sync(&dir, FILE, &bytes)?;
+            state.keys.publish(table);
+            Ok(())
+        })
         .await
-        .map_err(|e| ApiError::io(format!("writing {}", dir.join(name).display()), &e))
+        .map_err(|e: std::io::Error| ApiError::io(format!("writing {}", path(data_dir).display()), &e))
 }
 
 #[cfg(test)]
