@@ -337,3 +337,39 @@ fn a_moving_connection_keeps_its_key() {
         .unwrap_err();
     assert_eq!(e.code(), Some("unauthenticated"), "{e}");
 }
+
+/// SIGHUP reads api_keys.json again: a file put back from before a key
+/// was made no longer knows it; a file that does not parse leaves the keys
+/// in force.
+#[test]
+fn sighup_reloads_the_key_file() {
+    let (b, admin) = auth_common::start(&[]);
+    let file = b.data_dir().join("api_keys.json");
+    let before = std::fs::read(&file).unwrap();
+    let (_, key) = make_key(&b, &admin, "later", false, json!([]));
+    assert_eq!(call(&b, "GET", "/v1/whoami", &key, None).status, 200);
+    let hup = || {
+        // SAFETY: kill(2) on the broker child's pid.
+        assert_eq!(unsafe { libc::kill(b.pid() as i32, libc::SIGHUP) }, 0);
+    };
+    std::fs::write(&file, b"{ not json").unwrap();
+    hup();
+    common::wait_until(
+        "the broken file to be refused",
+        std::time::Duration::from_secs(60),
+        || b.stderr_text().contains("the keys in force stay"),
+    );
+    assert_eq!(
+        call(&b, "GET", "/v1/whoami", &key, None).status,
+        200,
+        "the keys in force stay"
+    );
+    std::fs::write(&file, &before).unwrap();
+    hup();
+    common::wait_until(
+        "the old file to be in force",
+        std::time::Duration::from_secs(60),
+        || call(&b, "GET", "/v1/whoami", &key, None).status == 401,
+    );
+    assert_eq!(call(&b, "GET", "/v1/whoami", &admin, None).status, 200);
+}
