@@ -69,6 +69,10 @@ fn http_refuses_every_bad_key_with_401_and_a_challenge() {
     let id = &admin[4..20];
     assert_eq!(basic(id, &admin).status, 200);
     assert_eq!(basic("someone", &admin).status, 401);
+    let refused = b
+        .metric("es_auth_unauthenticated_total{listener=\"http\"}")
+        .unwrap_or(0.0);
+    assert!(refused >= 8.0, "every 401 is counted: {refused}");
     // Probes and the scrape stay open.
     for open in ["/health", "/ready", "/metrics"] {
         assert_eq!(call_auth(&b, "GET", open, None, None).status, 200, "{open}");

@@ -56,6 +56,8 @@ fn a_group_belongs_to_its_key() {
         assert_eq!((a.status, a.code()), (403, "not_owner"), "{}", a.body);
     }
     assert_eq!(commit(&b, &a, "g1").status, 200, "its owner goes on");
+    let described = call(&b, "GET", "/v1/groups/g1", &a, None);
+    assert_eq!(described.body["owner"], a[4..20], "{}", described.body);
     assert_eq!(commit(&b, &admin, "g1").status, 200, "an admin may");
 
     // A group made by a join is owned from the join.

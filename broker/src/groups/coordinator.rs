@@ -222,13 +222,18 @@ pub async fn run(
                     })
                 })
                 .collect();
-            Ok(serde_json::json!({
+            let mut described = serde_json::json!({
                 "name": name,
                 "generation": g.generation,
                 "topics": g.topics,
                 "members": members,
                 "offsets": committed_json(g),
-            }))
+            });
+            // Only groups with an owner (auth on) say it.
+            if let Some(owner) = &g.owner {
+                described["owner"] = serde_json::Value::from(&**owner);
+            }
+            Ok(described)
         }
         GroupOp::Delete => {
             let _lock = store.lock(name).await;

@@ -69,6 +69,7 @@ pub fn still_valid(shard: &Shard, principal: &mut Principal) -> Result<(), Respo
 }
 
 fn refused_frame(refused: crate::auth::table::Refused) -> Response {
+    metrics::counter!("es_auth_unauthenticated_total", "listener" => "binary").increment(1);
     let e = unauthenticated(refused);
     Response::error(e.code.wire(), e.message)
 }

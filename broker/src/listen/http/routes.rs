@@ -70,6 +70,7 @@ async fn routed(shard: Rc<Shard>, conn: Rc<Conn>, req: Request<Incoming>) -> Res
     };
     let mut resp = result.unwrap_or_else(|e| response::error(&e));
     if resp.status() == StatusCode::UNAUTHORIZED {
+        metrics::counter!("es_auth_unauthenticated_total", "listener" => "http").increment(1);
         resp.headers_mut().insert(
             hyper::header::WWW_AUTHENTICATE,
             hyper::header::HeaderValue::from_static(super::auth::CHALLENGE),
