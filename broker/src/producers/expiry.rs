@@ -193,6 +193,10 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
                 .expire(&ids, cutoff_ms, expired_below);
             if !done.gone.is_empty() {
                 forget_in_partitions(shard, &done.gone);
+                let mut owners = shard.producers.owners.borrow_mut();
+                for id in &done.gone {
+                    owners.remove(id);
+                }
             }
             Reply::Live(done.kept)
         }

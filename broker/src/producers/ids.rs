@@ -525,6 +525,7 @@ impl Registry {
         let mut changed = floor > self.expired_below;
         for id in ids {
             changed |= self.epochs.remove(id).is_some();
+            changed |= self.owners.remove(id).is_some();
         }
         self.expired_below = self.expired_below.max(floor);
         if changed {
