@@ -14,6 +14,10 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// API key (esk_...) every connection sends in its handshake: needed
+    /// when the broker runs with --auth required.
+    #[arg(long, env = "ES_API_KEY", hide_env_values = true, global = true)]
+    pub api_key: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

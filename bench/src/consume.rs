@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_protocol::client::{Client, Options as ClientOptions};
+use es_protocol::client::Client;
 
 use crate::args::Options;
 use crate::consumer::Consumer;
@@ -24,7 +24,7 @@ use crate::window::Window;
 /// Produces until every partition holds its share of `--prefill-mb`.
 pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
     let client =
-        Client::connect(addr, ClientOptions::default()).map_err(|e| format!("connect to {addr}: {e}"))?;
+        Client::connect(addr, crate::connect::options()).map_err(|e| format!("connect to {addr}: {e}"))?;
     let marks = topic::high_watermarks(&client, &opts.topic)?;
     drop(client);
     let partitions = opts.partitions as usize;

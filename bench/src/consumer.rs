@@ -51,7 +51,7 @@ impl Consumer {
             let options = Options {
                 client_id,
                 gzip,
-                ..Options::default()
+                ..crate::connect::options()
             };
             Conn::Library(
                 Client::connect(addr, options)

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_protocol::client::{Client, Options as ClientOptions};
+use es_protocol::client::Client;
 
 use crate::consumer::Consumer;
 use crate::counters::Counters;
@@ -26,7 +26,7 @@ pub fn run(
     shards: Option<usize>,
     quiet: bool,
 ) -> Result<Phase, String> {
-    let client = Client::connect(&spec.addr, ClientOptions::default())
+    let client = Client::connect(&spec.addr, crate::connect::options())
         .map_err(|e| format!("connect to {}: {e}", spec.addr))?;
     let starts = topic::high_watermarks(&client, &spec.topic)?;
     drop(client);

@@ -42,7 +42,11 @@ use clap::Parser;
 
 fn main() {
     es_protocol::client::keep_large_buffers();
-    let (mode, opts) = match args::Cli::parse().command {
+    let cli = args::Cli::parse();
+    if let Some(key) = cli.api_key {
+        connect::set_api_key(key);
+    }
+    let (mode, opts) = match cli.command {
         args::Command::Soak(soak) => std::process::exit(soak::main(&soak)),
         other => other.split(),
     };

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use es_protocol::client::{Client, Options as ClientOptions};
+use es_protocol::client::Client;
 
 use crate::args::{DiskIo, Mode, Options, Rate};
 use crate::broker::{self, Broker};
@@ -99,8 +99,8 @@ fn load(
     phases: &mut Vec<Phase>,
 ) -> Result<(), String> {
     {
-        let client =
-            Client::connect(addr, ClientOptions::default()).map_err(|e| format!("connect to {addr}: {e}"))?;
+        let client = Client::connect(addr, crate::connect::options())
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
         topic::ensure(&client, &opts.topic, opts.partitions)?;
     }
     let warmup = Duration::from_secs_f64(opts.warmup);
@@ -237,7 +237,7 @@ fn produce_phases(
         // Our own broker: the half-rate phases start from an empty topic,
         // as the first did, and the disk does not fill up with what the
         // maximum rate wrote.
-        let client = Client::connect(&spec.addr, ClientOptions::default())
+        let client = Client::connect(&spec.addr, crate::connect::options())
             .map_err(|e| format!("connect to {}: {e}", spec.addr))?;
         topic::recreate(&client, &opts.topic, opts.partitions, &dir.join("data"))?;
     }

@@ -192,7 +192,7 @@ fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
     let options = Options {
         client_id: producer_name(index),
         gzip: spec.gzip,
-        ..Options::default()
+        ..crate::connect::options()
     };
     Client::connect(&spec.addr, options)
         .map_err(|e| format!("producer {index}: connect to {}: {e}", spec.addr))

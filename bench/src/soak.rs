@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use es_protocol::client::{Client, Options as ClientOptions};
+use es_protocol::client::Client;
 use es_protocol::requests::produce::ProduceRecord;
 
 use crate::broker::{self, Broker};
@@ -341,8 +341,8 @@ fn soak(
 /// Creates the topic if missing, tops partition 0 up to --prefill records,
 /// and returns how many it holds.
 fn prepare(opts: &SoakOptions, binary: &str) -> Result<u64, String> {
-    let client =
-        Client::connect(binary, ClientOptions::default()).map_err(|e| format!("connect to {binary}: {e}"))?;
+    let client = Client::connect(binary, crate::connect::options())
+        .map_err(|e| format!("connect to {binary}: {e}"))?;
     topic::ensure(&client, &opts.topic, 1)?;
     let mut hw = topic::high_watermarks(&client, &opts.topic)?[0];
     while hw < opts.prefill {

@@ -154,7 +154,7 @@ pub trait Worker: Send {
 fn binary_client(addr: &str) -> Result<Client, String> {
     let options = ClientOptions {
         client_id: "es-bench-soak".into(),
-        ..ClientOptions::default()
+        ..crate::connect::options()
     };
     Client::connect(addr, options).map_err(|e| format!("connect to {addr}: {e}"))
 }
@@ -280,7 +280,7 @@ impl Worker for BinaryConnections {
     fn once(&mut self) -> Result<(), String> {
         let options = ClientOptions {
             client_id: "es-bench-soak".into(),
-            ..ClientOptions::default()
+            ..crate::connect::options()
         };
         let (mut sock, _) =
             client::connect(&self.addr, &options).map_err(|e| format!("connect to {}: {e}", self.addr))?;

@@ -43,6 +43,11 @@ pub enum ErrorCode {
     Internal,
     CorruptData,
     Unavailable,
+    Unauthenticated,
+    Forbidden,
+    NotOwner,
+    KeyNotFound,
+    LastAdmin,
 }
 
 /// One row of the table: what a code is on each transport.
@@ -90,6 +95,11 @@ impl ErrorCode {
             C::Internal => ("internal", 500),
             C::CorruptData => ("corrupt_data", 500),
             C::Unavailable => ("unavailable", 503),
+            C::Unauthenticated => ("unauthenticated", 401),
+            C::Forbidden => ("forbidden", 403),
+            C::NotOwner => ("not_owner", 403),
+            C::KeyNotFound => ("key_not_found", 404),
+            C::LastAdmin => ("last_admin", 409),
         };
         Row { code, http_status }
     }
@@ -249,6 +259,11 @@ mod tests {
         C::Internal,
         C::CorruptData,
         C::Unavailable,
+        C::Unauthenticated,
+        C::Forbidden,
+        C::NotOwner,
+        C::KeyNotFound,
+        C::LastAdmin,
     ];
 
     #[test]

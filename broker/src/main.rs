@@ -15,8 +15,9 @@ mod limits; // every bound, its reason, and the relations between them
 mod ops; // operations a shard runs on the partitions it owns
 mod shard; // shards, the router between them, placement, start and stop
 
-// What the broker keeps. Authentication and the schema registry come in as
-// rooms of their own beside these.
+// What the broker keeps. The schema registry comes in as a room of its own
+// beside these.
+mod auth; // API keys, grants, who a request runs as
 mod groups; // consumer groups, their coordinator and groups log
 mod producers; // idempotent producers: ids, windows, snapshots, expiry
 mod topics; // topics: metadata, catalog, controller, clean-up
@@ -180,6 +181,11 @@ fn start(config: config::Config) -> Result<(), String> {
         .map_err(|e| format!("loading consumer groups: {e}"))?;
     let groups = group_load::BrokerGroups::new(groups, config.groups_max);
     nofile::ensure(&config, topics.iter().map(|t| t.partitions as u64).sum())?;
+    let operator_key = auth::bootstrap::operator_key(
+        config.admin_key_file.as_deref(),
+        std::env::var("ES_ADMIN_KEY").ok(),
+    )?;
+    let keys = auth::bootstrap::load(&config.data_dir, config.auth, operator_key)?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,
@@ -189,6 +195,8 @@ fn start(config: config::Config) -> Result<(), String> {
         "starting"
     );
     let state = Arc::new(state::BrokerState::default());
+    state.keys.install(config.auth, keys);
+    auth::reload::on_sighup(state.clone(), config.data_dir.clone())?;
     let signals_state = state.clone();
     let mut signals =
         signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])

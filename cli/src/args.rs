@@ -30,7 +30,7 @@ pub struct Global {
     /// Output for machines: one JSON object per line on stdout (default: aligned tables for people).
     #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
-    /// API key sent in the handshake. Reserved for authentication: the broker ignores it today.
+    /// API key (esk_...) sent in the handshake; needed when the broker runs with --auth required.
     #[arg(
         long,
         env = "ES_API_KEY",
@@ -53,6 +53,9 @@ pub enum Command {
     /// List, describe, reset and delete consumer groups.
     #[command(subcommand)]
     Group(GroupCommand),
+    /// Create, list, describe and revoke API keys (admin), or show your own (whoami).
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Print a shell completion script, e.g. `es completions bash > ~/.local/share/bash-completion/completions/es`.
     Completions {
         /// The shell to complete for.
@@ -176,6 +179,54 @@ pub struct ConsumeArgs {
     /// Print the key, a tab, then the value (a record without a key prints "null" as its key).
     #[arg(long)]
     pub print_key: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Create an API key; the key is printed once, store it.
+    #[command(after_help = "\
+A grant is RESOURCE:PATTERN:NAME:OPERATIONS (repeat --grant for several):
+  RESOURCE    topic, group, subject or cluster (cluster takes no pattern or name: cluster:create)
+  PATTERN     literal (exact name; * means every name) or prefixed (names starting with NAME)
+  OPERATIONS  read, write, create, delete, describe, alter or all, comma-separated
+              (read, write, delete and alter also allow describe)
+
+A prefix is plain bytes: `orders` also matches `orders-eu` and `ordersX`. End a
+prefix with a separator, like `orders.` or `orders-`, to mean one family of names.
+
+Examples:
+  es key create orders-service --grant topic:prefixed:orders.:read,write --grant group:prefixed:orders-:read
+  es key create ops --admin")]
+    Create {
+        /// Key name: 1-128 characters of [A-Za-z0-9._-] (a label; the id names the key).
+        name: String,
+        /// An admin key: may do everything, including managing keys.
+        #[arg(long)]
+        admin: bool,
+        /// A grant, RESOURCE:PATTERN:NAME:OPS, e.g. topic:prefixed:orders.:read,write (repeatable).
+        #[arg(long = "grant", value_name = "GRANT")]
+        grants: Vec<String>,
+        /// Produce quota, bytes per second (e.g. 10MiB); stored, enforced once quotas come.
+        #[arg(long, value_name = "RATE")]
+        produce_quota: Option<String>,
+        /// Fetch quota, bytes per second (e.g. 50MiB); stored, enforced once quotas come.
+        #[arg(long, value_name = "RATE")]
+        fetch_quota: Option<String>,
+    },
+    /// List every key (without secrets).
+    List,
+    /// Show one key: name, grants, quota, whether revoked.
+    Describe {
+        /// Key id (16 characters, the part after esk_).
+        id: String,
+    },
+    /// Revoke a key: every connection using it fails on its next request.
+    Revoke {
+        /// Key id.
+        id: String,
+    },
+    /// Show the key this command runs with (--api-key / ES_API_KEY).
+    Whoami,
 }
 
 #[derive(Subcommand, Debug)]

@@ -86,6 +86,18 @@ impl fmt::Display for CliError {
     }
 }
 
+/// What to do about a key the broker does not take.
+pub const AUTH_HINT: &str = "Set --api-key or ES_API_KEY to a valid key (esk_...); an admin makes one with \
+     `es key create NAME --grant ...`, and `es key whoami` shows which key a command runs with.";
+
+/// What to do about a key that lacks a grant (the message names the key,
+/// the operation and the resource).
+pub const FORBIDDEN_HINT: &str = " Ask an admin to grant it: `es key describe ID` shows the key's grants; \
+     a new key with the grant: `es key create NAME --grant RESOURCE:PATTERN:NAME:OPS`.";
+
+/// What to do about a group or producer id of another key.
+pub const NOT_OWNER_HINT: &str = " It belongs to another key: use that key, or an admin's.";
+
 const BROKER_HINT: &str = "Is es-broker running? Set --broker or ES_BROKER.";
 
 /// A failure to connect or shake hands with the broker at `addr`.
@@ -96,6 +108,13 @@ pub fn connect_error(addr: &str, e: ClientError) -> CliError {
             format!(
                 "cannot reach the broker at {addr}: {}. {BROKER_HINT}",
                 io_reason(&e)
+            ),
+        ),
+        ClientError::Broker { code, message } if code == "unauthenticated" => CliError::new(
+            &code,
+            format!(
+                "the broker at {addr} refused the API key: {message} ({code}). {}",
+                AUTH_HINT
             ),
         ),
         ClientError::Broker { code, message } => CliError::new(
@@ -187,6 +206,9 @@ pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientErro
                 .to_string()
         }
         "unsupported_version" => " Use es and es-broker from the same release.".to_string(),
+        "unauthenticated" => format!(" {AUTH_HINT}"),
+        "forbidden" => FORBIDDEN_HINT.to_string(),
+        "not_owner" => NOT_OWNER_HINT.to_string(),
         "producer_fenced" => {
             " A newer instance of this idempotent producer (the same producer id, a newer epoch) took over; \
              this one stops."

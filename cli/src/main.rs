@@ -11,6 +11,7 @@
 //! - `consume`, `printer`: `es consume` and how records are printed
 //! - `group_consume`, `member`, `heartbeat`: `es consume --group`
 //! - `group`: `es group list|describe|reset|delete`
+//! - `key`: `es key create|list|describe|revoke|whoami`
 //! - `topic_info`, `config_value`: reading describe answers, `key=value` entries
 //! - `output`, `encoding`: tables, JSON lines, base64
 //! - `error`: messages that say what to do (and their codes, for `--json`)
@@ -31,6 +32,7 @@ mod group;
 mod group_consume;
 mod heartbeat;
 mod idempotent;
+mod key;
 mod limits;
 mod link;
 mod member;
@@ -91,6 +93,7 @@ fn run(global: &args::Global, command: Command) -> error::Result<()> {
         Command::Produce(args) => produce::run(global, args),
         Command::Consume(args) => consume::run(global, args),
         Command::Group(cmd) => group::run(global, cmd),
+        Command::Key(cmd) => key::run(global, cmd),
         Command::Completions { shell } => completions(shell),
     }
 }

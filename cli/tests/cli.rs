@@ -494,7 +494,7 @@ fn bad_usage_exits_2() {
     assert!(fails(&out, 2).contains("key=value"));
     let help = stdout(&ok(run_es(&["--help"], b"", &[])));
     assert!(
-        help.contains("ES_BROKER") && help.contains("ignores it today"),
+        help.contains("ES_BROKER") && help.contains("ES_API_KEY") && help.contains("--auth required"),
         "{help}"
     );
 }

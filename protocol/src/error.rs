@@ -49,4 +49,15 @@ impl ErrorCode {
     /// `--frame-stall-ms` (it held room other requests need); the
     /// connection is closed.
     pub const FRAME_STALLED: &'static str = "frame_stalled";
+    /// No API key, or one that is malformed, unknown, wrong or revoked
+    /// (`--auth required`); the connection is closed.
+    pub const UNAUTHENTICATED: &'static str = "unauthenticated";
+    /// The key has no grant for this operation; the connection stays open.
+    pub const FORBIDDEN: &'static str = "forbidden";
+    /// The group or producer id belongs to another key.
+    pub const NOT_OWNER: &'static str = "not_owner";
+    /// Key management: no key has that id.
+    pub const KEY_NOT_FOUND: &'static str = "key_not_found";
+    /// Revoking or demoting the last admin key.
+    pub const LAST_ADMIN: &'static str = "last_admin";
 }

@@ -24,6 +24,17 @@ pub enum Kind {
     ListGroups = 0x26,
     DeleteGroup = 0x27,
     ResetGroup = 0x28,
+    /// An admin hands a group to another key: `{"group", "owner"}`.
+    PatchGroup = 0x29,
+    /// Key management (admin only) and the caller's own key: the same JSON
+    /// bodies as HTTP's `/v1/keys` and `/v1/whoami`, with `"id"` where
+    /// HTTP has it in the path.
+    CreateKey = 0x2a,
+    ListKeys = 0x2b,
+    DescribeKey = 0x2c,
+    PatchKey = 0x2d,
+    RevokeKey = 0x2e,
+    WhoAmI = 0x2f,
     HelloOk = 0x81,
     ProduceOk = 0x82,
     FetchOk = 0x83,
@@ -57,6 +68,13 @@ impl Kind {
             0x26 => ListGroups,
             0x27 => DeleteGroup,
             0x28 => ResetGroup,
+            0x29 => PatchGroup,
+            0x2a => CreateKey,
+            0x2b => ListKeys,
+            0x2c => DescribeKey,
+            0x2d => PatchKey,
+            0x2e => RevokeKey,
+            0x2f => WhoAmI,
             0x81 => HelloOk,
             0x82 => ProduceOk,
             0x83 => FetchOk,

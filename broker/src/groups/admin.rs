@@ -1,13 +1,16 @@
 //! Consumer group operations, independent of the transport: route to the
 //! coordinator shard, gather from every shard (list), and join offsets with
 //! high watermarks (describe, lag, reset); and the group requests read from
-//! their JSON bodies, the same fields on every listener.
+//! their JSON bodies, the same fields on every listener. Each checks the
+//! caller's grants first (docs/security.md, "Operation matrix").
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures::future::join_all;
 
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::groups::coordinator::{self, GroupOp};
 use crate::shard::message::{Op, Reply};
@@ -21,8 +24,40 @@ fn json(reply: Reply) -> Result<serde_json::Value, ApiError> {
     }
 }
 
-/// Runs `op` on the group's coordinator.
-pub async fn call(shard: &Rc<Shard>, group: &str, op: GroupOp) -> Result<serde_json::Value, ApiError> {
+/// What `op` on `group` needs: `read` on the group for what changes it
+/// (and `read` on each topic it joins or commits), `describe` for what
+/// reads it, `delete` to delete it.
+fn authorize(p: &Principal, group: &str, op: &GroupOp) -> Result<(), ApiError> {
+    use {Operation as O, Resource as R};
+    match op {
+        GroupOp::Join { topics, .. } => {
+            p.require(O::Read, R::Group, group)?;
+            for t in topics {
+                p.require(O::Read, R::Topic, t)?;
+            }
+        }
+        GroupOp::Heartbeat { .. } | GroupOp::Leave { .. } => p.require(O::Read, R::Group, group)?,
+        GroupOp::Commit { offsets, .. } => {
+            p.require(O::Read, R::Group, group)?;
+            for ((t, _), _) in offsets {
+                p.require(O::Read, R::Topic, t)?;
+            }
+        }
+        GroupOp::Commits | GroupOp::Describe => p.require(O::Describe, R::Group, group)?,
+        GroupOp::Delete => p.require(O::Delete, R::Group, group)?,
+        GroupOp::SetOwner { .. } => p.require_admin("change a group's owner")?,
+    }
+    Ok(())
+}
+
+/// Runs `op` on the group's coordinator, if `p` may.
+pub async fn call(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    op: GroupOp,
+) -> Result<serde_json::Value, ApiError> {
+    authorize(p, group, &op)?;
     crate::topics::topic::validate_group_name(group)?;
     let owner = shard.group_owner(group);
     json(
@@ -32,19 +67,30 @@ pub async fn call(shard: &Rc<Shard>, group: &str, op: GroupOp) -> Result<serde_j
                 Op::Group {
                     group: group.to_string(),
                     op,
+                    caller: p.clone(),
                 },
             )
             .await,
     )
 }
 
-/// Every group of every shard, sorted by name.
-pub async fn list(shard: &Rc<Shard>) -> Result<serde_json::Value, ApiError> {
+/// Every group of every shard `p` may describe, sorted by name.
+pub async fn list(shard: &Rc<Shard>, p: &Principal) -> Result<serde_json::Value, ApiError> {
     let replies = join_all((0..shard.shards).map(|s| shard.call(s, Op::ListGroups))).await;
     let mut groups = Vec::new();
     for r in replies {
         if let Some(arr) = json(r)?.get("groups").and_then(|g| g.as_array()) {
-            groups.extend(arr.iter().cloned());
+            groups.extend(
+                arr.iter()
+                    .filter(|g| {
+                        p.allows(
+                            Operation::Describe,
+                            Resource::Group,
+                            g["name"].as_str().unwrap_or(""),
+                        )
+                    })
+                    .cloned(),
+            );
         }
     }
     groups.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -53,7 +99,8 @@ pub async fn list(shard: &Rc<Shard>) -> Result<serde_json::Value, ApiError> {
 
 /// Log start and high watermark of every partition of `topic`.
 async fn bounds(shard: &Rc<Shard>, topic: &str) -> Result<BTreeMap<u32, (u64, u64)>, ApiError> {
-    let desc = crate::topics::admin::describe(shard, topic).await?;
+    // Authorized by the caller: the group operation checked its topics.
+    let desc = crate::topics::admin::describe(shard, &Principal::Anonymous, topic).await?;
     let mut out = BTreeMap::new();
     for p in desc["partitions"].as_array().into_iter().flatten() {
         if let (Some(id), Some(start), Some(hw)) = (
@@ -68,9 +115,9 @@ async fn bounds(shard: &Rc<Shard>, topic: &str) -> Result<BTreeMap<u32, (u64, u6
 }
 
 /// The group's members and, per partition, owner, committed offset, high
-/// watermark and lag.
-pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<serde_json::Value, ApiError> {
-    let mut state = call(shard, group, GroupOp::Describe).await?;
+/// watermark and lag (of the topics `p` may describe).
+pub async fn describe(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<serde_json::Value, ApiError> {
+    let mut state = call(shard, p, group, GroupOp::Describe).await?;
     let mut owner_of: BTreeMap<(String, u64), String> = BTreeMap::new();
     for m in state["members"].as_array().into_iter().flatten() {
         for a in m["assignments"].as_array().into_iter().flatten() {
@@ -100,6 +147,7 @@ pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<serde_json::Valu
     topics.sort();
     topics.dedup();
     let mut partitions = Vec::new();
+    topics.retain(|t| p.allows(Operation::Describe, Resource::Topic, t));
     for t in topics {
         let Ok(b) = bounds(shard, &t).await else { continue };
         for (p, (start, hw)) in b {
@@ -136,10 +184,13 @@ pub enum ResetTo {
 /// the log), or the first offset at or after a time.
 pub async fn reset(
     shard: &Rc<Shard>,
+    p: &Principal,
     group: &str,
     topic: &str,
     to: ResetTo,
 ) -> Result<serde_json::Value, ApiError> {
+    p.require(Operation::Read, Resource::Group, group)?;
+    p.require(Operation::Read, Resource::Topic, topic)?;
     crate::topics::topic::validate_group_name(group)?;
     let meta = crate::topics::admin::lookup(shard, topic)?;
     let b = bounds(shard, topic).await?;
@@ -164,6 +215,7 @@ pub async fn reset(
     }
     call(
         shard,
+        p,
         group,
         GroupOp::Commit {
             member: None,
@@ -171,6 +223,18 @@ pub async fn reset(
         },
     )
     .await
+}
+
+/// An ownership transfer from its JSON body `{"owner": "<key id>"}`.
+pub fn set_owner_op(v: &serde_json::Value) -> Result<GroupOp, ApiError> {
+    let owner = v
+        .get("owner")
+        .and_then(|o| o.as_str())
+        .filter(|o| crate::auth::token::is_id(o))
+        .ok_or_else(|| ApiError::invalid("owner must be a key id (16 characters of a-z and 2-7)"))?;
+    Ok(GroupOp::SetOwner {
+        owner: owner.to_string(),
+    })
 }
 
 /// A join from its JSON body `{"topics":[...], "session_timeout_ms"?}`.

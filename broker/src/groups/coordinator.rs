@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::TopicPartition;
 use crate::groups::group::Group;
@@ -38,6 +39,26 @@ pub enum GroupOp {
     Commits,
     Describe,
     Delete,
+    /// Hands the group to another key (admin only).
+    SetOwner {
+        owner: String,
+    },
+}
+
+/// Ownership (docs/security.md): `caller` may use a group that is its own,
+/// or any as an admin; a group without owner (new, or made while auth was
+/// disabled) becomes the caller's: `Ok(Some(id))` is the owner to record.
+/// With auth disabled nothing is owned or checked.
+fn owner_check(g: Option<&Group>, caller: &Principal, name: &str) -> Result<Option<Rc<str>>, ApiError> {
+    let Some(id) = caller.id() else { return Ok(None) };
+    match g.and_then(|g| g.owner.as_deref()) {
+        Some(o) if o == id || caller.is_admin() => Ok(None),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::NotOwner,
+            format!("group {name:?} belongs to another key than {id}: use that key, or an admin's"),
+        )),
+        None => Ok(Some(Rc::from(id))),
+    }
 }
 
 /// Partitions of `topics`; every topic must exist.
@@ -79,7 +100,12 @@ pub fn lag(log_start: u64, high_watermark: u64, committed: Option<u64>) -> u64 {
     high_watermark.saturating_sub(committed.unwrap_or(log_start).max(log_start))
 }
 
-pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_json::Value, ApiError> {
+pub async fn run(
+    shard: &Rc<Shard>,
+    name: &str,
+    op: GroupOp,
+    caller: &Principal,
+) -> Result<serde_json::Value, ApiError> {
     crate::topics::topic::validate_group_name(name)?;
     let now = Instant::now();
     let store = &shard.groups;
@@ -100,7 +126,11 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             let partitions = partitions_of(shard, &topics)?;
             let id = new_member_id(shard);
             let (joined, first_with_offsets) = {
+                let claim = owner_check(store.groups().get(name), caller, name)?;
                 let mut g = store.get_or_create(name)?;
+                if claim.is_some() {
+                    g.owner = claim;
+                }
                 let first = g.members.is_empty() && !g.committed.is_empty();
                 let joined = g
                     .join(
@@ -151,7 +181,22 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
             emptied(shard, name);
             Ok(reply)
         }
-        GroupOp::Commit { member, offsets } => commit(shard, name, member, offsets).await,
+        GroupOp::Commit { member, offsets } => commit(shard, name, member, offsets, caller).await,
+        GroupOp::SetOwner { owner } => {
+            let _lock = store.lock(name).await;
+            if !store.groups().contains_key(name) {
+                return Err(group_not_found(name));
+            }
+            let owner: Rc<str> = Rc::from(owner.as_str());
+            // An empty commit that carries the owner: durable, then applied.
+            store
+                .append_commit(name, now_ms(), false, Vec::new(), (false, Some(owner.clone())))
+                .await?;
+            if let Some(g) = store.groups_mut().get_mut(name) {
+                (g.owner, g.owner_durable) = (Some(owner.clone()), true);
+            }
+            Ok(serde_json::json!({"name": name, "owner": &*owner}))
+        }
         GroupOp::Commits => {
             let groups = store.groups();
             let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
@@ -171,19 +216,25 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: GroupOp) -> Result<serde_jso
                     })
                 })
                 .collect();
-            Ok(serde_json::json!({
+            let mut described = serde_json::json!({
                 "name": name,
                 "generation": g.generation,
                 "topics": g.topics,
                 "members": members,
                 "offsets": committed_json(g),
-            }))
+            });
+            // Only groups with an owner (auth on) say it.
+            if let Some(owner) = &g.owner {
+                described["owner"] = serde_json::Value::from(&**owner);
+            }
+            Ok(described)
         }
         GroupOp::Delete => {
             let _lock = store.lock(name).await;
             {
                 let groups = store.groups();
                 let g = groups.get(name).ok_or_else(|| group_not_found(name))?;
+                owner_check(Some(g), caller, name)?;
                 if !g.members.is_empty() {
                     return Err(ApiError::new(
                         ErrorCode::GroupNotEmpty,
@@ -240,6 +291,7 @@ async fn commit(
     name: &str,
     member: Option<(String, u64)>,
     offsets: Vec<(TopicPartition, u64)>,
+    caller: &Principal,
 ) -> Result<serde_json::Value, ApiError> {
     if offsets.is_empty() {
         return Err(ApiError::invalid("offsets must hold at least one offset"));
@@ -252,23 +304,26 @@ async fn commit(
     }
     let store = &shard.groups;
     let _lock = store.lock(name).await;
-    let (creates, members) = {
+    let (creates, members, owner) = {
         let groups = store.groups();
+        let claim = owner_check(groups.get(name), caller, name)?;
         match (groups.get(name), &member) {
             (Some(g), _) => {
                 g.check_commit(member.as_ref().map(|(m, gen)| (m.as_str(), *gen)), &offsets)?;
-                (false, !g.members.is_empty())
+                // An owner only in memory (set by a join) is written now.
+                let unwritten = g.owner.clone().filter(|_| !g.owner_durable);
+                (false, !g.members.is_empty(), claim.or(unwritten))
             }
             (None, Some(_)) => return Err(group_not_found(name)),
             // A member-less commit creates the group, once it is durable.
-            (None, None) => (true, false),
+            (None, None) => (true, false, claim),
         }
     };
     if creates {
         store.count().reserve(name)?;
     }
     if let Err(e) = store
-        .append_commit(name, now_ms(), members, offsets, creates)
+        .append_commit(name, now_ms(), members, offsets, (creates, owner.clone()))
         .await
     {
         // Not applied: the place reserved for the group is free again.
@@ -276,6 +331,11 @@ async fn commit(
             store.count().release();
         }
         return Err(e);
+    }
+    if owner.is_some() {
+        if let Some(g) = store.groups_mut().get_mut(name) {
+            g.owner_durable = true;
+        }
     }
     let groups = store.groups();
     let g = groups

@@ -35,6 +35,13 @@ pub struct Group {
     /// Unix epoch: its offsets expire `--group-offsets-retention-ms` after
     /// this while it has no members.
     pub idle_since_ms: i64,
+    /// The API key that owns the group (docs/security.md): set by the key
+    /// that created it (or, for a group made while auth was disabled, the
+    /// first key that writes to it); durable with its commits.
+    pub owner: Option<Rc<str>>,
+    /// Whether the groups log holds `owner` (a join sets it in memory; the
+    /// first commit writes it).
+    pub owner_durable: bool,
 }
 
 impl Group {
@@ -47,6 +54,8 @@ impl Group {
             committed: Committed::default(),
             rebalances: 0,
             idle_since_ms: 0,
+            owner: None,
+            owner_durable: false,
         }
     }
 

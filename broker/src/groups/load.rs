@@ -46,6 +46,8 @@ struct State {
     idle_since_ms: i64,
     /// It had members when the last word on it was written.
     members: bool,
+    /// The key that owns it.
+    owner: Option<String>,
 }
 
 /// What one file said: its groups.
@@ -79,11 +81,17 @@ fn apply(groups: &mut Groups, record: Record) {
                     committed,
                     idle_since_ms: at_ms,
                     members,
+                    owner: None,
                 },
             );
         }
         Record::Delete { group, .. } => {
             groups.remove(&group);
+        }
+        Record::Owner { group, owner, .. } => {
+            if let Some(s) = groups.get_mut(&group) {
+                s.owner = Some(owner);
+            }
         }
         Record::Members {
             group,
@@ -213,6 +221,7 @@ pub fn load_at(
                         committed,
                         idle_since_ms: mtime,
                         members: false,
+                        owner: None,
                     },
                 );
                 replaced.push(path.clone());
@@ -298,6 +307,7 @@ pub fn load_at(
             name,
             committed: s.committed,
             idle_since_ms,
+            owner: s.owner,
         });
     }
 
@@ -312,6 +322,7 @@ pub fn load_at(
                 false,
                 g.committed.iter(),
             );
+            group_log::encode_owner(&mut bytes, &g.name, g.idle_since_ms, g.owner.as_deref());
         }
         let name = log_name(i, shards);
         write_durably(&dir, &name, &bytes).map_err(|e| io("writing", &dir.join(&name), e))?;
@@ -396,6 +407,7 @@ pub struct LoadedGroup {
     pub name: String,
     pub committed: crate::groups::committed::Committed,
     pub idle_since_ms: i64,
+    pub owner: Option<String>,
 }
 
 /// What a shard starts its groups with: those start-up loaded for it

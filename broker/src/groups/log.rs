@@ -9,7 +9,7 @@
 //!  0  4  len       u32  bytes of the record, header included
 //!  4  4  crc       u32  CRC-32 (IEEE, crc32fast) of bytes [0,4) ++ [8,len)
 //!  8  1  magic     u8   format version, 1
-//!  9  1  kind      u8   1 commit, 2 snapshot, 3 delete, 4 members
+//!  9  1  kind      u8   1 commit, 2 snapshot, 3 delete, 4 members, 5 owner
 //! 10  1  flags     u8   bit 0: the group had members when this was written
 //! 11  8  at_ms     i64  ms since the Unix epoch: when it was written
 //! 19  1  name_len  u8   1..=249
@@ -24,7 +24,12 @@
 //! **snapshot** is a group's whole state and replaces whatever came
 //! before; a **delete** forgets the group; **members** records that a group
 //! with offsets gained its first member (flag set) or lost its last (flag
-//! clear), which is what offset retention counts from.
+//! clear), which is what offset retention counts from; **owner** (body: `u8
+//! len`, the key id) records the API key that owns the group
+//! (docs/security.md), written after the commit or snapshot it goes with:
+//! a snapshot clears the owner, the owner record after it restores it.
+//! Logs written before owners existed have no owner records and load as
+//! they did (their groups have no owner).
 
 use crate::limits::GROUP_LOG_RECORD_BYTES_MAX;
 use crate::topics::topic::{validate_group_name, validate_name};
@@ -38,6 +43,9 @@ const KIND_COMMIT: u8 = 1;
 const KIND_SNAPSHOT: u8 = 2;
 const KIND_DELETE: u8 = 3;
 const KIND_MEMBERS: u8 = 4;
+const KIND_OWNER: u8 = 5;
+/// Longest owner (a key id is 16 characters).
+const OWNER_BYTES_MAX: usize = 64;
 const FLAG_MEMBERS: u8 = 1;
 
 /// What a record says, decoded.
@@ -65,6 +73,22 @@ pub enum Record {
         at_ms: i64,
         members: bool,
     },
+    /// The API key that owns the group.
+    Owner {
+        group: String,
+        at_ms: i64,
+        owner: String,
+    },
+}
+
+/// Appends an owner record of `group` to `out`, if it has an `owner`.
+pub fn encode_owner(out: &mut Vec<u8>, group: &str, at_ms: i64, owner: Option<&str>) {
+    let Some(owner) = owner else { return };
+    assert!(!owner.is_empty() && owner.len() <= OWNER_BYTES_MAX, "a key id");
+    let start = begin(out, KIND_OWNER, false, at_ms, group);
+    out.push(owner.len() as u8);
+    out.extend_from_slice(owner.as_bytes());
+    finish(out, start);
 }
 
 /// Appends a commit or snapshot record of `offsets` to `out`.
@@ -170,7 +194,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
     if bytes[8] != MAGIC {
         return Err(Bad::Malformed("unknown magic"));
     }
-    if !(KIND_COMMIT..=KIND_MEMBERS).contains(&bytes[9]) {
+    if !(KIND_COMMIT..=KIND_OWNER).contains(&bytes[9]) {
         return Err(Bad::Malformed("unknown record kind"));
     }
     if bytes.len() < len {
@@ -208,6 +232,18 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
                 }
             }
             KIND_DELETE => Record::Delete { group, at_ms },
+            KIND_OWNER => {
+                let n = r.u8()? as usize;
+                let owner = std::str::from_utf8(r.take(n)?).map_err(|_| "an owner that is not UTF-8")?;
+                if owner.is_empty() || owner.len() > OWNER_BYTES_MAX {
+                    return Err("an owner of a bad length");
+                }
+                Record::Owner {
+                    group,
+                    at_ms,
+                    owner: owner.to_string(),
+                }
+            }
             _ => Record::Members {
                 group,
                 at_ms,
@@ -384,6 +420,7 @@ mod tests {
                 at_ms,
                 members,
             } => encode_members(&mut out, group, *at_ms, *members),
+            Record::Owner { group, at_ms, owner } => encode_owner(&mut out, group, *at_ms, Some(owner)),
         }
         out
     }
@@ -414,7 +451,28 @@ mod tests {
                 at_ms: 9,
                 members: true,
             },
+            Record::Owner {
+                group: "billing".into(),
+                at_ms: 10,
+                owner: "q3x7k2m5w4a6b2cd".into(),
+            },
         ]
+    }
+
+    /// A log written before owner records existed (kinds 1-4 only, these
+    /// exact bytes) reads back as it did.
+    #[test]
+    fn a_log_from_before_owners_loads() {
+        let mut old = Vec::new();
+        encode_offsets(&mut old, false, "g", 1, false, [("t", 0, 5)]);
+        encode_members(&mut old, "g", 2, true);
+        let mut read = Vec::new();
+        assert_eq!(scan(&old, |r| read.push(r)), None);
+        assert_eq!(read.len(), 2);
+        assert!(read.iter().all(|r| !matches!(r, Record::Owner { .. })));
+        let mut none = Vec::new();
+        encode_owner(&mut none, "g", 3, None);
+        assert!(none.is_empty(), "no owner, no record");
     }
 
     #[test]

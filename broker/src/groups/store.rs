@@ -53,6 +53,7 @@ enum Effect {
         at_ms: i64,
         offsets: Vec<(TopicPartition, u64)>,
         reserved: bool,
+        owner: Option<Rc<str>>,
     },
     /// Forgets the group's offsets (and the group, without members).
     Delete { group: Rc<str> },
@@ -117,6 +118,7 @@ impl GroupStore {
             let mut g = Group::new(&l.name);
             g.committed = l.committed;
             g.idle_since_ms = l.idle_since_ms;
+            (g.owner, g.owner_durable) = (l.owner.as_deref().map(Rc::from), l.owner.is_some());
             groups.insert(g.name.clone(), g);
         }
         GroupStore {
@@ -226,7 +228,7 @@ impl GroupStore {
         at_ms: i64,
         members: bool,
         offsets: Vec<(TopicPartition, u64)>,
-        reserved: bool,
+        (reserved, owner): (bool, Option<Rc<str>>),
     ) -> impl Future<Output = Result<(), ApiError>> {
         let group: Rc<str> = Rc::from(group);
         let rx = self.append(
@@ -239,13 +241,15 @@ impl GroupStore {
                     at_ms,
                     members,
                     offsets.iter().map(|((t, p), o)| (t.as_str(), *p, *o)),
-                )
+                );
+                group_log::encode_owner(buf, &group, at_ms, owner.as_deref());
             },
             |offsets| Effect::Commit {
                 group: group.clone(),
                 at_ms,
                 offsets,
                 reserved,
+                owner: owner.clone(),
             },
         );
         wait(rx)
@@ -293,6 +297,7 @@ impl GroupStore {
                         !g.members.is_empty(),
                         kept,
                     );
+                    group_log::encode_owner(&mut rec, &group, g.idle_since_ms, g.owner.as_deref());
                     drop(groups);
                     self.append(
                         gone,
@@ -363,6 +368,7 @@ impl GroupStore {
                 at_ms,
                 offsets,
                 reserved,
+                owner,
             } => {
                 let g = match groups.get_mut(&group) {
                     Some(g) => {
@@ -383,6 +389,7 @@ impl GroupStore {
                     g.committed.set(&t, p, o);
                 }
                 g.idle_since_ms = g.idle_since_ms.max(at_ms);
+                g.owner = owner.or(g.owner.take());
             }
             Effect::Delete { group } => {
                 if let Some(g) = groups.get_mut(&group) {
@@ -551,6 +558,7 @@ impl GroupStore {
                 !g.members.is_empty(),
                 g.committed.iter(),
             );
+            group_log::encode_owner(&mut out, name, g.idle_since_ms, g.owner.as_deref());
         }
         out
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::auth::AuthMode;
 use crate::limits::{
     CLEANUP_INTERVAL_MS_DEFAULT, CLEANUP_INTERVAL_MS_MAX, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_MAX_LIMIT,
     CONNECTIONS_MAX_MIN, CONNECTION_IDLE_MS_DEFAULT, CONNECTION_IDLE_MS_MAX, FETCH_BYTES_MAX_DEFAULT,
@@ -23,6 +24,7 @@ const ESSENTIALS: &str = "Essentials";
 const LIMITS: &str = "Limits";
 const STORAGE: &str = "Storage";
 const TUNING: &str = "Tuning";
+const SECURITY: &str = "Security";
 
 /// Appended to `--help`.
 const AFTER_HELP: &str = "\
@@ -213,6 +215,24 @@ pub struct Config {
     /// on the shard that accepted it.
     #[arg(long, env = "ES_MOVE_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set, help_heading = TUNING, value_name = "BOOL")]
     pub move_connections: bool,
+    /// `required`: every request but /health, /ready and /metrics needs an
+    /// API key (HTTP `Authorization: Bearer`, the binary Hello's api_key),
+    /// and keys are checked against their grants (docs/security.md).
+    /// `disabled` serves every request as before.
+    #[arg(long, env = "ES_AUTH", value_enum, default_value_t = AuthMode::Disabled, help_heading = SECURITY)]
+    pub auth: AuthMode,
+    /// A file whose first line is an admin API key: with `--auth required`
+    /// on a data dir without api_keys.json, it becomes the first admin
+    /// key (instead of one generated into <data-dir>/admin.key); on one
+    /// whose api_keys.json lacks its id, it is added as an admin key (the
+    /// recovery path for lost admin keys). `ES_ADMIN_KEY` may hold the key
+    /// itself instead.
+    #[arg(long, env = "ES_ADMIN_KEY_FILE", help_heading = SECURITY, value_name = "FILE")]
+    pub admin_key_file: Option<PathBuf>,
+    /// Let `--auth required` run on a listener address that is not loopback
+    /// without TLS, where API keys cross the network in clear text.
+    #[arg(long, env = "ES_ALLOW_PLAINTEXT_AUTH", help_heading = SECURITY)]
+    pub allow_plaintext_auth: bool,
 }
 
 /// `--log-format`.
@@ -393,6 +413,34 @@ impl Config {
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
+        self.plaintext_guard()
+    }
+
+    /// Whether the client listeners speak TLS. There is no TLS on this
+    /// branch yet: the TLS flags complete this (`--tls-cert`/`--tls-key`).
+    pub fn client_tls_configured(&self) -> bool {
+        false
+    }
+
+    /// `--auth required` on a listener that is not loopback and without TLS
+    /// would send keys in clear text over the network: refused, naming the
+    /// listener, unless `--allow-plaintext-auth`.
+    fn plaintext_guard(&self) -> Result<(), String> {
+        if self.auth != AuthMode::Required || self.allow_plaintext_auth || self.client_tls_configured() {
+            return Ok(());
+        }
+        for (addr, flag) in [
+            (self.http_addr, "--http-addr"),
+            (self.binary_addr, "--binary-addr"),
+        ] {
+            if !addr.ip().is_loopback() {
+                return Err(format!(
+                    "--auth required on {flag} {addr}, which is not loopback, without TLS: API keys would \
+                     cross the network in clear text; configure TLS, listen on loopback, or pass \
+                     --allow-plaintext-auth"
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -468,6 +516,30 @@ mod tests {
             assert!(e.contains("connections-max"), "{e}");
         }
         assert!(validate(&["--connections-max", "2"]).is_ok());
+    }
+
+    #[test]
+    fn auth_on_a_network_address_needs_tls_or_the_override() {
+        assert!(validate(&["--auth", "required"]).is_ok(), "loopback");
+        let e = validate(&["--auth", "required", "--http-addr", "0.0.0.0:8080"]).unwrap_err();
+        assert!(
+            e.contains("--http-addr 0.0.0.0:8080") && e.contains("--allow-plaintext-auth"),
+            "{e}"
+        );
+        let e = validate(&["--auth", "required", "--binary-addr", "10.0.0.1:9090"]).unwrap_err();
+        assert!(e.contains("--binary-addr"), "{e}");
+        assert!(validate(&[
+            "--auth",
+            "required",
+            "--http-addr",
+            "0.0.0.0:8080",
+            "--allow-plaintext-auth"
+        ])
+        .is_ok());
+        assert!(
+            validate(&["--http-addr", "0.0.0.0:8080"]).is_ok(),
+            "auth disabled"
+        );
     }
 
     #[test]

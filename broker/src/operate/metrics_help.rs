@@ -97,6 +97,8 @@ pub const RECORDED: &[MetricHelp] = &[
         "Client connections open, by listener (http or binary)."),
     m("es_connections_refused_total", Counter, COUNT, &["listener"], LISTENERS,
         "Client connections closed at once because their listener's share of --connections-max was open, by listener."),
+    m("es_auth_unauthenticated_total", Counter, COUNT, &["listener"], LISTENERS,
+        "Requests refused 401 unauthenticated with --auth required (no key, malformed, unknown, wrong or revoked), by listener; a binary connection closes after each."),
     m("es_descriptors_limit", Gauge, COUNT, &[], &[],
         "The open-files limit (RLIMIT_NOFILE, soft) the broker runs with, after raising it at start."),
     m("es_descriptors_budget", Gauge, COUNT, &[], &[],

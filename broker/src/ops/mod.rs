@@ -47,12 +47,13 @@ fn op_kind(op: &Op) -> &'static str {
         Op::CreateTopic(_) => "create_topic",
         Op::DeleteTopic(_) => "delete_topic",
         Op::PatchTopic { .. } => "patch_topic",
-        Op::InitProducer(_) => "init_producer",
+        Op::InitProducer(..) => "init_producer",
         Op::Producers(_) => "producers",
         Op::Group { .. } => "group",
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::AdoptConnection { .. } => "adopt_connection",
+        Op::Keys(_) => "keys",
         Op::Series => "series",
     }
 }
@@ -89,9 +90,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
             Reply::Done(Box::pin(controller::delete_topic(&shard, &name)).await)
         }
-        Op::Group { group, op } => {
+        Op::Group { group, op, caller } => {
             debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
-            Reply::Json(Box::pin(crate::groups::coordinator::run(&shard, &group, op)).await)
+            Reply::Json(Box::pin(crate::groups::coordinator::run(&shard, &group, op, &caller)).await)
         }
         Op::Series => Reply::Series(Box::new(crate::operate::metrics_live::snapshot(&shard))),
         Op::ListGroups => Reply::Json(Ok(
@@ -105,12 +106,14 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::AdoptConnection {
             socket,
             unhandled,
+            principal,
             adopt,
-        } => Reply::Done(adopt(&shard, socket, unhandled)),
+        } => Reply::Done(adopt(&shard, socket, unhandled, principal)),
+        Op::Keys(op) => Reply::Json(Box::pin(crate::auth::admin::run(&shard, op)).await),
         Op::Producers(op) => crate::producers::expiry::on_shard(&shard, op),
-        Op::InitProducer(existing) => {
+        Op::InitProducer(existing, caller) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
-            Reply::Producer(Box::pin(controller::init_producer(&shard, existing)).await)
+            Reply::Producer(Box::pin(controller::init_producer(&shard, existing, &caller)).await)
         }
         Op::PatchTopic { topic, changes } => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");

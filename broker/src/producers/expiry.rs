@@ -137,12 +137,16 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
             producer_id,
             epoch,
             at_ms,
+            owner,
         } => {
             shard
                 .producers
                 .known
                 .borrow_mut()
                 .issued(producer_id, epoch, at_ms);
+            if let Some(owner) = owner {
+                shard.producers.owners.borrow_mut().insert(producer_id, owner);
+            }
             Reply::Done(Ok(()))
         }
         ProducerOp::Floors(floors) => {
@@ -179,6 +183,10 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
                 .expire(&ids, cutoff_ms, expired_below);
             if !done.gone.is_empty() {
                 forget_in_partitions(shard, &done.gone);
+                let mut owners = shard.producers.owners.borrow_mut();
+                for id in &done.gone {
+                    owners.remove(id);
+                }
             }
             Reply::Live(done.kept)
         }

@@ -54,6 +54,17 @@ use crate::shard::Shard;
 
 /// Most epochs a producer id can go through (epochs are i16 on disk).
 const EPOCH_MAX: i16 = i16::MAX;
+/// `not_owner`: `id` belongs to another key than `caller`'s.
+pub fn not_owner(id: i64, caller: &crate::auth::Principal) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotOwner,
+        format!(
+            "producer id {id} belongs to another key than {}: use that key, or ask for a new id",
+            caller.id().unwrap_or("-")
+        ),
+    )
+}
+
 /// The registry's file, in `<data-dir>/producers/`.
 const FILE: &str = "registry.json";
 
@@ -93,6 +104,10 @@ struct RegistryFile {
     /// Ids with an epoch past 0.
     #[serde(default)]
     epochs: BTreeMap<i64, EpochEntry>,
+    /// The key id that owns each producer id issued with `--auth required`
+    /// (docs/security.md); absent from registries written before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    owners: BTreeMap<i64, String>,
 }
 
 fn exact_by_default() -> bool {
@@ -129,6 +144,8 @@ pub struct StartView {
     pub floors: Floors,
     /// (id, epoch, at_ms) of each id with an epoch past 0.
     pub epochs: Vec<(i64, i16, i64)>,
+    /// The owner of each owned id.
+    pub owners: std::collections::HashMap<i64, std::sync::Arc<str>>,
 }
 
 impl StartView {
@@ -160,6 +177,11 @@ pub fn load_start_view(data_dir: &Path) -> Result<StartView, String> {
                     .epochs(crate::operate::clock::now_ms())
                     .into_iter()
                     .map(|(id, (epoch, at))| (id, epoch, at))
+                    .collect(),
+                owners: r
+                    .owners
+                    .iter()
+                    .map(|(id, o)| (*id, std::sync::Arc::from(o.as_str())))
                     .collect(),
             }),
             Err(e) => {
@@ -193,6 +215,8 @@ pub struct Registry {
     issue_marks: VecDeque<(i64, i64)>,
     /// The largest n of the marks used up by `expired_floor`.
     marked_below: i64,
+    /// The key that owns each owned id.
+    owners: BTreeMap<i64, std::sync::Arc<str>>,
 }
 
 impl Registry {
@@ -242,6 +266,11 @@ impl Registry {
                     epochs: file.epochs(now_ms),
                     issue_marks: VecDeque::new(),
                     marked_below: 0,
+                    owners: file
+                        .owners
+                        .iter()
+                        .map(|(id, o)| (*id, std::sync::Arc::from(o.as_str())))
+                        .collect(),
                 };
                 if r.next_id <= largest {
                     tracing::warn!(
@@ -300,6 +329,7 @@ impl Registry {
             epochs: BTreeMap::new(),
             issue_marks: VecDeque::from([(now_ms, next_id)]),
             marked_below: 0,
+            owners: BTreeMap::new(),
         }
     }
 
@@ -318,6 +348,7 @@ impl Registry {
                 .iter()
                 .map(|(id, (epoch, at))| (*id, EpochEntry::Timed(*epoch, *at)))
                 .collect(),
+            owners: self.owners.iter().map(|(id, o)| (*id, o.to_string())).collect(),
         };
         let bytes = serde_json::to_vec(&file).expect("registry serializes");
         crate::topics::fsops::write_atomic(&data_dir.join("producers"), FILE, bytes).await
@@ -345,15 +376,48 @@ impl Registry {
         Ok(id)
     }
 
+    /// A new id at epoch 0 owned by `owner` (if any); durable, owner
+    /// included, before it returns.
+    pub async fn issue_owned(
+        &mut self,
+        data_dir: &Path,
+        owner: Option<std::sync::Arc<str>>,
+    ) -> Result<i64, ApiError> {
+        let id = self.issue(data_dir).await?;
+        if let Some(owner) = owner {
+            self.owners.insert(id, owner);
+            if let Err(e) = self
+                .persist(data_dir, self.reserved_below.max(self.next_id))
+                .await
+            {
+                self.owners.remove(&id);
+                return Err(e);
+            }
+        }
+        Ok(id)
+    }
+
+    /// The key that owns `id`, if any.
+    pub fn owner(&self, id: i64) -> Option<std::sync::Arc<str>> {
+        self.owners.get(&id).cloned()
+    }
+
+    /// Whether `caller` may re-initialize `id`: its owner, an admin, or
+    /// anyone for an id without owner.
+    pub fn may_use(&self, id: i64, caller: &crate::auth::Principal) -> bool {
+        caller.is_admin() || self.owners.get(&id).is_none_or(|o| Some(&**o) == caller.id())
+    }
+
     /// The next epoch of `id` at `now_ms`, given the newest epoch any shard
     /// knows for it (`None`: no shard has state for it); durable before it
-    /// returns.
+    /// returns. An id without owner is claimed by `claim`.
     pub async fn next_epoch(
         &mut self,
         data_dir: &Path,
         id: i64,
         shards_know: Option<i16>,
         now_ms: i64,
+        claim: Option<std::sync::Arc<str>>,
     ) -> Result<i16, ApiError> {
         let current = self.epoch_of(id, shards_know)?;
         if current == EPOCH_MAX {
@@ -362,6 +426,13 @@ impl Registry {
             )));
         }
         let epoch = current + 1;
+        let claimed = match claim {
+            Some(c) if !self.owners.contains_key(&id) => {
+                self.owners.insert(id, c);
+                true
+            }
+            _ => false,
+        };
         let before = self.epochs.insert(id, (epoch, now_ms));
         if let Err(e) = self
             .persist(data_dir, self.reserved_below.max(self.next_id))
@@ -371,6 +442,9 @@ impl Registry {
                 Some(b) => self.epochs.insert(id, b),
                 None => self.epochs.remove(&id),
             };
+            if claimed {
+                self.owners.remove(&id);
+            }
             return Err(e);
         }
         Ok(epoch)
@@ -437,6 +511,7 @@ impl Registry {
         let mut changed = floor > self.expired_below;
         for id in ids {
             changed |= self.epochs.remove(id).is_some();
+            changed |= self.owners.remove(id).is_some();
         }
         self.expired_below = self.expired_below.max(floor);
         if changed {
@@ -521,10 +596,10 @@ mod tests {
         assert_eq!(view.epochs, vec![(0, 2, view.epochs[0].2)], "epoch 0 is not kept");
         crate::test_executor::run(async move {
             let mut r = Registry::load_known(&dir, 2, 50).await.unwrap();
-            assert_eq!(r.next_epoch(&dir, 0, None, 60).await.unwrap(), 3);
-            assert_eq!(r.next_epoch(&dir, 1, None, 60).await.unwrap(), 1);
+            assert_eq!(r.next_epoch(&dir, 0, None, 60, None).await.unwrap(), 3);
+            assert_eq!(r.next_epoch(&dir, 1, None, 60, None).await.unwrap(), 1);
             assert_eq!(r.issue(&dir).await.unwrap(), 3);
-            let err = r.next_epoch(&dir, 99, None, 60).await.unwrap_err();
+            let err = r.next_epoch(&dir, 99, None, 60, None).await.unwrap_err();
             assert_eq!(err.code, "unknown_producer_id");
         });
     }

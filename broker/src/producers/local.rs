@@ -20,15 +20,38 @@ pub struct ShardProducers {
     pub known: RefCell<KnownProducers>,
     /// Producer id registry (controller shard only; loaded on first use).
     pub registry: RefCell<Option<Registry>>,
+    /// The key that owns each owned producer id (docs/security.md): an
+    /// idempotent produce with an id of another key is `not_owner`.
+    pub owners: RefCell<HashMap<i64, std::sync::Arc<str>>>,
 }
 
 impl ShardProducers {
     /// A shard's, knowing the ids `known` at start.
-    pub fn new(known: KnownProducers) -> ShardProducers {
+    pub fn new(known: KnownProducers, owners: HashMap<i64, std::sync::Arc<str>>) -> ShardProducers {
         ShardProducers {
             partitions: RefCell::new(HashMap::new()),
             known: RefCell::new(known),
             registry: RefCell::new(None),
+            owners: RefCell::new(owners),
+        }
+    }
+
+    /// `not_owner` if `producer_id` belongs to a key other than `caller`'s
+    /// (admins and auth-disabled callers may use any; an id without owner
+    /// is anyone's).
+    pub fn check_owner(
+        &self,
+        producer_id: i64,
+        caller: &crate::auth::Principal,
+    ) -> Result<(), crate::error::ApiError> {
+        if caller.is_admin() {
+            return Ok(());
+        }
+        match self.owners.borrow().get(&producer_id) {
+            Some(owner) if Some(&**owner) != caller.id() => {
+                Err(crate::producers::ids::not_owner(producer_id, caller))
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -68,7 +68,10 @@ impl Shard {
         groups: crate::groups::load::ShardGroups,
     ) -> Shard {
         let shards = config.shard_count();
-        let producers = ShardProducers::new(catalog.producer_start_view().known());
+        let producers = ShardProducers::new(
+            catalog.producer_start_view().known(),
+            catalog.producer_start_view().owners.clone(),
+        );
         let request_budget = crate::shard::budget::Budget::new(
             config.request_shard_bytes as u64,
             Some(metrics::gauge!("es_request_budget_bytes_held", "shard" => id.to_string())),

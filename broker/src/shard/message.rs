@@ -46,11 +46,15 @@ pub enum Op {
     CreateTopic(TopicMeta),
     DeleteTopic(String),
     /// Allocate a producer id, or the next epoch of one (controller).
-    InitProducer(Option<i64>),
+    /// A new producer id, or the next epoch of an existing one, for the
+    /// caller (the key that will own the id, or may use it).
+    InitProducer(Option<i64>, crate::auth::Principal),
     /// A consumer group operation, on the group's coordinator shard.
     Group {
         group: String,
         op: crate::groups::coordinator::GroupOp,
+        /// Who asks: ownership is checked on the coordinator.
+        caller: crate::auth::Principal,
     },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
@@ -67,6 +71,9 @@ pub enum Op {
     /// From the controller to every shard: what it must know of producer
     /// ids (issued ids and epochs, the registry's floors, expiry).
     Producers(ProducerOp),
+    /// A change to the API-key table (auth/admin.rs), on the controller.
+    /// Replies `Json`.
+    Keys(crate::auth::admin::KeyOp),
     PatchTopic {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
@@ -74,12 +81,12 @@ pub enum Op {
     /// A binary connection moving to this shard (listen/binary/affinity.rs): its
     /// socket, and the bytes read from it but not yet handled. Replies
     /// `Done` once it is served here; dropped, the socket closes.
-    /// Everything the connection knows of its client travels here too
-    /// (today only that its Hello was answered: an authenticated identity
-    /// would have to move with it).
+    /// Everything the connection knows of its client travels here too:
+    /// that its Hello was answered, and the identity it authenticated as.
     AdoptConnection {
         socket: std::os::fd::OwnedFd,
         unhandled: Vec<u8>,
+        principal: crate::auth::Principal,
         /// How the listener that hands the connection over serves it on
         /// this shard: named by that listener, so the core never names one.
         adopt: Adopt,
@@ -88,7 +95,12 @@ pub enum Op {
 
 /// Serves a connection another shard handed over (`Op::AdoptConnection`):
 /// its socket and the bytes read from it but not yet handled.
-pub type Adopt = fn(&std::rc::Rc<crate::shard::Shard>, std::os::fd::OwnedFd, Vec<u8>) -> Result<(), ApiError>;
+pub type Adopt = fn(
+    &std::rc::Rc<crate::shard::Shard>,
+    std::os::fd::OwnedFd,
+    Vec<u8>,
+    crate::auth::Principal,
+) -> Result<(), ApiError>;
 
 /// The controller's word to each shard about producer ids
 /// (producers/known.rs, producers/expiry.rs).
@@ -100,6 +112,8 @@ pub enum ProducerOp {
         producer_id: i64,
         epoch: i16,
         at_ms: i64,
+        /// The key id that owns it (docs/security.md), if any.
+        owner: Option<std::sync::Arc<str>>,
     },
     /// The registry's floors, after it loaded. Replies `Done`.
     Floors(crate::producers::known::Floors),

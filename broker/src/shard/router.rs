@@ -107,8 +107,9 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::CreateTopic(_)
         | Op::DeleteTopic(_)
         | Op::PatchTopic { .. }
-        | Op::InitProducer(_)
+        | Op::InitProducer(..)
         | Op::Producers(_)
+        | Op::Keys(_)
         | Op::AdoptConnection { .. } => true,
     }
 }

@@ -1,5 +1,6 @@
-//! Broker-wide state shared by all shards and the main thread: readiness and
-//! shutdown. Atomics only; nothing here blocks.
+//! Broker-wide state shared by all shards and the main thread: readiness,
+//! shutdown, and the API-key table. Atomics only (the key table is an
+//! `ArcSwap`); nothing here blocks.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -21,6 +22,9 @@ pub struct BrokerState {
     /// One more than the id of a shard whose thread ended (a panic); 0
     /// while none has.
     pub shard_thread_ended: AtomicUsize,
+    /// `--auth` and the API-key table (auth/table.rs), loaded before the
+    /// shards run and published by the controller after each durable change.
+    pub keys: crate::auth::Keys,
 }
 
 impl BrokerState {

@@ -1,12 +1,16 @@
 //! Topic operations, independent of the transport: create, list,
 //! describe, patch config, delete. HTTP and the binary protocol both call
-//! these with the same JSON documents (docs/api.md).
+//! these with the same JSON documents (docs/api.md), and the caller's
+//! `Principal`: each checks its grant first, before the topic's existence
+//! (docs/security.md); lists show only what the caller may describe.
 
 use std::rc::Rc;
 
 use futures::future::join_all;
 use serde::Deserialize;
 
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::limits::TOPIC_PARTITIONS_MAX;
 use crate::shard::message::{Op, Reply};
@@ -24,7 +28,12 @@ pub struct CreateTopic {
 }
 
 /// Creates a topic; answers its summary (HTTP 201).
-pub async fn create(shard: &Rc<Shard>, create: CreateTopic) -> Result<serde_json::Value, ApiError> {
+pub async fn create(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    create: CreateTopic,
+) -> Result<serde_json::Value, ApiError> {
+    p.require_create_topic(&create.name)?;
     topic::validate_name(&create.name)?;
     if create.partitions < 1 || create.partitions > TOPIC_PARTITIONS_MAX as i64 {
         return Err(ApiError::invalid(format!(
@@ -64,11 +73,12 @@ fn summary(meta: &TopicMeta) -> serde_json::Value {
     })
 }
 
-pub fn list(shard: &Shard) -> serde_json::Value {
+pub fn list(shard: &Shard, p: &Principal) -> serde_json::Value {
     let topics: Vec<_> = shard
         .catalog
         .snapshot()
         .values()
+        .filter(|m| p.allows(Operation::Describe, Resource::Topic, &m.name))
         .map(|m| serde_json::json!({"name": m.name, "partitions": m.partitions}))
         .collect();
     serde_json::json!({ "topics": topics })
@@ -83,7 +93,8 @@ pub fn lookup(shard: &Shard, name: &str) -> Result<std::sync::Arc<TopicMeta>, Ap
         .ok_or_else(|| ApiError::topic_not_found(name))
 }
 
-pub async fn describe(shard: &Rc<Shard>, name: &str) -> Result<serde_json::Value, ApiError> {
+pub async fn describe(shard: &Rc<Shard>, p: &Principal, name: &str) -> Result<serde_json::Value, ApiError> {
+    p.require(Operation::Describe, Resource::Topic, name)?;
     let meta = lookup(shard, name)?;
     description(shard, &meta).await
 }
@@ -135,9 +146,11 @@ async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::
 /// Changes config keys; answers the topic's description.
 pub async fn patch(
     shard: &Rc<Shard>,
+    p: &Principal,
     name: &str,
     changes: serde_json::Map<String, serde_json::Value>,
 ) -> Result<serde_json::Value, ApiError> {
+    p.require(Operation::Alter, Resource::Topic, name)?;
     lookup(shard, name)?;
     let op = Op::PatchTopic {
         topic: name.to_string(),
@@ -151,7 +164,8 @@ pub async fn patch(
     description(shard, &meta).await
 }
 
-pub async fn delete(shard: &Rc<Shard>, name: &str) -> Result<serde_json::Value, ApiError> {
+pub async fn delete(shard: &Rc<Shard>, p: &Principal, name: &str) -> Result<serde_json::Value, ApiError> {
+    p.require(Operation::Delete, Resource::Topic, name)?;
     lookup(shard, name)?;
     match shard
         .call(CONTROLLER_SHARD, Op::DeleteTopic(name.to_string()))

@@ -155,12 +155,25 @@ async fn discard(shard: &Rc<Shard>, name: &str, partitions: u32) -> Result<(), A
 }
 
 /// A new producer id, or the next epoch of `existing`.
-pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(i64, i16), ApiError> {
+/// `caller` owns a new id; an existing one takes its owner or an admin
+/// (an id without owner, issued while auth was disabled, is claimed by
+/// the first key that re-initializes it), else `not_owner` and the epoch
+/// stays as it was.
+pub async fn init_producer(
+    shard: &Rc<Shard>,
+    existing: Option<i64>,
+    caller: &crate::auth::Principal,
+) -> Result<(i64, i16), ApiError> {
     let _guard = shard.controller_lock.acquire_permit(1).await;
     let mut registry = take_registry(shard).await?;
     let now_ms = crate::operate::clock::now_ms();
+    let owner: Option<std::sync::Arc<str>> = caller.id().map(std::sync::Arc::from);
     let result = match existing {
-        None => registry.issue(shard.data_dir()).await.map(|id| (id, 0)),
+        None => registry
+            .issue_owned(shard.data_dir(), owner.clone())
+            .await
+            .map(|id| (id, 0)),
+        Some(id) if !registry.may_use(id, caller) => Err(crate::producers::ids::not_owner(id, caller)),
         Some(id) => {
             // An id with no epoch past 0 in the registry is live if some
             // shard holds state for it (it wrote lately).
@@ -171,15 +184,22 @@ pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(
             };
             match shards_know {
                 Ok(known) => registry
-                    .next_epoch(shard.data_dir(), id, known, now_ms)
+                    .next_epoch(shard.data_dir(), id, known, now_ms, owner.clone())
                     .await
                     .map(|epoch| (id, epoch)),
                 Err(e) => Err(e),
             }
         }
     };
+    let (id, epoch) = match result {
+        Ok(issued) => issued,
+        Err(e) => {
+            *shard.producers.registry.borrow_mut() = Some(registry);
+            return Err(e);
+        }
+    };
+    let owner = registry.owner(id);
     *shard.producers.registry.borrow_mut() = Some(registry);
-    let (id, epoch) = result?;
     // Every shard learns the id, and fences the older epochs, before the
     // answer.
     on_every_shard(
@@ -188,6 +208,7 @@ pub async fn init_producer(shard: &Rc<Shard>, existing: Option<i64>) -> Result<(
             producer_id: id,
             epoch,
             at_ms: now_ms,
+            owner,
         },
     )
     .await?;

@@ -264,6 +264,8 @@ pub struct Broker {
     runs: usize,
     /// `RLIMIT_NOFILE` (soft and hard) of the broker process, when set.
     open_files_limit: Option<u64>,
+    /// Environment variables set for the broker process, kept across restarts.
+    env: Vec<(String, String)>,
 }
 
 impl Deref for Broker {
@@ -344,8 +346,18 @@ impl Broker {
             log_path,
             runs: 0,
             open_files_limit: None,
+            env: Vec::new(),
         };
         broker
+    }
+
+    /// Starts a broker with extra flags and environment variables, kept
+    /// across restarts.
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Broker {
+        let mut b = Broker::unstarted(DEFAULT_SHARDS, args);
+        b.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        b.spawn();
+        b
     }
 
     /// Starts a broker whose open-files limit (soft and hard, so it cannot
@@ -355,6 +367,11 @@ impl Broker {
         b.open_files_limit = Some(limit);
         b.spawn();
         b
+    }
+
+    /// Adds flags to those the next starts use.
+    pub fn add_args(&mut self, args: &[&str]) {
+        self.extra.extend(args.iter().map(|s| s.to_string()));
     }
 
     /// Starts the stopped broker again on the same data directory, port,
@@ -429,6 +446,7 @@ impl Broker {
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(log))
             .env("RUST_BACKTRACE", "1")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .spawn()
             .unwrap_or_else(|e| panic!("spawn es-broker: {e}"));
         wait::watch(child.id(), &self.log_path);

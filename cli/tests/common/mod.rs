@@ -65,19 +65,28 @@ pub struct Broker {
     dir: PathBuf,
     http_port: u16,
     pub addr: String,
+    /// Extra es-broker flags, kept across restarts.
+    extra: Vec<String>,
 }
 
 impl Broker {
     pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// A broker with extra flags (`--auth required`, say).
+    pub fn start_with(args: &[&str]) -> Broker {
         let dir = temp_dir();
         let http_port = free_port();
         let addr = format!("127.0.0.1:{}", free_port());
-        let child = spawn_broker(&dir, http_port, &addr);
+        let extra: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let child = spawn_broker(&dir, http_port, &addr, &extra);
         let mut b = Broker {
             child,
             dir,
             http_port,
             addr,
+            extra,
         };
         b.wait_ready();
         b
@@ -89,7 +98,7 @@ impl Broker {
         wait::unwatch(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn_broker(&self.dir, self.http_port, &self.addr);
+        self.child = spawn_broker(&self.dir, self.http_port, &self.addr, &self.extra);
         self.wait_ready();
     }
 
@@ -109,6 +118,11 @@ impl Broker {
         );
     }
 
+    /// The broker's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
     /// `es --broker <this broker> ARGS` with an empty stdin.
     pub fn es(&self, args: &[&str]) -> Output {
         self.es_stdin(args, b"")
@@ -124,7 +138,7 @@ impl Broker {
 
 /// Starts es-broker (see [`Broker::wait_ready`]); every later wait on this
 /// thread stops at once if it exits.
-fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
+fn spawn_broker(dir: &Path, http_port: u16, addr: &str, extra: &[String]) -> Child {
     let log_path = dir.join("broker.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -136,6 +150,7 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
         .args(["--binary-addr", addr, "--shards", "2"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

@@ -26,6 +26,8 @@ use super::handshake::hello;
 use super::large_batch::{large_batch, LargeBatch};
 use super::outgoing::Outgoing;
 use super::read_buf::make_room;
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::limits::{
     CHARGED_FRAME_BYTES_MIN, HELLO_FRAME_BYTES_MAX, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES, WAIT_READ_BYTES,
@@ -39,21 +41,27 @@ use crate::shard::Shard;
 /// Serves the binary protocol on this shard until shutdown starts.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
     crate::listen::listener::accept_loop(shard, listener, "binary", |shard, stream| {
-        connection(shard, stream, Vec::new(), false)
+        connection(shard, stream, Vec::new(), false, Principal::Anonymous)
     })
     .await
 }
 
 /// Serves a connection another shard handed over (affinity.rs): `socket`,
-/// past its handshake, and `unhandled`, the bytes that shard read from it
-/// but did not handle. Dropped (closing the socket) during shutdown.
-pub fn adopt(shard: &Rc<Shard>, socket: OwnedFd, unhandled: Vec<u8>) -> Result<(), ApiError> {
+/// past its handshake, `unhandled`, the bytes that shard read from it
+/// but did not handle, and who it authenticated as. Dropped (closing the
+/// socket) during shutdown.
+pub fn adopt(
+    shard: &Rc<Shard>,
+    socket: OwnedFd,
+    unhandled: Vec<u8>,
+    principal: Principal,
+) -> Result<(), ApiError> {
     if shard.is_shutting_down() {
         return Err(ApiError::unavailable("broker is shutting down"));
     }
     // SAFETY: a connected TCP socket, owned by nothing else in the process.
     let stream = unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) };
-    let conn = connection(shard.clone(), stream, unhandled, true);
+    let conn = connection(shard.clone(), stream, unhandled, true, principal);
     crate::listen::listener::spawn_connection(shard, "binary", conn);
     Ok(())
 }
@@ -103,7 +111,13 @@ async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Inte
 /// Serves one connection, watched (`watch_over`) in the same task: the
 /// watch is part of the connection's future, not a task of its own, so
 /// nothing of it outlives the connection.
-async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, handshaken: bool) {
+async fn connection(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    unhandled: Vec<u8>,
+    handshaken: bool,
+    principal: Principal,
+) {
     let activity = Activity::new();
     let interrupt = Rc::new(Interrupt::new());
     let watch = watch_over(
@@ -112,7 +126,9 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
         interrupt.clone(),
         stream.as_raw_fd(),
     );
-    let served = serve_frames(shard, stream, unhandled, handshaken, activity, interrupt);
+    let served = serve_frames(
+        shard, stream, unhandled, handshaken, principal, activity, interrupt,
+    );
     futures::pin_mut!(served, watch);
     // The watch acts and ends; the connection goes on to its close.
     if let futures::future::Either::Right(((), served)) = futures::future::select(served, watch).await {
@@ -122,12 +138,13 @@ async fn connection(shard: Rc<Shard>, stream: TcpStream, unhandled: Vec<u8>, han
 
 /// The connection's frames: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
-/// accepted it, if it moved here).
+/// accepted it, if it moved here), with the `principal` it authenticated as.
 async fn serve_frames(
     shard: Rc<Shard>,
     stream: TcpStream,
     unhandled: Vec<u8>,
     handshaken: bool,
+    principal: Principal,
     activity: Rc<Activity>,
     interrupt: Rc<Interrupt>,
 ) {
@@ -148,6 +165,7 @@ async fn serve_frames(
     buf[..unhandled.len()].copy_from_slice(&unhandled);
     let (mut start, mut filled) = (0usize, unhandled.len());
     let mut handshaken = handshaken;
+    let mut principal = principal;
     let mut affinity = Affinity::default();
     // What the frame at `start` holds, reserved once its header showed it
     // large and before the rest of it was read.
@@ -195,7 +213,9 @@ async fn serve_frames(
                             Err(end) => break 'conn end,
                         };
                     let arrived = &buf[start + big.batch_at..filled];
-                    let received = receive_batch(&cx, &mut rd, fd, big, arrived).await;
+                    let allowed =
+                        handshaken && principal.allows(Operation::Write, Resource::Topic, &big.topic);
+                    let received = receive_batch(&cx, &mut rd, fd, big, arrived, allowed).await;
                     (start, filled) = (0, 0);
                     match received {
                         Ok((id, incoming)) => (id, false, incoming, held),
@@ -206,8 +226,9 @@ async fn serve_frames(
             };
             if !handshaken {
                 match hello(&shard, incoming.request()) {
-                    Ok(ok) => {
+                    Ok((ok, who)) => {
                         handshaken = true;
+                        principal = who;
                         if tx.send(Outgoing::frame(ok.to_frame(id, false))).await.is_err() {
                             break 'conn End::Eof;
                         }
@@ -222,10 +243,14 @@ async fn serve_frames(
                     Response::error(ErrorCode::HANDSHAKE_REQUIRED, "Hello may only be the first frame"),
                 );
             }
+            // A revoked key's next request closes the connection.
+            if let Err(resp) = super::handshake::still_valid(&shard, &mut principal) {
+                break 'conn End::Refused(id, resp);
+            }
             if let Some((topic, partition)) = incoming.partition() {
                 affinity.note(shard.owner(topic, partition), shard.id);
             }
-            dispatch(&cx, &tx, &responses, incoming, id, gzip, held).await;
+            dispatch(&cx, &tx, &responses, incoming, id, gzip, held, &principal).await;
         };
         if let Some(to) = affinity.target() {
             if shard.config.move_connections && !shard.is_shutting_down() {
@@ -246,7 +271,7 @@ async fn serve_frames(
     // Its permit would keep the wait for the requests in flight below from
     // ever ending.
     drop(reserved);
-    close(&cx, end, tx, writer, fd).await;
+    close(&cx, end, tx, writer, fd, principal).await;
 }
 
 /// Ends the connection once its read loop has: answers the error frame
@@ -259,6 +284,7 @@ async fn close(
     tx: Rc<LocalSender<Outgoing>>,
     writer: glommio::Task<Option<WriteHalf<TcpStream>>>,
     fd: RawFd,
+    principal: Principal,
 ) {
     let (shard, permits) = (cx.shard, cx.permits);
     let inflight_max = shard.config.inflight_requests_max;
@@ -294,7 +320,7 @@ async fn close(
         // The reading half is dropped once the connection's future ends:
         // the socket lives on in the copy handed over, and is not shut
         // down.
-        End::Move(to, unhandled) => move_to(shard, to, fd, unhandled).await,
+        End::Move(to, unhandled) => move_to(shard, to, fd, unhandled, principal).await,
         _ => {
             let _ = futures::io::AsyncWriteExt::close(&mut wr).await;
         }
@@ -313,13 +339,14 @@ async fn receive_batch(
     fd: RawFd,
     big: LargeBatch,
     arrived: &[u8],
+    allowed: bool,
 ) -> Result<(u64, Incoming), End> {
     let shard = cx.shard;
     let receiving = std::time::Instant::now();
     // Requests read before this one (a pipelining producer) are placed
     // first: then the log ends where this batch will land.
     futures_lite::future::yield_now().await;
-    let mut early = EarlyFeed::new(shard, &big.topic, big.partition, big.batch_len);
+    let mut early = EarlyFeed::new(shard, &big.topic, big.partition, big.batch_len, allowed);
     let mut batch = ReceivingBatch::new(early.in_page_offset(), big.batch_len);
     batch.extend_from_slice(arrived);
     if let Err(end) = read_rest(cx, rd, fd, &mut batch, &mut early).await {
@@ -337,6 +364,9 @@ async fn receive_batch(
 /// large frame came with its permit and budget (`held`); others take a
 /// permit now, holding no budget while they wait. A panic in its handling
 /// interrupts the read loop, which answers it and closes.
+// The request, its frame's facts and what it runs as: one more than
+// clippy's default, each a different thing.
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     cx: &Cx<'_>,
     tx: &Rc<LocalSender<Outgoing>>,
@@ -345,6 +375,7 @@ async fn dispatch(
     id: u64,
     gzip: bool,
     held: Option<Reserved>,
+    principal: &Principal,
 ) {
     let (permit, budget, busy) = match held {
         Some(r) => (r.permit, Some(r.held), r.busy),
@@ -358,15 +389,16 @@ async fn dispatch(
             cx.activity.busy(),
         ),
     };
-    let (shard, tx, interrupt, responses) = (
+    let (shard, tx, interrupt, responses, principal) = (
         cx.shard.clone(),
         tx.clone(),
         cx.interrupt.clone(),
         responses.clone(),
+        principal.clone(),
     );
     glommio::spawn_local(async move {
         let endpoint = incoming.endpoint();
-        let handling = super::handler::handle(&shard, incoming, id, gzip, &responses);
+        let handling = super::handler::handle(&shard, incoming, id, gzip, &responses, &principal);
         let handled = crate::listen::listener::guarded("binary", || endpoint.to_string(), handling).await;
         // The request's bytes are gone: what its answer holds is
         // its own charge (a fetch's), not the request's.
@@ -432,8 +464,8 @@ async fn read_more(
 }
 
 /// Hands the connection's socket (every request answered, nothing left to
-/// write) and its unhandled bytes to shard `to`.
-async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) {
+/// write), its unhandled bytes and its identity to shard `to`.
+async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>, principal: Principal) {
     // SAFETY: `fd` is this connection's socket, open until we return.
     let socket = match unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned() {
         Ok(s) => s,
@@ -445,6 +477,7 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>) 
     let op = Op::AdoptConnection {
         socket,
         unhandled,
+        principal,
         adopt,
     };
     match shard.call(to, op).await {

@@ -27,7 +27,9 @@ pub struct EarlyFeed {
 
 impl EarlyFeed {
     /// A batch of `len` bytes for `partition` of `topic` starts arriving.
-    pub fn new(shard: &Shard, topic: &str, partition: u32, len: usize) -> EarlyFeed {
+    /// `allowed`: the connection's key may write the topic (authorization
+    /// runs before an early write starts).
+    pub fn new(shard: &Shard, topic: &str, partition: u32, len: usize, allowed: bool) -> EarlyFeed {
         let local = shard.owner(topic, partition) == shard.id && !shard.is_shutting_down();
         let log = local
             .then(|| {
@@ -40,7 +42,7 @@ impl EarlyFeed {
             .flatten();
         let in_page = log.as_ref().map_or(0, |l| l.next_in_page_offset(len));
         EarlyFeed {
-            log: log.filter(|_| shard.config.early_writes),
+            log: log.filter(|_| shard.config.early_writes && allowed),
             len,
             write: None,
             in_page,

@@ -12,6 +12,8 @@ use es_protocol::{Kind, Request, Response};
 
 use es_storage::{BatchBuf, EarlyWrite};
 
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::ops::fetch::{Charger, FetchQuery};
 use crate::ops::produce::Item;
@@ -63,6 +65,29 @@ impl Incoming {
         }
     }
 
+    /// What a produce or fetch needs of the connection's key: `write` or
+    /// `read` on its topic. Other requests are checked where they run.
+    fn authorize(&self, p: &Principal) -> Result<(), ApiError> {
+        match self {
+            Incoming::Request(Request::Fetch(f)) => p.require(Operation::Read, Resource::Topic, &f.topic),
+            Incoming::Request(Request::Admin(..) | Request::Hello(_)) => Ok(()),
+            other => match other.record_topic() {
+                Some(topic) => p.require(Operation::Write, Resource::Topic, topic),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// The producer id of an idempotent produce.
+    fn producer_id(&self) -> Option<i64> {
+        match self {
+            Incoming::Request(Request::IdempotentProduce(ip)) => Some(ip.producer_id),
+            Incoming::Request(Request::ProduceBatch(pb)) => pb.producer().map(|(id, _, _)| id),
+            Incoming::Batch(pb, _) => pb.producer().map(|(id, _, _)| id),
+            Incoming::Request(_) => None,
+        }
+    }
+
     /// The partition it reads or appends to, for a request that names
     /// exactly one.
     pub fn partition(&self) -> Option<(&str, u32)> {
@@ -84,18 +109,28 @@ pub async fn handle(
     request_id: u64,
     gzip: bool,
     responses: &Rc<Budget>,
+    principal: &Principal,
 ) -> Outgoing {
     let started = Instant::now();
     let endpoint = incoming.endpoint();
     if let Some(topic) = incoming.record_topic() {
         crate::listen::listener::test_panic_hook(topic);
     }
-    let answer = match incoming {
-        Incoming::Request(Request::Fetch(f)) => Box::pin(fetch(shard, f, request_id, gzip, responses)).await,
-        Incoming::Request(other) => run(shard, other)
+    let allowed = incoming
+        .authorize(principal)
+        .and_then(|()| match incoming.producer_id() {
+            Some(id) => shard.producers.check_owner(id, principal),
+            None => Ok(()),
+        });
+    let answer = match (allowed, incoming) {
+        (Err(e), _) => Err(e),
+        (Ok(()), Incoming::Request(Request::Fetch(f))) => {
+            Box::pin(fetch(shard, f, request_id, gzip, responses)).await
+        }
+        (Ok(()), Incoming::Request(other)) => run(shard, principal, other)
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
-        Incoming::Batch(pb, early) => Box::pin(produce_batch(shard, pb, early))
+        (Ok(()), Incoming::Batch(pb, early)) => Box::pin(produce_batch(shard, pb, early))
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
     };
@@ -186,6 +221,15 @@ fn endpoint(req: &Request) -> &'static str {
         Request::Admin(Kind::DeleteTopic, _) => "delete_topic",
         Request::Admin(Kind::PatchTopicConfig, _) => "patch_config",
         Request::Admin(Kind::InitProducer, _) => "init_producer",
+        Request::Admin(
+            Kind::CreateKey
+            | Kind::ListKeys
+            | Kind::DescribeKey
+            | Kind::PatchKey
+            | Kind::RevokeKey
+            | Kind::WhoAmI,
+            _,
+        ) => "keys",
         Request::Admin(_, _) => "group",
     }
 }
@@ -266,6 +310,7 @@ fn str_field<'a>(body: &'a serde_json::Value, field: &str) -> Result<&'a str, Ap
 /// same fields as the HTTP bodies otherwise.
 async fn group_request(
     shard: &Rc<Shard>,
+    p: &Principal,
     kind: Kind,
     body: &serde_json::Value,
 ) -> Result<serde_json::Value, ApiError> {
@@ -278,15 +323,20 @@ async fn group_request(
         Kind::LeaveGroup => GroupOp::Leave { member_id: member()? },
         Kind::CommitOffsets => crate::groups::admin::commit_op(body)?,
         Kind::FetchCommits => GroupOp::Commits,
-        Kind::DescribeGroup => return crate::groups::admin::describe(shard, group).await,
+        Kind::DescribeGroup => return crate::groups::admin::describe(shard, p, group).await,
         Kind::DeleteGroup => GroupOp::Delete,
+        Kind::PatchGroup => crate::groups::admin::set_owner_op(body)?,
         Kind::ResetGroup => {
             let (topic, to) = crate::groups::admin::reset_args(body)?;
-            return crate::groups::admin::reset(shard, group, &topic, to).await;
+            return crate::groups::admin::reset(shard, p, group, &topic, to).await;
         }
         other => return Err(ApiError::invalid(format!("{other:?} is not a group request"))),
     };
-    crate::groups::admin::call(shard, group, op).await
+    crate::groups::admin::call(shard, p, group, op).await
+}
+
+fn id_of(body: &serde_json::Value) -> Result<&str, ApiError> {
+    str_field(body, "id")
 }
 
 fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
@@ -295,7 +345,7 @@ fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::invalid("the request needs a string \"name\""))
 }
 
-async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
+async fn run(shard: &Rc<Shard>, p: &Principal, req: Request) -> Result<Response, ApiError> {
     match req {
         Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
         Request::IdempotentProduce(ip) => {
@@ -314,24 +364,29 @@ async fn run(shard: &Rc<Shard>, req: Request) -> Result<Response, ApiError> {
         Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb.map_batch(BatchBuf::from), None)).await,
         // Framed by `fetch` itself (its batches are not copied into a Response).
         Request::Fetch(_) => Err(ApiError::internal("a fetch is answered by handler::fetch")),
-        Request::Admin(kind, body) => Box::pin(admin_request(shard, kind, body)).await,
+        Request::Admin(kind, body) => Box::pin(admin_request(shard, p, kind, body)).await,
     }
 }
 
 /// Topic, producer-id and group requests (JSON), boxed by `run`: rare, and
 /// their state must not weigh on every produce and fetch.
-async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -> Result<Response, ApiError> {
+async fn admin_request(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    kind: Kind,
+    body: serde_json::Value,
+) -> Result<Response, ApiError> {
     {
         {
             let value = match kind {
                 Kind::CreateTopic => {
                     let create: CreateTopic = serde_json::from_value(body)
                         .map_err(|e| ApiError::invalid(format!("create topic: {e}")))?;
-                    admin::create(shard, create).await?
+                    admin::create(shard, p, create).await?
                 }
-                Kind::ListTopics => admin::list(shard),
-                Kind::DescribeTopic => admin::describe(shard, name_of(&body)?).await?,
-                Kind::DeleteTopic => admin::delete(shard, name_of(&body)?).await?,
+                Kind::ListTopics => admin::list(shard, p),
+                Kind::DescribeTopic => admin::describe(shard, p, name_of(&body)?).await?,
+                Kind::DeleteTopic => admin::delete(shard, p, name_of(&body)?).await?,
                 Kind::InitProducer => {
                     let existing = match body.get("producer_id") {
                         None | Some(serde_json::Value::Null) => None,
@@ -340,7 +395,7 @@ async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -
                                 .ok_or_else(|| ApiError::invalid("producer_id must be an integer"))?,
                         ),
                     };
-                    crate::producers::admin::init(shard, existing).await?
+                    crate::producers::admin::init(shard, p, existing).await?
                 }
                 k @ (Kind::JoinGroup
                 | Kind::Heartbeat
@@ -349,8 +404,21 @@ async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -
                 | Kind::FetchCommits
                 | Kind::DescribeGroup
                 | Kind::DeleteGroup
-                | Kind::ResetGroup) => group_request(shard, k, &body).await?,
-                Kind::ListGroups => crate::groups::admin::list(shard).await?,
+                | Kind::PatchGroup
+                | Kind::ResetGroup) => group_request(shard, p, k, &body).await?,
+                Kind::ListGroups => crate::groups::admin::list(shard, p).await?,
+                Kind::CreateKey => crate::auth::admin::create(shard, p, &body).await?,
+                Kind::ListKeys => crate::auth::admin::list(shard, p)?,
+                Kind::DescribeKey => crate::auth::admin::get(shard, p, id_of(&body)?)?,
+                Kind::PatchKey => {
+                    let mut changes = body.clone();
+                    if let Some(obj) = changes.as_object_mut() {
+                        obj.remove("id");
+                    }
+                    crate::auth::admin::patch(shard, p, id_of(&body)?, &changes).await?
+                }
+                Kind::RevokeKey => crate::auth::admin::revoke(shard, p, id_of(&body)?).await?,
+                Kind::WhoAmI => crate::auth::admin::whoami(shard, p)?,
                 Kind::PatchTopicConfig => {
                     let name = name_of(&body)?.to_string();
                     let changes = body
@@ -358,7 +426,7 @@ async fn admin_request(shard: &Rc<Shard>, kind: Kind, body: serde_json::Value) -
                         .and_then(|c| c.as_object())
                         .cloned()
                         .ok_or_else(|| ApiError::invalid("the request needs a \"config\" object"))?;
-                    admin::patch(shard, &name, changes).await?
+                    admin::patch(shard, p, &name, changes).await?
                 }
                 other => return Err(ApiError::invalid(format!("{other:?} is not a topic request"))),
             };

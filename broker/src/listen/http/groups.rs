@@ -6,6 +6,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
 use super::response::{self, Body};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::groups::admin::{self as groups, commit_op, join_op, reset_args};
 use crate::groups::coordinator::GroupOp;
@@ -27,20 +28,40 @@ fn ok(v: serde_json::Value) -> Response<Body> {
     response::json(StatusCode::OK, &v)
 }
 
-pub async fn list(shard: &Rc<Shard>) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::list(shard).await?))
+pub async fn list(shard: &Rc<Shard>, p: &Principal) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::list(shard, p).await?))
 }
 
-pub async fn describe(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::describe(shard, group).await?))
+pub async fn describe(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::describe(shard, p, group).await?))
 }
 
-pub async fn delete(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, group, GroupOp::Delete).await?))
+pub async fn delete(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, p, group, GroupOp::Delete).await?))
+}
+
+/// `PATCH /v1/groups/{g}` `{"owner": id}`: an admin hands the group to
+/// another key.
+pub async fn patch(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    p.require_admin("change a group's owner")?;
+    let v = body_json(shard, req).await?;
+    Ok(ok(groups::call(
+        shard,
+        p,
+        group,
+        crate::groups::admin::set_owner_op(&v)?,
+    )
+    .await?))
 }
 
 pub async fn join(
     shard: &Rc<Shard>,
+    p: &Principal,
     group: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
@@ -48,43 +69,55 @@ pub async fn join(
     let op = join_op(&v)?;
     Ok(response::json(
         StatusCode::CREATED,
-        &groups::call(shard, group, op).await?,
+        &groups::call(shard, p, group, op).await?,
     ))
 }
 
-pub async fn heartbeat(shard: &Rc<Shard>, group: &str, member: &str) -> Result<Response<Body>, ApiError> {
+pub async fn heartbeat(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    member: &str,
+) -> Result<Response<Body>, ApiError> {
     let op = GroupOp::Heartbeat {
         member_id: member.to_string(),
     };
-    Ok(ok(groups::call(shard, group, op).await?))
+    Ok(ok(groups::call(shard, p, group, op).await?))
 }
 
-pub async fn leave(shard: &Rc<Shard>, group: &str, member: &str) -> Result<Response<Body>, ApiError> {
+pub async fn leave(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    member: &str,
+) -> Result<Response<Body>, ApiError> {
     let op = GroupOp::Leave {
         member_id: member.to_string(),
     };
-    Ok(ok(groups::call(shard, group, op).await?))
+    Ok(ok(groups::call(shard, p, group, op).await?))
 }
 
 pub async fn commit(
     shard: &Rc<Shard>,
+    p: &Principal,
     group: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let v = body_json(shard, req).await?;
-    Ok(ok(groups::call(shard, group, commit_op(&v)?).await?))
+    Ok(ok(groups::call(shard, p, group, commit_op(&v)?).await?))
 }
 
-pub async fn commits(shard: &Rc<Shard>, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, group, GroupOp::Commits).await?))
+pub async fn commits(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, p, group, GroupOp::Commits).await?))
 }
 
 pub async fn reset(
     shard: &Rc<Shard>,
+    p: &Principal,
     group: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let v = body_json(shard, req).await?;
     let (topic, to) = reset_args(&v)?;
-    Ok(ok(groups::reset(shard, group, &topic, to).await?))
+    Ok(ok(groups::reset(shard, p, group, &topic, to).await?))
 }

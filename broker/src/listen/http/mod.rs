@@ -1,8 +1,10 @@
 //! The HTTP + JSON API: a listener on every shard (SO_REUSEPORT spreads
 //! connections over them), hyper http1 per connection, routes to handlers.
 
+mod auth;
 mod groups;
 mod io;
+mod keys;
 mod producers;
 mod records;
 mod response;

@@ -18,7 +18,12 @@ struct InitProducer {
     producer_id: Option<i64>,
 }
 
-pub async fn init(shard: &Rc<Shard>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+pub async fn init(
+    shard: &Rc<Shard>,
+    p: &crate::auth::Principal,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    p.require_some_topic_write()?;
     let body = response::read_body(shard, req.into_body()).await?;
     let init: InitProducer = if body.iter().all(|b| b.is_ascii_whitespace()) {
         InitProducer::default()
@@ -27,6 +32,6 @@ pub async fn init(shard: &Rc<Shard>, req: Request<Incoming>) -> Result<Response<
     };
     Ok(response::json(
         StatusCode::OK,
-        &crate::producers::admin::init(shard, init.producer_id).await?,
+        &crate::producers::admin::init(shard, p, init.producer_id).await?,
     ))
 }

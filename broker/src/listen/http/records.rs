@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 use super::response::{self, Body};
 use super::server::Conn;
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::ops::fetch::{Charger, FetchQuery};
 use crate::ops::produce::Item;
@@ -55,11 +57,13 @@ struct ProduceRecord {
 
 pub async fn produce(
     shard: &Rc<Shard>,
+    p: &Principal,
     topic: &str,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     crate::listen::listener::test_panic_hook(topic);
     let started = Instant::now();
+    p.require(Operation::Write, Resource::Topic, topic)?;
     let meta = lookup(shard, topic)?;
     let body = response::read_body(shard, req.into_body()).await?;
     metrics::counter!("es_http_bytes_in_total").increment(body.len() as u64);
@@ -107,6 +111,9 @@ pub async fn produce(
             ))
         }
     };
+    if let Some(f) = &producer {
+        shard.producers.check_owner(f.producer_id, p)?;
+    }
     let offsets = crate::ops::produce::produce(shard, &meta, items, producer).await?;
     let offsets: Vec<_> = offsets
         .into_iter()
@@ -135,12 +142,14 @@ fn number(name: &str, value: &str) -> Result<u64, ApiError> {
 pub async fn fetch(
     shard: &Rc<Shard>,
     conn: &Conn,
+    p: &Principal,
     topic: &str,
     partition: &str,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     crate::listen::listener::test_panic_hook(topic);
     let started = Instant::now();
+    p.require(Operation::Read, Resource::Topic, topic)?;
     let meta = lookup(shard, topic)?;
     let partition = number("partition", partition)?;
     let mut q = FetchQuery::default();

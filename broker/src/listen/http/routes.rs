@@ -10,7 +10,8 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::response::{self, Body};
 use super::server::Conn;
-use super::{groups, producers, records, topics};
+use super::{groups, keys, producers, records, topics};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::shard::Shard;
 
@@ -57,10 +58,24 @@ async fn routed(shard: Rc<Shard>, conn: Rc<Conn>, req: Request<Incoming>) -> Res
             ErrorCode::PayloadTooLarge.as_str(),
             Err(response::too_large(limit)),
         )
+    } else if is_open(req.uri().path()) {
+        dispatch(&shard, &conn, &Principal::Anonymous, req).await
     } else {
-        dispatch(&shard, &conn, req).await
+        // Every request is authenticated, keep-alive or not: a revoked
+        // key fails on its next request.
+        match super::auth::principal(&shard, req.headers()) {
+            Ok(p) => dispatch(&shard, &conn, &p, req).await,
+            Err(e) => ("unauthenticated", Err(e)),
+        }
     };
     let mut resp = result.unwrap_or_else(|e| response::error(&e));
+    if resp.status() == StatusCode::UNAUTHORIZED {
+        metrics::counter!("es_auth_unauthenticated_total", "listener" => "http").increment(1);
+        resp.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static(super::auth::CHALLENGE),
+        );
+    }
     // A body refused midway (too large, stalled) was not read to its end.
     if matches!(
         resp.status(),
@@ -82,7 +97,12 @@ async fn routed(shard: Rc<Shard>, conn: Rc<Conn>, req: Request<Incoming>) -> Res
 
 type Handled = (&'static str, Result<Response<Body>, ApiError>);
 
-async fn dispatch(shard: &Rc<Shard>, conn: &Conn, req: Request<Incoming>) -> Handled {
+/// Paths served without a key: probes and the Prometheus scrape.
+fn is_open(path: &str) -> bool {
+    matches!(path, "/health" | "/ready" | "/metrics")
+}
+
+async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<Incoming>) -> Handled {
     let path = req.uri().path().to_string();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -103,31 +123,46 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, req: Request<Incoming>) -> Han
                 crate::operate::metrics_live::render(shard).await,
             )),
         ),
-        (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard).await),
-        (["v1", "groups", g], &Method::GET) => ("describe_group", groups::describe(shard, g).await),
-        (["v1", "groups", g], &Method::DELETE) => ("delete_group", groups::delete(shard, g).await),
-        (["v1", "groups", g, "members"], &Method::POST) => ("join_group", groups::join(shard, g, req).await),
+        (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard, p).await),
+        (["v1", "groups", g], &Method::GET) => ("describe_group", groups::describe(shard, p, g).await),
+        (["v1", "groups", g], &Method::PATCH) => ("patch_group", groups::patch(shard, p, g, req).await),
+        (["v1", "groups", g], &Method::DELETE) => ("delete_group", groups::delete(shard, p, g).await),
+        (["v1", "groups", g, "members"], &Method::POST) => {
+            ("join_group", groups::join(shard, p, g, req).await)
+        }
         (["v1", "groups", g, "members", m, "heartbeat"], &Method::POST) => {
-            ("heartbeat", groups::heartbeat(shard, g, m).await)
+            ("heartbeat", groups::heartbeat(shard, p, g, m).await)
         }
         (["v1", "groups", g, "members", m], &Method::DELETE) => {
-            ("leave_group", groups::leave(shard, g, m).await)
+            ("leave_group", groups::leave(shard, p, g, m).await)
         }
-        (["v1", "groups", g, "commits"], &Method::POST) => ("commit", groups::commit(shard, g, req).await),
-        (["v1", "groups", g, "commits"], &Method::GET) => ("fetch_commits", groups::commits(shard, g).await),
-        (["v1", "groups", g, "reset"], &Method::POST) => ("reset_group", groups::reset(shard, g, req).await),
-        (["v1", "producers"], &Method::POST) => ("init_producer", producers::init(shard, req).await),
-        (["v1", "topics"], &Method::GET) => ("list_topics", Ok(topics::list(shard))),
-        (["v1", "topics"], &Method::POST) => ("create_topic", topics::create(shard, req).await),
-        (["v1", "topics", t], &Method::GET) => ("describe_topic", topics::describe(shard, t).await),
-        (["v1", "topics", t], &Method::DELETE) => ("delete_topic", topics::delete(shard, t).await),
+        (["v1", "groups", g, "commits"], &Method::POST) => ("commit", groups::commit(shard, p, g, req).await),
+        (["v1", "groups", g, "commits"], &Method::GET) => {
+            ("fetch_commits", groups::commits(shard, p, g).await)
+        }
+        (["v1", "groups", g, "reset"], &Method::POST) => {
+            ("reset_group", groups::reset(shard, p, g, req).await)
+        }
+        (["v1", "keys"], &Method::POST) => ("create_key", keys::create(shard, p, req).await),
+        (["v1", "keys"], &Method::GET) => ("list_keys", keys::list(shard, p)),
+        (["v1", "keys", id], &Method::GET) => ("describe_key", keys::get(shard, p, id)),
+        (["v1", "keys", id], &Method::PATCH) => ("patch_key", keys::patch(shard, p, id, req).await),
+        (["v1", "keys", id], &Method::DELETE) => ("revoke_key", keys::revoke(shard, p, id).await),
+        (["v1", "whoami"], &Method::GET) => ("whoami", keys::whoami(shard, p)),
+        (["v1", "producers"], &Method::POST) => ("init_producer", producers::init(shard, p, req).await),
+        (["v1", "topics"], &Method::GET) => ("list_topics", Ok(topics::list(shard, p))),
+        (["v1", "topics"], &Method::POST) => ("create_topic", topics::create(shard, p, req).await),
+        (["v1", "topics", t], &Method::GET) => ("describe_topic", topics::describe(shard, p, t).await),
+        (["v1", "topics", t], &Method::DELETE) => ("delete_topic", topics::delete(shard, p, t).await),
         (["v1", "topics", t, "config"], &Method::PATCH) => {
-            ("patch_config", topics::patch(shard, t, req).await)
+            ("patch_config", topics::patch(shard, p, t, req).await)
         }
-        (["v1", "topics", t, "records"], &Method::POST) => ("produce", records::produce(shard, t, req).await),
-        (["v1", "topics", t, "partitions", p, "records"], &Method::GET) => (
+        (["v1", "topics", t, "records"], &Method::POST) => {
+            ("produce", records::produce(shard, p, t, req).await)
+        }
+        (["v1", "topics", t, "partitions", part, "records"], &Method::GET) => (
             "fetch",
-            records::fetch(shard, conn, t, p, req.uri().query()).await,
+            records::fetch(shard, conn, p, t, part, req.uri().query()).await,
         ),
         (known, _) if is_known(known) => (
             ErrorCode::MethodNotAllowed.as_str(),
@@ -153,6 +188,9 @@ fn is_known(segments: &[&str]) -> bool {
             | ["ready"]
             | ["metrics"]
             | ["v1", "topics"]
+            | ["v1", "keys"]
+            | ["v1", "keys", _]
+            | ["v1", "whoami"]
             | ["v1", "producers"]
             | ["v1", "groups"]
             | ["v1", "groups", _]
