@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use groups::load as group_load;
-use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile};
+use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile, signals};
 use producers::ids as producer_ids;
 use shard::{lock, runtime, state};
 use topics::{catalog, topic, trash};
@@ -190,29 +190,17 @@ fn start(config: config::Config) -> Result<(), String> {
         "starting"
     );
     let state = Arc::new(state::BrokerState::default());
-    let signals_state = state.clone();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
-            .map_err(|e| format!("installing signal handlers: {e}"))?;
-    std::thread::Builder::new()
-        .name("es-signals".into())
-        .spawn(move || {
-            let mut signals = signals.forever();
-            if let Some(sig) = signals.next() {
-                tracing::info!(signal = sig, "shutting down: finishing in-flight requests");
-                signals_state.shutting_down.store(true, Ordering::Release);
-            }
-            // A second signal is an operator who will not wait: stop now.
-            // Whatever was acknowledged is on disk; the next start recovers
-            // the partitions that were not closed.
-            if let Some(sig) = signals.next() {
-                eprintln!(
-                    "es-broker: signal {sig} again: exiting now without closing partitions; the next start recovers them"
-                );
-                std::process::exit(1);
-            }
-        })
-        .map_err(|e| format!("starting the signal thread: {e}"))?;
+    // Read on this thread: the shards only run handshakes.
+    let tls = listen::tls::Tls::from_config(&config)?;
+    // What SIGHUP reloads, in order.
+    let mut reloads = Vec::new();
+    if let Some(tls) = tls.clone() {
+        reloads.push(signals::Reload {
+            what: "tls",
+            run: Box::new(move || tls.reload()),
+        });
+    }
+    signals::spawn(state.clone(), reloads)?;
     let config_data_dir = config.data_dir.clone();
     clock::init_test_offset(&config_data_dir);
     runtime::run(
@@ -224,7 +212,7 @@ fn start(config: config::Config) -> Result<(), String> {
         state,
         Arc::new(recorder),
         groups,
-        listen::start,
+        listen::starter(tls),
     )?;
     tracing::info!("stopped cleanly");
     Ok(())
