@@ -383,7 +383,10 @@ fn https_serves_the_api_and_refuses_what_is_not_tls_to_its_ca() {
         .collect();
     assert_eq!(documented.len(), 4, "{documented:?}");
     for name in documented {
-        assert!(text.contains(&format!("# HELP es_tls_{name} ")), "es_tls_{name} not exported:\n{text}");
+        assert!(
+            text.contains(&format!("# HELP es_tls_{name} ")),
+            "es_tls_{name} not exported:\n{text}"
+        );
     }
 }
 

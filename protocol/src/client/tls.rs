@@ -137,6 +137,11 @@ fn describe(e: &rustls::Error, name: &str) -> String {
         | Error::InvalidCertificate(CertificateError::ExpiredContext { .. }) => {
             "the broker's certificate has expired".to_string()
         }
+        Error::InvalidCertificate(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            "the broker's certificate is a CA certificate (basicConstraints CA:TRUE), which is refused as a \
+             server's own: the broker needs a certificate issued by a CA (docs/security.md)"
+                .to_string()
+        }
         Error::InvalidCertificate(other) => format!("the broker's certificate is refused: {other:?}"),
         Error::AlertReceived(AlertDescription::CertificateRequired)
         | Error::AlertReceived(AlertDescription::HandshakeFailure)
