@@ -65,22 +65,33 @@ pub struct Broker {
     dir: PathBuf,
     http_port: u16,
     pub addr: String,
+    /// Flags beyond the data dir, addresses and shards.
+    extra: Vec<String>,
 }
 
 impl Broker {
     pub fn start() -> Broker {
+        let mut b = Broker::start_unready(&[]);
+        b.wait_ready();
+        b
+    }
+
+    /// Starts a broker with `extra` flags without waiting for plain-HTTP
+    /// `GET /ready` (a TLS broker does not answer it): the caller waits
+    /// for what it needs (every wait stops if the broker exits).
+    pub fn start_unready(extra: &[&str]) -> Broker {
         let dir = temp_dir();
         let http_port = free_port();
         let addr = format!("127.0.0.1:{}", free_port());
-        let child = spawn_broker(&dir, http_port, &addr);
-        let mut b = Broker {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let child = spawn_broker(&dir, http_port, &addr, &extra);
+        Broker {
             child,
             dir,
             http_port,
             addr,
-        };
-        b.wait_ready();
-        b
+            extra,
+        }
     }
 
     /// `kill -9` the broker, then start it again on the same data
@@ -89,7 +100,7 @@ impl Broker {
         wait::unwatch(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn_broker(&self.dir, self.http_port, &self.addr);
+        self.child = spawn_broker(&self.dir, self.http_port, &self.addr, &self.extra);
         self.wait_ready();
     }
 
@@ -124,7 +135,7 @@ impl Broker {
 
 /// Starts es-broker (see [`Broker::wait_ready`]); every later wait on this
 /// thread stops at once if it exits.
-fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
+fn spawn_broker(dir: &Path, http_port: u16, addr: &str, extra: &[String]) -> Child {
     let log_path = dir.join("broker.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -136,6 +147,7 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str) -> Child {
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])
         .args(["--binary-addr", addr, "--shards", "2"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -175,6 +187,8 @@ pub fn run_es(args: &[&str], input: &[u8], env: &[(&str, &str)]) -> Output {
     cmd.args(args)
         .env_remove("ES_BROKER")
         .env_remove("ES_API_KEY")
+        .env_remove("ES_TLS")
+        .env_remove("ES_TLS_CA")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
