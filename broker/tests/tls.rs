@@ -531,17 +531,24 @@ fn the_binary_protocol_speaks_tls_and_its_connections_stay_on_their_shard() {
         p.wait().expect("produce over TLS");
     }
     // Large batches (read into memory of their own, early writes) to one
-    // partition, more than enough to move a plaintext connection.
+    // partition, more than enough to move a plaintext connection, from
+    // four connections: the kernel puts some, almost surely, on the shard
+    // that does not own the partition.
     let value: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
-    for _ in 0..10 {
-        let mut bb = es_protocol::batch::BatchBuilder::default();
-        bb.push(None, &value, 0);
-        c.produce_batch("t", 1, bb.finish(0, None).unwrap())
-            .expect("a 3 MiB batch over TLS");
+    let others: Vec<Client> = (0..3)
+        .map(|_| Client::connect(&addr, tls_options(&pki.ca_path(), None)).expect("TLS connect"))
+        .collect();
+    for conn in std::iter::once(&c).chain(&others) {
+        for _ in 0..10 {
+            let mut bb = es_protocol::batch::BatchBuilder::default();
+            bb.push(None, &value, 0);
+            conn.produce_batch("t", 1, bb.finish(0, None).unwrap())
+                .expect("a 3 MiB batch over TLS");
+        }
     }
     let mut got = Vec::new();
     let mut offset = 0;
-    while got.len() < 30 {
+    while got.len() < 60 {
         let ok = c
             .fetch(Fetch {
                 topic: "t".into(),
@@ -556,7 +563,7 @@ fn the_binary_protocol_speaks_tls_and_its_connections_stay_on_their_shard() {
         offset = ok.next_offset;
         got.extend(ok.to_records().into_iter().map(|r| r.value));
     }
-    assert_eq!(got.len(), 30);
+    assert_eq!(got.len(), 60);
     assert_eq!(got[0], b"r1");
     assert!(
         got[20..].iter().all(|v| *v == value),
