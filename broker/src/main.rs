@@ -22,8 +22,8 @@ mod topics; // topics: metadata, catalog, controller, clean-up
 
 // The edges. Listeners depend on the core, never the core on them; the
 // Kafka wire protocol comes in as a listener beside HTTP and binary.
-mod listen; // client listeners: HTTP, binary, and what they share
-mod operate; // flags, logging, process limits, allocator, metrics
+mod listen; // client listeners: HTTP, binary, TLS, and what they share
+mod operate; // flags, logging, process limits, allocator, metrics, signals
 
 #[cfg(test)]
 mod test_executor;
