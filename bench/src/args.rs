@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
+use es_protocol::client::tls::TlsOptions;
+use es_protocol::client::Options as ClientOptions;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -129,6 +131,15 @@ pub struct Options {
     /// Gzip every request frame (the broker answers in kind).
     #[arg(long)]
     pub gzip: bool,
+    /// Speak TLS to the broker (es-broker --tls-cert), trusting the system's
+    /// CA certificates unless --tls-ca is given. Every connection then goes
+    /// through the client library, as with --gzip. Not with --start-broker.
+    #[arg(long, env = "ES_TLS")]
+    pub tls: bool,
+    /// PEM file of the CA certificates that signed the broker's
+    /// certificate; implies --tls.
+    #[arg(long, env = "ES_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Print one JSON object with every figure instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -243,6 +254,39 @@ impl Options {
         if self.fetch_bytes == 0 {
             return Err("--fetch-bytes must be positive".into());
         }
+        if self.start_broker && (self.tls || self.tls_ca.is_some()) {
+            return Err(
+                "--start-broker starts a plaintext broker: for --tls, start es-broker with --tls-cert \
+                 and --tls-key yourself and give its address with --broker"
+                    .into(),
+            );
+        }
         Ok(())
+    }
+
+    /// How to speak TLS to the broker (`--tls`, `--tls-ca`), or `None`:
+    /// its certificate must carry the host of `--broker`.
+    pub fn tls_options(&self) -> Result<Option<TlsOptions>, String> {
+        if !self.tls && self.tls_ca.is_none() {
+            return Ok(None);
+        }
+        let mut tls = TlsOptions::new(self.tls_ca.as_deref()).map_err(|e| match &self.tls_ca {
+            Some(_) => format!("--tls-ca {e}"),
+            None => format!("--tls: {e}; give the broker's CA with --tls-ca FILE"),
+        })?;
+        let host = self
+            .broker
+            .rsplit_once(':')
+            .map_or(self.broker.as_str(), |(host, _)| host);
+        tls.server_name = Some(host.trim_start_matches('[').trim_end_matches(']').to_string());
+        Ok(Some(tls))
+    }
+
+    /// Options of a client-library connection: TLS as asked.
+    pub fn client_options(&self) -> Result<ClientOptions, String> {
+        Ok(ClientOptions {
+            tls: self.tls_options()?,
+            ..crate::connect::options()
+        })
     }
 }

@@ -24,7 +24,7 @@ use crate::window::Window;
 /// Produces until every partition holds its share of `--prefill-mb`.
 pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
     let client =
-        Client::connect(addr, crate::connect::options()).map_err(|e| format!("connect to {addr}: {e}"))?;
+        Client::connect(addr, opts.client_options()?).map_err(|e| format!("connect to {addr}: {e}"))?;
     let marks = topic::high_watermarks(&client, &opts.topic)?;
     drop(client);
     let partitions = opts.partitions as usize;
@@ -48,6 +48,7 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
         rate: None,
         budget: Some(budget),
         threads: opts.producer_threads(),
+        tls: opts.tls_options()?,
     };
     let counters = Arc::new(Counters::default());
     let stop = AtomicBool::new(false);
@@ -67,8 +68,9 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
 
 /// Sweeps every partition for `duration`, one connection each.
 pub fn run(opts: &Options, addr: &str, duration: Duration, shards: Option<usize>) -> Result<Phase, String> {
+    let tls = opts.tls_options()?;
     let consumers = (0..opts.partitions)
-        .map(|p| Consumer::connect(addr, &opts.topic, p, opts.fetch_bytes, opts.gzip))
+        .map(|p| Consumer::connect(addr, &opts.topic, p, opts.fetch_bytes, opts.gzip, tls.clone()))
         .collect::<Result<Vec<_>, String>>()?;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -31,8 +31,8 @@ pub struct Consumer {
     fetch_bytes: u32,
 }
 
-/// Without gzip a consumer drives its connection on its own thread
-/// (`Fetcher`); gzip goes through the client library.
+/// Without gzip or TLS a consumer drives its connection on its own thread
+/// (`Fetcher`); gzip and TLS go through the client library.
 enum Conn {
     Direct(Mutex<Fetcher>),
     Library(Client),
@@ -45,12 +45,14 @@ impl Consumer {
         partition: u32,
         fetch_bytes: u32,
         gzip: bool,
+        tls: Option<es_protocol::client::tls::TlsOptions>,
     ) -> Result<Consumer, String> {
         let client_id = format!("es-bench-consumer-{partition}");
-        let conn = if gzip {
+        let conn = if gzip || tls.is_some() {
             let options = Options {
                 client_id,
                 gzip,
+                tls,
                 ..crate::connect::options()
             };
             Conn::Library(

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_protocol::client::Client;
+use es_protocol::client::{Client, Options as ClientOptions};
 
 use crate::consumer::Consumer;
 use crate::counters::Counters;
@@ -26,12 +26,25 @@ pub fn run(
     shards: Option<usize>,
     quiet: bool,
 ) -> Result<Phase, String> {
-    let client = Client::connect(&spec.addr, crate::connect::options())
-        .map_err(|e| format!("connect to {}: {e}", spec.addr))?;
+    let options = ClientOptions {
+        tls: spec.tls.clone(),
+        ..crate::connect::options()
+    };
+    let client =
+        Client::connect(&spec.addr, options).map_err(|e| format!("connect to {}: {e}", spec.addr))?;
     let starts = topic::high_watermarks(&client, &spec.topic)?;
     drop(client);
     let consumers = (0..spec.partitions)
-        .map(|p| Consumer::connect(&spec.addr, &spec.topic, p, fetch_bytes, spec.gzip))
+        .map(|p| {
+            Consumer::connect(
+                &spec.addr,
+                &spec.topic,
+                p,
+                fetch_bytes,
+                spec.gzip,
+                spec.tls.clone(),
+            )
+        })
         .collect::<Result<Vec<_>, String>>()?;
     let produced = Counters::default();
     let consumed = Arc::new(Counters::default());

@@ -99,12 +99,12 @@ fn load(
     phases: &mut Vec<Phase>,
 ) -> Result<(), String> {
     {
-        let client = Client::connect(addr, crate::connect::options())
-            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        let client =
+            Client::connect(addr, opts.client_options()?).map_err(|e| format!("connect to {addr}: {e}"))?;
         topic::ensure(&client, &opts.topic, opts.partitions)?;
     }
     let warmup = Duration::from_secs_f64(opts.warmup);
-    let mut spec = spec(opts, addr);
+    let mut spec = spec(opts, addr)?;
     match mode {
         Mode::Produce => produce_phases(opts, &mut spec, shards, dir, phases)?,
         Mode::Consume => {
@@ -276,8 +276,8 @@ fn produce_phases(
     Ok(())
 }
 
-fn spec(opts: &Options, addr: &str) -> Spec {
-    Spec {
+fn spec(opts: &Options, addr: &str) -> Result<Spec, String> {
+    Ok(Spec {
         addr: addr.to_string(),
         topic: opts.topic.clone(),
         partitions: opts.partitions,
@@ -290,5 +290,6 @@ fn spec(opts: &Options, addr: &str) -> Spec {
         rate: None,
         budget: None,
         threads: opts.producer_threads(),
-    }
+        tls: opts.tls_options()?,
+    })
 }

@@ -46,6 +46,8 @@ pub struct Spec {
     pub budget: Option<Vec<u64>>,
     /// Threads the lean producers' connections are spread over.
     pub threads: usize,
+    /// Speak TLS (through the client library, as with gzip).
+    pub tls: Option<es_protocol::client::tls::TlsOptions>,
 }
 
 impl Spec {
@@ -98,11 +100,11 @@ struct InFlight {
 
 /// Runs every producer of `spec` through `window` (or until its budget is
 /// sent); the latencies of the requests sent after the warm-up, one entry
-/// per thread. Uncompressed, unstamped producers are lanes of the lean loop
-/// (pipeline.rs), spread over `spec.threads` threads; the others use the
-/// client library, a thread each.
+/// per thread. Uncompressed, unstamped plaintext producers are lanes of the
+/// lean loop (pipeline.rs), spread over `spec.threads` threads; the others
+/// use the client library, a thread each.
 pub fn run_all(spec: &Spec, window: Window, shared: &Shared) -> Vec<Result<Latency, String>> {
-    if spec.gzip || spec.stamped {
+    if spec.gzip || spec.stamped || spec.tls.is_some() {
         return spawn_each(
             (0..spec.producers).map(|i| (producer_name(i), i)),
             |i| run_one(i, spec, window, shared),
@@ -192,6 +194,7 @@ fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
     let options = Options {
         client_id: producer_name(index),
         gzip: spec.gzip,
+        tls: spec.tls.clone(),
         ..crate::connect::options()
     };
     Client::connect(&spec.addr, options)

@@ -29,7 +29,12 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
         opts.inflight,
         opts.batch,
         opts.record_size,
-        if opts.gzip { ", gzip" } else { "" },
+        match (opts.gzip, opts.tls || opts.tls_ca.is_some()) {
+            (false, false) => "",
+            (true, false) => ", gzip",
+            (false, true) => ", tls",
+            (true, true) => ", gzip, tls",
+        },
         rate,
         opts.duration,
         // consume sweeps the page cache from the first fetch: no warm-up.
@@ -145,6 +150,7 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
                 Some(Rate::HalfOfMax) => json!("half"),
             },
             "gzip": opts.gzip,
+            "tls": opts.tls || opts.tls_ca.is_some(),
             "compare_disk": opts.compare_disk,
             "rounds": opts.rounds,
             "prefill_mb": opts.prefill_mb,

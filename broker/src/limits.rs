@@ -116,8 +116,18 @@ pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 200;
 /// Longest `--spin-before-park-us`: past a second, a shard might as well
 /// never park.
 pub const SPIN_BEFORE_PARK_US_MAX: u64 = 1_000_000;
+/// Default `--tls-handshake-timeout-ms`: a client on a slow link
+/// finishes a handshake in a few round trips, far below 10 s, while one
+/// that connects and says nothing holds its socket no longer than this.
+pub const TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Largest `--tls-handshake-timeout-ms` (a minute): past it the timeout no
+/// longer guards against clients that open connections and stall.
+pub const TLS_HANDSHAKE_TIMEOUT_MS_MAX: u64 = 60_000;
 
 // The defaults pass `Config::validate`, each within its flag's range:
+const _: () = assert!(
+    TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT >= 1 && TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT <= TLS_HANDSHAKE_TIMEOUT_MS_MAX
+);
 const _: () = assert!(FRAME_BYTES_MAX_MIN <= FRAME_BYTES_MAX_DEFAULT);
 const _: () = assert!(FRAME_BYTES_MAX_DEFAULT <= BATCH_BYTES_MAX);
 const _: () = assert!(INFLIGHT_REQUESTS_MAX_DEFAULT <= INFLIGHT_REQUESTS_MAX_LIMIT);

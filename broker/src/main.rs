@@ -24,8 +24,8 @@ mod topics; // topics: metadata, catalog, controller, clean-up
 
 // The edges. Listeners depend on the core, never the core on them; the
 // Kafka wire protocol comes in as a listener beside HTTP and binary.
-mod listen; // client listeners: HTTP, binary, and what they share
-mod operate; // flags, logging, process limits, allocator, metrics
+mod listen; // client listeners: HTTP, binary, TLS, and what they share
+mod operate; // flags, logging, process limits, allocator, metrics, signals
 
 #[cfg(test)]
 mod test_executor;
@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use groups::load as group_load;
 use limits::START_RETRY_MS;
-use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile};
+use operate::{clock, config, config_file, logging, memlock, metrics_help, nofile, signals};
 use producers::ids as producer_ids;
 use shard::{lock, runtime, state};
 use topics::{catalog, topic, trash};
@@ -196,30 +196,24 @@ fn start(config: config::Config) -> Result<(), String> {
     );
     let state = Arc::new(state::BrokerState::default());
     state.keys.install(config.auth, keys);
-    auth::reload::on_sighup(state.clone(), config.data_dir.clone())?;
-    let signals_state = state.clone();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
-            .map_err(|e| format!("installing signal handlers: {e}"))?;
-    std::thread::Builder::new()
-        .name("es-signals".into())
-        .spawn(move || {
-            let mut signals = signals.forever();
-            if let Some(sig) = signals.next() {
-                tracing::info!(signal = sig, "shutting down: finishing in-flight requests");
-                signals_state.shutting_down.store(true, Ordering::Release);
-            }
-            // A second signal is an operator who will not wait: stop now.
-            // Whatever was acknowledged is on disk; the next start recovers
-            // the partitions that were not closed.
-            if let Some(sig) = signals.next() {
-                eprintln!(
-                    "es-broker: signal {sig} again: exiting now without closing partitions; the next start recovers them"
-                );
-                std::process::exit(1);
-            }
-        })
-        .map_err(|e| format!("starting the signal thread: {e}"))?;
+    // Read on this thread: the shards only run handshakes.
+    let tls = listen::tls::Tls::from_config(&config)?;
+    // What SIGHUP reloads, in order.
+    let mut reloads = Vec::new();
+    if let Some(tls) = tls.clone() {
+        reloads.push(signals::Reload {
+            what: "tls",
+            run: Box::new(move || tls.reload()),
+        });
+    }
+    if config.auth == auth::AuthMode::Required {
+        let (state, data_dir) = (state.clone(), config.data_dir.clone());
+        reloads.push(signals::Reload {
+            what: "api_keys",
+            run: Box::new(move || auth::reload::reload(&state, &data_dir)),
+        });
+    }
+    signals::spawn(state.clone(), reloads)?;
     let config_data_dir = config.data_dir.clone();
     clock::init_test_offset(&config_data_dir);
     runtime::run(
@@ -231,7 +225,7 @@ fn start(config: config::Config) -> Result<(), String> {
         state,
         Arc::new(recorder),
         groups,
-        listen::start,
+        listen::starter(tls),
     )?;
     tracing::info!("stopped cleanly");
     Ok(())

@@ -39,6 +39,18 @@ pub struct Global {
         help_heading = "Global options"
     )]
     pub api_key: Option<String>,
+    /// Speak TLS to the broker (es-broker --tls-cert), trusting the system's CA certificates unless --tls-ca is given.
+    #[arg(long, env = "ES_TLS", global = true, help_heading = "Global options")]
+    pub tls: bool,
+    /// PEM file of the CA certificates that signed the broker's certificate; implies --tls.
+    #[arg(
+        long,
+        env = "ES_TLS_CA",
+        global = true,
+        value_name = "FILE",
+        help_heading = "Global options"
+    )]
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

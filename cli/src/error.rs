@@ -29,6 +29,8 @@ pub mod code {
     pub const IO_ERROR: &str = "io_error";
     /// es could not start a thread or handle a signal.
     pub const INTERNAL: &str = "internal";
+    /// The TLS handshake with the broker failed.
+    pub const TLS_ERROR: &str = "tls_error";
     /// clap's usage errors (exit code 2).
     pub const USAGE: &str = "usage";
 }
@@ -129,10 +131,36 @@ pub fn connect_error(addr: &str, e: ClientError) -> CliError {
             code::PROTOCOL_ERROR,
             format!(
                 "{addr} did not answer as an es broker ({e}). --broker takes the broker's binary protocol \
-                 address (es-broker --binary-addr, default 127.0.0.1:9090), not its HTTP address."
+                 address (es-broker --binary-addr, default 127.0.0.1:9090), not its HTTP address. \
+                 A broker started with --tls-cert speaks TLS only: add --tls-ca FILE (or --tls)."
             ),
         ),
+        ClientError::Tls(m) => tls_error(addr, &m),
     }
+}
+
+/// A failed TLS handshake with the broker at `addr`: what failed
+/// (`message`), and what to do about it.
+fn tls_error(addr: &str, message: &str) -> CliError {
+    let hint = if message.contains("unknown issuer") {
+        "Give the CA that signed the broker's certificate with --tls-ca FILE (or ES_TLS_CA)."
+    } else if message.contains("name mismatch") {
+        "Set --broker to a name or address the broker's certificate carries (its subjectAltName)."
+    } else if message.contains("expired") {
+        "The broker needs a new certificate (es-broker reloads it on SIGHUP)."
+    } else if message.contains("did not answer in TLS") {
+        "Is the broker started with --tls-cert? For a plaintext broker, leave out --tls and --tls-ca."
+    } else if message.contains("client certificate") {
+        "The broker requires client certificates (es-broker --tls-client-ca), which es does not send yet."
+    } else {
+        ""
+    };
+    CliError::new(
+        code::TLS_ERROR,
+        format!("TLS with the broker at {addr} failed: {message}. {hint}")
+            .trim_end()
+            .to_string(),
+    )
 }
 
 /// What to suggest when the topic a command names does not exist.
@@ -177,6 +205,7 @@ pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientErro
                 format!("protocol error with the broker at {addr}: {m}"),
             )
         }
+        ClientError::Tls(m) => return tls_error(addr, &m),
     };
     let hint = match code.as_str() {
         "topic_not_found" => {
@@ -268,6 +297,7 @@ pub fn is_transient(e: &ClientError) -> bool {
         ClientError::Io(_) | ClientError::Closed => true,
         ClientError::Protocol(m) => m.starts_with("connection lost"),
         ClientError::Broker { code, .. } => code == "unavailable",
+        ClientError::Tls(_) => false,
     }
 }
 

@@ -5,6 +5,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+use es_protocol::client::tls::TlsOptions;
 use es_protocol::client::{Client, ClientError, Options};
 use es_protocol::Kind;
 use serde_json::{json, Value};
@@ -28,6 +29,7 @@ impl Session {
             api_key: global.api_key.clone().unwrap_or_default(),
             gzip,
             connect_timeout: Duration::from_secs(10),
+            tls: tls_options(global)?,
         };
         let addrs = resolve(&global.broker).map_err(|e| {
             CliError::new(
@@ -69,6 +71,31 @@ impl Session {
     pub fn frame_bytes_max(&self) -> usize {
         self.client.hello().frame_bytes_max as usize
     }
+}
+
+/// How to speak TLS to the broker: with `--tls-ca FILE`, trusting that
+/// file's CA certificates; with `--tls` alone, the system's. The broker's
+/// certificate must carry the host of `--broker` (each address it
+/// resolves to is connected to under that name).
+fn tls_options(global: &Global) -> Result<Option<TlsOptions>> {
+    if !global.tls && global.tls_ca.is_none() {
+        return Ok(None);
+    }
+    let mut tls = TlsOptions::new(global.tls_ca.as_deref()).map_err(|e| {
+        let message = match &global.tls_ca {
+            Some(_) => format!("--tls-ca {e}"),
+            None => {
+                format!("--tls: {e}. Give the CA that signed the broker's certificate with --tls-ca FILE.")
+            }
+        };
+        CliError::new(code::INVALID_ARGUMENT, message)
+    })?;
+    let host = global
+        .broker
+        .rsplit_once(':')
+        .map_or(global.broker.as_str(), |(host, _)| host);
+    tls.server_name = Some(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    Ok(Some(tls))
 }
 
 /// The addresses `addr` (HOST:PORT) resolves to.

@@ -5,6 +5,11 @@
 //! thread matches responses to requests by id. In-flight requests are capped
 //! at the broker's `inflight_requests_max` (from the handshake): `send`
 //! waits for a slot. [`Producer`] adds batching by size and linger.
+//! With feature `tls` and [`Options::tls`], the connection speaks TLS
+//! (tls.rs).
+
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read, Write};
@@ -38,6 +43,10 @@ pub enum ClientError {
     Protocol(String),
     #[error("the connection to the broker closed")]
     Closed,
+    /// The TLS handshake failed: what failed (an unknown CA, a name
+    /// mismatch, a refused client).
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 impl ClientError {
@@ -57,7 +66,11 @@ pub struct Options {
     pub api_key: String,
     /// Compress request payloads with gzip.
     pub gzip: bool,
+    /// Also how long the TLS and es handshakes may take over TLS.
     pub connect_timeout: Duration,
+    /// Speak TLS (`None`: plain TCP).
+    #[cfg(feature = "tls")]
+    pub tls: Option<tls::TlsOptions>,
 }
 
 impl Default for Options {
@@ -67,6 +80,35 @@ impl Default for Options {
             api_key: String::new(),
             gzip: false,
             connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
+/// Where requests are written: the socket, or the TLS session over it.
+enum Writer {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(tls::WriteHalf),
+}
+
+impl Writer {
+    fn write_frame(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        match self {
+            Writer::Plain(s) => write_all_vectored(s, head, body),
+            #[cfg(feature = "tls")]
+            Writer::Tls(w) => w.write_frame(head, body),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        match self {
+            Writer::Plain(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            #[cfg(feature = "tls")]
+            Writer::Tls(w) => w.shutdown(),
         }
     }
 }
@@ -82,7 +124,7 @@ struct Shared {
 
 /// A connection to one broker. `Send + Sync`: share it between threads.
 pub struct Client {
-    writer: Mutex<TcpStream>,
+    writer: Mutex<Writer>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
     gzip: bool,
@@ -147,10 +189,37 @@ impl PendingResponse {
 }
 
 impl Client {
-    /// Connects and shakes hands.
+    /// Connects and shakes hands (TLS first, with `options.tls`).
     pub fn connect(addr: &str, options: Options) -> Result<Client, ClientError> {
-        let (writer, hello_ok) = connect(addr, &options)?;
-        let read_half = writer.try_clone()?;
+        let mut sock = open(addr, &options)?;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &options.tls {
+            // A broker that never answers cannot hold the handshakes.
+            sock.set_read_timeout(Some(options.connect_timeout))?;
+            let mut conn = tls::handshake(&mut sock, tls, addr)?;
+            let hello_ok = shake_hands(&mut rustls::Stream::new(&mut conn, &mut sock), &options).map_err(
+                |e| match e {
+                    ClientError::Io(e) => tls::from_io(e, &tls::name_for(tls, addr)),
+                    e => e,
+                },
+            )?;
+            sock.set_read_timeout(None)?;
+            let (read_half, write_half) = tls::split(conn, sock)?;
+            return Client::start(Writer::Tls(write_half), read_half, hello_ok, &options);
+        }
+        let hello_ok = shake_hands(&mut sock, &options)?;
+        let read_half = sock.try_clone()?;
+        Client::start(Writer::Plain(sock), read_half, hello_ok, &options)
+    }
+
+    /// The client of a connection past its handshakes: its reader thread
+    /// reads `read_half`.
+    fn start(
+        writer: Writer,
+        read_half: impl Read + Send + 'static,
+        hello_ok: HelloOk,
+        options: &Options,
+    ) -> Result<Client, ClientError> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(0),
@@ -212,7 +281,7 @@ impl Client {
         if let Some(field) = head.get_mut(8..16) {
             field.copy_from_slice(&id.to_be_bytes());
         }
-        if let Err(e) = write_all_vectored(&mut *self.writer.lock().expect("lock"), &head, body) {
+        if let Err(e) = self.writer.lock().expect("lock").write_frame(&head, body) {
             self.shared.pending.lock().expect("lock").remove(&id);
             release(&self.shared);
             return Err(e.into());
@@ -306,8 +375,8 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        if let Ok(w) = self.writer.lock() {
-            let _ = w.shutdown(std::net::Shutdown::Both);
+        if let Ok(mut w) = self.writer.lock() {
+            w.shutdown();
         }
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -329,13 +398,32 @@ fn release(shared: &Shared) {
 /// ready for requests, and what the broker said. For a caller that drives
 /// a connection itself, one thread per connection, with
 /// [`read_response`]; `Client::connect` starts from it too.
+/// Plain TCP only: [`Client::connect`] speaks TLS.
 pub fn connect(addr: &str, options: &Options) -> Result<(TcpStream, HelloOk), ClientError> {
+    #[cfg(feature = "tls")]
+    if options.tls.is_some() {
+        return Err(ClientError::Protocol(
+            "client::connect drives plain TCP connections; Client::connect speaks TLS".into(),
+        ));
+    }
+    let mut stream = open(addr, options)?;
+    let hello_ok = shake_hands(&mut stream, options)?;
+    Ok((stream, hello_ok))
+}
+
+/// A TCP connection to `addr`, TCP_NODELAY on.
+fn open(addr: &str, options: &Options) -> Result<TcpStream, ClientError> {
     let sock = addr
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| ClientError::Protocol(format!("{addr} resolves to no address")))?;
-    let mut stream = TcpStream::connect_timeout(&sock, options.connect_timeout)?;
+    let stream = TcpStream::connect_timeout(&sock, options.connect_timeout)?;
     stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// The es handshake on a connection: what the broker said.
+fn shake_hands(stream: &mut (impl Read + Write), options: &Options) -> Result<HelloOk, ClientError> {
     let hello = Request::Hello(Hello {
         min_version: PROTOCOL_VERSION,
         max_version: PROTOCOL_VERSION,
@@ -343,7 +431,7 @@ pub fn connect(addr: &str, options: &Options) -> Result<(TcpStream, HelloOk), Cl
         api_key: options.api_key.clone(),
     });
     stream.write_all(&hello.to_frame(0, false))?;
-    let hello_ok = match read_response(&mut stream)?.map(|(_, r)| r) {
+    let hello_ok = match read_response(stream)?.map(|(_, r)| r) {
         Some(Response::HelloOk(h)) => h,
         Some(Response::Error(e)) => {
             return Err(ClientError::Broker {
@@ -359,7 +447,7 @@ pub fn connect(addr: &str, options: &Options) -> Result<(TcpStream, HelloOk), Cl
         }
         None => return Err(ClientError::Closed),
     };
-    Ok((stream, hello_ok))
+    Ok(hello_ok)
 }
 
 /// Reads one response frame and its request id from `r` (a connection

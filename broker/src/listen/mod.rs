@@ -2,28 +2,41 @@
 //! producers), never the core on a listener, never one listener on
 //! another: `listener.rs` and `watchdog.rs` are what every listener shares
 //! (accept, connection limits, contained panics, idle and stall verdicts).
+//! `tls/` is TLS to clients, which every listener speaks with `--tls-cert`.
 //! Listeners to come (Kafka's wire protocol, the schema registry) slot in
 //! beside `http/` and `binary/`.
 
 pub mod binary;
 pub mod http;
 pub mod listener;
+pub mod tls;
 pub mod watchdog;
 
 use std::rc::Rc;
+use std::sync::Arc;
 
+use crate::shard::runtime::Listen;
 use crate::shard::Shard;
 
+/// What main.rs hands to `shard::runtime::run`, so the core never names a
+/// listener: [`start`] on every shard, with the TLS setup (if any) that
+/// all shards share.
+pub fn starter(tls: Option<Arc<tls::Tls>>) -> Listen {
+    Arc::new(move |shard| start(shard, tls.as_deref()))
+}
+
 /// Binds this shard's client listeners (HTTP, binary) and serves each in a
-/// task of its own that ends once shutdown starts. main.rs hands this to
-/// `shard::runtime::run`, so the core never names a listener.
-pub fn start(shard: &Rc<Shard>) -> Result<Vec<glommio::Task<()>>, String> {
+/// task of its own that ends once shutdown starts; with `tls`, each speaks
+/// TLS only.
+fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<()>>, String> {
     let addr = shard.config.http_addr;
     let listener = listener::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let server = glommio::spawn_local(http::serve(shard.clone(), listener));
+    let http_tls = tls.map(|t| t.acceptor("http"));
+    let server = glommio::spawn_local(http::serve(shard.clone(), listener, http_tls));
     let binary_addr = shard.config.binary_addr;
     let binary_listener =
         listener::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
-    let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener));
+    let binary_tls = tls.map(|t| t.acceptor("binary"));
+    let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener, binary_tls));
     Ok(vec![server, binary])
 }

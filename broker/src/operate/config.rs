@@ -16,6 +16,7 @@ use crate::limits::{
     PARTITIONS_MAX_DEFAULT, PARTITIONS_MAX_LIMIT, PRODUCER_ID_EXPIRY_MS_DEFAULT, PRODUCER_ID_EXPIRY_MS_MAX,
     PRODUCER_ID_EXPIRY_MS_MIN, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
     SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT, SPIN_BEFORE_PARK_US_MAX,
+    TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT, TLS_HANDSHAKE_TIMEOUT_MS_MAX,
 };
 
 /// `--help` headings: what every operator sets first, then limits a
@@ -62,6 +63,23 @@ pub struct Config {
     /// Address of the binary protocol (docs/protocol.md).
     #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090", help_heading = ESSENTIALS, value_name = "ADDR")]
     pub binary_addr: SocketAddr,
+    /// PEM file of the certificate chain (leaf first) the client listeners
+    /// present. With `--tls-key`, every client listener (HTTP and binary)
+    /// speaks TLS only; SIGHUP re-reads both files (docs/security.md).
+    #[arg(long, env = "ES_TLS_CERT", help_heading = SECURITY, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file of the private key of `--tls-cert`'s leaf certificate.
+    #[arg(long, env = "ES_TLS_KEY", help_heading = SECURITY, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM file of the CA certificates client certificates must be signed
+    /// by: with it, a client without such a certificate is refused during
+    /// the TLS handshake. Read at start.
+    #[arg(long, env = "ES_TLS_CLIENT_CA", help_heading = SECURITY, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Milliseconds a client connection has, from its accept, to finish
+    /// the TLS handshake; then it is closed.
+    #[arg(long, env = "ES_TLS_HANDSHAKE_TIMEOUT_MS", default_value_t = TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT, help_heading = SECURITY, value_name = "MS")]
+    pub tls_handshake_timeout_ms: u64,
     /// Number of shards (one thread and io_uring ring each). Default: the
     /// cores available to the process.
     #[arg(long, env = "ES_SHARDS", help_heading = ESSENTIALS, value_name = "N")]
@@ -410,16 +428,17 @@ impl Config {
                 self.disk_thread_slice_us
             ));
         }
+        self.validate_tls()?;
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
         self.plaintext_guard()
     }
 
-    /// Whether the client listeners speak TLS. There is no TLS on this
-    /// branch yet: the TLS flags complete this (`--tls-cert`/`--tls-key`).
+    /// Whether the client listeners speak TLS (`--tls-cert` with its key:
+    /// `validate_tls` refuses one without the other).
     pub fn client_tls_configured(&self) -> bool {
-        false
+        self.tls_cert.is_some() && self.tls_key.is_some()
     }
 
     /// `--auth required` on a listener that is not loopback and without TLS
@@ -442,6 +461,41 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The TLS flags: a certificate and its key together, a client CA only
+    /// with them, the handshake timeout in its range.
+    fn validate_tls(&self) -> Result<(), String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => {
+                return Err(
+                    "--tls-cert needs --tls-key: give the private key of the certificate too \
+                            (or neither, for plaintext listeners)"
+                        .into(),
+                )
+            }
+            (None, Some(_)) => {
+                return Err("--tls-key needs --tls-cert: give the certificate chain too \
+                            (or neither, for plaintext listeners)"
+                    .into())
+            }
+            _ => {}
+        }
+        if self.tls_client_ca.is_some() && self.tls_cert.is_none() {
+            return Err(
+                "--tls-client-ca needs --tls-cert and --tls-key: client certificates are \
+                        checked in a TLS handshake"
+                    .into(),
+            );
+        }
+        in_range(
+            "--tls-handshake-timeout-ms",
+            self.tls_handshake_timeout_ms,
+            1,
+            TLS_HANDSHAKE_TIMEOUT_MS_MAX,
+        )
     }
 }
 
@@ -540,6 +594,38 @@ mod tests {
             validate(&["--http-addr", "0.0.0.0:8080"]).is_ok(),
             "auth disabled"
         );
+        assert!(
+            validate(&[
+                "--auth",
+                "required",
+                "--http-addr",
+                "0.0.0.0:8080",
+                "--tls-cert",
+                "c.pem",
+                "--tls-key",
+                "k.pem"
+            ])
+            .is_ok(),
+            "TLS carries the keys"
+        );
+    }
+
+    #[test]
+    fn a_tls_certificate_comes_with_its_key() {
+        assert!(validate(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]).is_ok());
+        let e = validate(&["--tls-cert", "c.pem"]).unwrap_err();
+        assert!(e.contains("--tls-cert needs --tls-key"), "{e}");
+        let e = validate(&["--tls-key", "k.pem"]).unwrap_err();
+        assert!(e.contains("--tls-key needs --tls-cert"), "{e}");
+        let e = validate(&["--tls-client-ca", "ca.pem"]).unwrap_err();
+        assert!(e.contains("--tls-client-ca needs --tls-cert"), "{e}");
+        for bad in ["0", "60001"] {
+            let e = validate(&["--tls-handshake-timeout-ms", bad]).unwrap_err();
+            assert!(
+                e.contains("--tls-handshake-timeout-ms must be in 1..=60000"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -133,6 +133,20 @@ pub const RECORDED: &[MetricHelp] = &[
         "Groups logs rewritten as one snapshot per group because they had grown past twice their last snapshot."),
 ];
 
+/// The metrics of TLS to clients, exported only with `--tls-cert`
+/// (listen/tls/): a plaintext broker has no certificate to report.
+#[rustfmt::skip]
+pub const TLS: &[MetricHelp] = &[
+    m("es_tls_cert_not_after_seconds", Gauge, SECONDS, &[], &[],
+        "When the certificate the client listeners present expires (its notAfter), in unix seconds; updated by each reload."),
+    m("es_tls_cert_reloads_total", Counter, COUNT, &["outcome"], &["ok", "failed"],
+        "Certificate reloads on SIGHUP, by outcome: ok (new handshakes get the new certificate) or failed (the one before stays; the log says why)."),
+    m("es_tls_handshake_failures_total", Counter, COUNT, &["listener"], LISTENERS,
+        "Client connections closed because their TLS handshake failed (not TLS, no common protocol, a refused certificate), by listener."),
+    m("es_tls_handshake_timeouts_total", Counter, COUNT, &["listener"], LISTENERS,
+        "Client connections closed because their TLS handshake did not finish within --tls-handshake-timeout-ms, by listener."),
+];
+
 /// The broker's metrics rendered from live state at each scrape.
 #[rustfmt::skip]
 pub const LIVE: &[MetricHelp] = &[
@@ -157,7 +171,7 @@ pub const LIVE: &[MetricHelp] = &[
 /// Every metric the broker exports.
 #[cfg(test)]
 fn all() -> impl Iterator<Item = &'static MetricHelp> {
-    RECORDED.iter().chain(STORAGE_METRICS).chain(LIVE)
+    RECORDED.iter().chain(STORAGE_METRICS).chain(TLS).chain(LIVE)
 }
 
 /// The help of a live metric, by name.
@@ -175,6 +189,15 @@ pub fn install() {
         m.register();
     }
     metrics::gauge!("es_build_info", "version" => BUILD_VERSION, "commit" => BUILD_COMMIT).set(1.0);
+}
+
+/// With TLS to clients: help for its metrics, and their series from the
+/// start.
+pub fn install_tls() {
+    for m in TLS {
+        m.describe();
+        m.register();
+    }
 }
 
 #[cfg(test)]

@@ -25,8 +25,9 @@ use crate::topics::catalog::Catalog;
 use crate::topics::controller::by_owner;
 
 /// Binds a shard's client listeners and serves each in a task of its own
-/// that ends once shutdown starts (`listen::start`, handed in by main.rs).
-pub type Listen = fn(&Rc<Shard>) -> Result<Vec<glommio::Task<()>>, String>;
+/// that ends once shutdown starts (`listen::starter`, handed in by
+/// main.rs; it holds what the listeners of every shard share).
+pub type Listen = Arc<dyn Fn(&Rc<Shard>) -> Result<Vec<glommio::Task<()>>, String> + Send + Sync>;
 
 /// Set when a shard refused to recover a partition whose data is damaged
 /// (without `--accept-data-loss`): the broker then exits with
@@ -64,12 +65,13 @@ pub fn run(
         .io_memory(IO_MEMORY_BYTES)
         .spin_before_park(Duration::from_micros(config.spin_before_park_us))
         .on_all_shards(move || {
-            let (config, catalog, state, metrics, groups) = (
+            let (config, catalog, state, metrics, groups, listen) = (
                 config.clone(),
                 catalog.clone(),
                 shards_state.clone(),
                 metrics.clone(),
                 groups.clone(),
+                listen.clone(),
             );
             // Taken by move: each shard's ends go to exactly one thread.
             let mesh = meshes.lock().unwrap_or_else(|e| e.into_inner()).pop(); // blocking-ok: start-up, uncontended

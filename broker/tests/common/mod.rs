@@ -322,6 +322,16 @@ impl Broker {
         broker
     }
 
+    /// Starts a broker with `--shards shards` and extra flags without
+    /// waiting for it to answer plain-HTTP `GET /ready` (a TLS broker does
+    /// not): the caller waits for what it needs, checking
+    /// [`Broker::assert_running`].
+    pub fn start_unready(shards: usize, args: &[&str]) -> Broker {
+        let mut broker = Broker::unstarted(shards, args);
+        broker.spawn_process();
+        broker
+    }
+
     /// A broker with `--shards shards` and extra flags, not started yet.
     fn unstarted(shards: usize, args: &[&str]) -> Broker {
         let dir = tempfile::Builder::new()
@@ -393,6 +403,12 @@ impl Broker {
     }
 
     fn spawn(&mut self) {
+        self.spawn_process();
+        self.wait_ready();
+    }
+
+    /// Starts the process, its output appended to the log.
+    fn spawn_process(&mut self) {
         self.runs += 1;
         let data_dir = self.data_dir();
         let mut args: Vec<String> = vec![
@@ -451,7 +467,6 @@ impl Broker {
             .unwrap_or_else(|e| panic!("spawn es-broker: {e}"));
         wait::watch(child.id(), &self.log_path);
         self.child = Some(child);
-        self.wait_ready();
     }
 
     /// Waits until `GET /ready` answers 200; panics with the log if the

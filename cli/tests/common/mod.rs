@@ -76,20 +76,27 @@ impl Broker {
 
     /// A broker with extra flags (`--auth required`, say).
     pub fn start_with(args: &[&str]) -> Broker {
+        let mut b = Broker::start_unready(args);
+        b.wait_ready();
+        b
+    }
+
+    /// Starts a broker with `extra` flags without waiting for plain-HTTP
+    /// `GET /ready` (a TLS broker does not answer it): the caller waits
+    /// for what it needs (every wait stops if the broker exits).
+    pub fn start_unready(extra: &[&str]) -> Broker {
         let dir = temp_dir();
         let http_port = free_port();
         let addr = format!("127.0.0.1:{}", free_port());
-        let extra: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let child = spawn_broker(&dir, http_port, &addr, &extra);
-        let mut b = Broker {
+        Broker {
             child,
             dir,
             http_port,
             addr,
             extra,
-        };
-        b.wait_ready();
-        b
+        }
     }
 
     /// `kill -9` the broker, then start it again on the same data
@@ -190,6 +197,8 @@ pub fn run_es(args: &[&str], input: &[u8], env: &[(&str, &str)]) -> Output {
     cmd.args(args)
         .env_remove("ES_BROKER")
         .env_remove("ES_API_KEY")
+        .env_remove("ES_TLS")
+        .env_remove("ES_TLS_CA")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -2,9 +2,10 @@
 //! the writer task (responses out), the handshake, closing on a bad frame
 //! with an error frame, closing when idle or when the client stops reading
 //! (listen/watchdog.rs), and moving to the shard its partitions live on
-//! (affinity.rs).
+//! (affinity.rs). Generic over its stream (transport.rs): plain TCP, or
+//! TLS with `--tls-cert`.
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
 use es_protocol::frame;
@@ -12,7 +13,7 @@ use es_protocol::requests::produce_batch::ProduceBatch;
 use es_protocol::{DecodeError, ErrorCode, Kind, Request, Response};
 use es_storage::ReceivingBatch;
 use futures::io::AsyncReadExt;
-use futures::io::WriteHalf;
+use futures::io::{ReadHalf, WriteHalf};
 use futures::FutureExt;
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
@@ -26,22 +27,35 @@ use super::handshake::hello;
 use super::large_batch::{large_batch, LargeBatch};
 use super::outgoing::Outgoing;
 use super::read_buf::make_room;
+use super::transport::Transport;
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::limits::{
     CHARGED_FRAME_BYTES_MIN, HELLO_FRAME_BYTES_MAX, READ_IDLE_BYTES, READ_ROOM_MIN_BYTES, WAIT_READ_BYTES,
 };
+use crate::listen::tls::Acceptor;
 use crate::listen::watchdog::{Activity, Busy, Verdict};
 use crate::shard::budget::{Budget, Held};
 use crate::shard::message::{Op, Reply};
 use crate::shard::placement::ShardId;
 use crate::shard::Shard;
 
-/// Serves the binary protocol on this shard until shutdown starts.
-pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
-    crate::listen::listener::accept_loop(shard, listener, "binary", |shard, stream| {
-        connection(shard, stream, Vec::new(), false, Principal::Anonymous)
+/// Serves the binary protocol on this shard until shutdown starts; with
+/// `tls`, each connection once its TLS handshake is done.
+pub async fn serve(shard: Rc<Shard>, listener: TcpListener, tls: Option<Acceptor>) {
+    crate::listen::listener::accept_loop(shard, listener, "binary", move |shard, stream| {
+        let tls = tls.clone();
+        async move {
+            match tls {
+                None => connection(shard, stream, Vec::new(), false, Principal::Anonymous).await,
+                Some(tls) => {
+                    if let Some(stream) = tls.accept(&shard, stream).await {
+                        connection(shard, stream, Vec::new(), false, Principal::Anonymous).await
+                    }
+                }
+            }
+        }
     })
     .await
 }
@@ -111,21 +125,16 @@ async fn watch_over(shard: Rc<Shard>, activity: Rc<Activity>, interrupt: Rc<Inte
 /// Serves one connection, watched (`watch_over`) in the same task: the
 /// watch is part of the connection's future, not a task of its own, so
 /// nothing of it outlives the connection.
-async fn connection(
+async fn connection<S: Transport>(
     shard: Rc<Shard>,
-    stream: TcpStream,
+    stream: S,
     unhandled: Vec<u8>,
     handshaken: bool,
     principal: Principal,
 ) {
     let activity = Activity::new();
     let interrupt = Rc::new(Interrupt::new());
-    let watch = watch_over(
-        shard.clone(),
-        activity.clone(),
-        interrupt.clone(),
-        stream.as_raw_fd(),
-    );
+    let watch = watch_over(shard.clone(), activity.clone(), interrupt.clone(), stream.fd());
     let served = serve_frames(
         shard, stream, unhandled, handshaken, principal, activity, interrupt,
     );
@@ -139,9 +148,9 @@ async fn connection(
 /// The connection's frames: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
 /// accepted it, if it moved here), with the `principal` it authenticated as.
-async fn serve_frames(
+async fn serve_frames<S: Transport>(
     shard: Rc<Shard>,
-    stream: TcpStream,
+    stream: S,
     unhandled: Vec<u8>,
     handshaken: bool,
     principal: Principal,
@@ -151,7 +160,7 @@ async fn serve_frames(
     let frame_max = shard.config.frame_bytes_max;
     let inflight_max = shard.config.inflight_requests_max;
     // The socket itself, for reads that bypass the stream (`read_rest`).
-    let fd = stream.as_raw_fd();
+    let fd = stream.fd();
     let (mut rd, wr) = stream.split();
     let (tx, rx) = local_channel::new_bounded::<Outgoing>(inflight_max + 1);
     let tx = Rc::new(tx);
@@ -252,7 +261,7 @@ async fn serve_frames(
             }
             dispatch(&cx, &tx, &responses, incoming, id, gzip, held, &principal).await;
         };
-        if let Some(to) = affinity.target() {
+        if let Some(to) = affinity.target().filter(|_| S::MOVABLE) {
             if shard.config.move_connections && !shard.is_shutting_down() {
                 break 'conn End::Move(to, buf[start..filled].to_vec());
             }
@@ -278,11 +287,11 @@ async fn serve_frames(
 /// its `end` calls for after the requests in flight have answered (a
 /// shutdown finishes them), lets the writer write everything, then closes
 /// the socket or hands it to the shard it moves to.
-async fn close(
+async fn close<S: Transport>(
     cx: &Cx<'_>,
     end: End,
     tx: Rc<LocalSender<Outgoing>>,
-    writer: glommio::Task<Option<WriteHalf<TcpStream>>>,
+    writer: glommio::Task<Option<WriteHalf<S>>>,
     fd: RawFd,
     principal: Principal,
 ) {
@@ -333,9 +342,9 @@ async fn close(
 /// then the rest straight from the socket, its pages written early as they
 /// arrive (early.rs). Its request id and request, or why the connection
 /// ends.
-async fn receive_batch(
+async fn receive_batch<S: Transport>(
     cx: &Cx<'_>,
-    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    rd: &mut ReadHalf<S>,
     fd: RawFd,
     big: LargeBatch,
     arrived: &[u8],
@@ -421,9 +430,9 @@ async fn dispatch(
 /// nothing the connection is idle, and waits with a small buffer. A
 /// `charged` frame (large, holding budget) waits at most
 /// `--frame-stall-ms` for its next bytes.
-async fn read_more(
+async fn read_more<S: Transport>(
     cx: &Cx<'_>,
-    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    rd: &mut ReadHalf<S>,
     fd: RawFd,
     buf: &mut Vec<u8>,
     start: usize,
@@ -432,7 +441,7 @@ async fn read_more(
 ) -> Result<(), End> {
     let shard = cx.shard;
     if *filled == 0 {
-        match super::recv::recv_now(fd, buf) {
+        match S::read_now(rd, fd, buf) {
             Ok(0) => return Err(End::Eof),
             Ok(n) => {
                 *filled = n;
@@ -589,15 +598,15 @@ async fn read_or_stop(
 /// `WAIT_READ_BYTES` of them there (the only part zeroed first). Before
 /// each wait, `early` writes what has arrived (early.rs): a batch that is
 /// already in the socket is read whole and written once.
-async fn read_rest(
+async fn read_rest<S: Transport>(
     cx: &Cx<'_>,
-    rd: &mut (impl futures::io::AsyncRead + Unpin),
+    rd: &mut ReadHalf<S>,
     fd: RawFd,
     batch: &mut ReceivingBatch,
     early: &mut EarlyFeed,
 ) -> Result<(), End> {
     while batch.filled_len() < batch.len() {
-        match super::recv::recv_batch(fd, batch) {
+        match S::read_batch_now(rd, fd, batch) {
             Ok(0) => return Err(End::Eof),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

@@ -13,5 +13,6 @@ mod large_batch;
 mod outgoing;
 mod read_buf;
 mod recv;
+mod transport;
 
 pub use connection::serve;

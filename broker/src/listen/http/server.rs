@@ -1,24 +1,41 @@
-//! The HTTP listener of one shard: hyper http1 per connection, its
-//! header-read (and keep-alive idle) timeout, and the watch that closes a
-//! connection whose client stopped reading its responses (listen/watchdog.rs).
+//! The HTTP listener of one shard: hyper http1 per connection (over TLS
+//! with `--tls-cert`: listen/tls/), its header-read (and keep-alive idle)
+//! timeout, and the watch that closes a connection whose client stopped
+//! reading its responses (listen/watchdog.rs).
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpListener;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 
 use super::io::{GlommioTimer, HyperIo, Written};
 use crate::limits::HEADER_READ_TIMEOUT_MS;
+use crate::listen::tls::Acceptor;
 use crate::listen::watchdog::{Activity, Verdict};
 use crate::shard::Shard;
 
 /// Serves the HTTP API on this shard until shutdown starts, then stops
 /// accepting and lets open connections finish their in-flight requests.
-pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
-    crate::listen::listener::accept_loop(shard, listener, "http", connection).await
+/// With `tls`, each connection is served once its TLS handshake is done.
+pub async fn serve(shard: Rc<Shard>, listener: TcpListener, tls: Option<Acceptor>) {
+    crate::listen::listener::accept_loop(shard, listener, "http", move |shard, stream| {
+        let tls = tls.clone();
+        async move {
+            match tls {
+                None => connection(shard, stream).await,
+                Some(tls) => {
+                    if let Some(stream) = tls.accept(&shard, stream).await {
+                        connection(shard, stream).await
+                    }
+                }
+            }
+        }
+    })
+    .await
 }
 
 /// What a request's handling needs of its connection.
@@ -27,7 +44,7 @@ pub struct Conn {
     pub written: Rc<Written>,
 }
 
-async fn connection(shard: Rc<Shard>, stream: glommio::net::TcpStream) {
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard>, stream: S) {
     let activity = Activity::new();
     let written = Written::new(activity.clone());
     let conn_state = Rc::new(Conn {
