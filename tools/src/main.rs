@@ -1,0 +1,42 @@
+//! es-tools: offline tools for a stopped broker's data dir, with std I/O
+//! only (no glommio: DESIGN.md allows it for offline tools). The batch and
+//! index formats, the segment scan and the index rule are es-format's, the
+//! very code the broker's storage runs, so what these tools find is what
+//! recovery would find.
+//!
+//! - `dump-log`: every batch of one segment file (`dump_log.rs`).
+//!
+//! Exit codes: 0 clean; 1 problems found, with the report; 2 usage, I/O,
+//! or the data dir's lock held (`fail.rs`). docs/tools.md is the reference.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+
+mod args;
+mod dump_log;
+mod fail;
+mod segscan;
+mod show;
+mod source;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+use crate::fail::{Fail, Outcome, FAIL_EXIT};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result: Result<Outcome, Fail> = match cli.command {
+        Command::DumpLog(a) => dump_log::run(&a.file, a.records, a.json, &mut out),
+    };
+    match result {
+        Ok(outcome) => outcome.exit_code(),
+        Err(Fail(msg)) => {
+            eprintln!("es-tools: {msg}");
+            ExitCode::from(FAIL_EXIT)
+        }
+    }
+}
