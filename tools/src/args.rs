@@ -16,6 +16,21 @@ pub struct Cli {
 pub enum Command {
     /// Every batch of one segment file, one line each (kafka-dump-log).
     DumpLog(DumpLogArgs),
+    /// Offline fsck of a stopped broker's data dir: segments, indexes, metadata, groups.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The data dir (the broker's --data-dir); its broker must be stopped.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// The cold tier's directory (default: <data-dir>/cold).
+    #[arg(long)]
+    pub cold_dir: Option<PathBuf>,
+    /// Machine output: one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -61,7 +61,9 @@ pub fn read(data: &Path) -> Result<Read, Fail> {
                         g.insert((o.topic, o.partition), o.offset);
                     }
                 }
-                Ok(_) => out.damage.push((name.clone(), "its name is not the file's".into())),
+                Ok(_) => out
+                    .damage
+                    .push((name.clone(), "its name is not the file's".into())),
                 Err(e) => out.damage.push((name.clone(), format!("does not parse: {e}"))),
             }
             out.files.push(name.clone());
@@ -74,7 +76,8 @@ pub fn read(data: &Path) -> Result<Read, Fail> {
         let path = dir.join(&name);
         let bytes = std::fs::read(&path).map_err(|e| Fail::io(&path, e))?;
         if let Some((at, why)) = apply_log(&bytes, &mut out.groups) {
-            out.damage.push((name.clone(), format!("bad record at byte {at}: {why}")));
+            out.damage
+                .push((name.clone(), format!("bad record at byte {at}: {why}")));
         }
         out.files.push(name);
     }
@@ -109,14 +112,22 @@ fn apply_log(bytes: &[u8], groups: &mut Groups) -> Option<(usize, String)> {
 }
 
 enum Rec {
-    Set { group: String, snapshot: bool, offsets: Vec<(String, u32, u64)> },
+    Set {
+        group: String,
+        snapshot: bool,
+        offsets: Vec<(String, u32, u64)>,
+    },
     Delete(String),
     Other,
 }
 
 fn apply(groups: &mut Groups, rec: Rec) {
     match rec {
-        Rec::Set { group, snapshot, offsets } => {
+        Rec::Set {
+            group,
+            snapshot,
+            offsets,
+        } => {
             let g = groups.entry(group).or_default();
             if snapshot {
                 g.clear();
@@ -196,7 +207,11 @@ fn record(bytes: &[u8]) -> Result<(usize, Rec), Option<&'static str>> {
                     offsets.push((topic.clone(), c.u32().ok_or(bad)?, c.u64().ok_or(bad)?));
                 }
             }
-            Rec::Set { group, snapshot: kind == 2, offsets }
+            Rec::Set {
+                group,
+                snapshot: kind == 2,
+                offsets,
+            }
         }
         3 => Rec::Delete(group),
         4 => Rec::Other,

@@ -5,6 +5,12 @@
 //! recovery would find.
 //!
 //! - `dump-log`: every batch of one segment file (`dump_log.rs`).
+//! - `check`: an offline fsck of a data dir (`check.rs`), which scans each
+//!   partition as recovery does (`partition.rs`, `index_check.rs`).
+//!
+//! Shared: the data dir's layout and lock (`datadir.rs`), the groups'
+//! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
+//! with std I/O (`source.rs`, `segscan.rs`), bytes shown (`show.rs`).
 //!
 //! Exit codes: 0 clean; 1 problems found, with the report; 2 usage, I/O,
 //! or the data dir's lock held (`fail.rs`). docs/tools.md is the reference.
@@ -12,8 +18,14 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 mod args;
+mod check;
+mod datadir;
 mod dump_log;
 mod fail;
+mod groups;
+mod index_check;
+mod partition;
+mod report;
 mod segscan;
 mod show;
 mod source;
@@ -31,6 +43,7 @@ fn main() -> ExitCode {
     let mut out = stdout.lock();
     let result: Result<Outcome, Fail> = match cli.command {
         Command::DumpLog(a) => dump_log::run(&a.file, a.records, a.json, &mut out),
+        Command::Check(a) => check::run(&a.data_dir, a.cold_dir.as_deref(), a.json, &mut out),
     };
     match result {
         Ok(outcome) => outcome.exit_code(),
