@@ -7,6 +7,10 @@
 //! - `dump-log`: every batch of one segment file (`dump_log.rs`).
 //! - `check`: an offline fsck of a data dir (`check.rs`), which scans each
 //!   partition as recovery does (`partition.rs`, `index_check.rs`).
+//! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
+//!   (`archive.rs` the format, `dump_plan.rs` + `dump.rs`,
+//!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
+//!   `durable.rs` for fsyncs).
 //!
 //! Shared: the data dir's layout and lock (`datadir.rs`), the groups'
 //! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
@@ -17,18 +21,26 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+mod archive;
+mod archive_read;
 mod args;
 mod check;
 mod datadir;
+mod dump;
 mod dump_log;
+mod dump_plan;
+mod durable;
 mod fail;
 mod groups;
 mod index_check;
 mod partition;
 mod report;
+mod restore;
+mod restore_entry;
 mod segscan;
 mod show;
 mod source;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -44,6 +56,36 @@ fn main() -> ExitCode {
     let result: Result<Outcome, Fail> = match cli.command {
         Command::DumpLog(a) => dump_log::run(&a.file, a.records, a.json, &mut out),
         Command::Check(a) => check::run(&a.data_dir, a.cold_dir.as_deref(), a.json, &mut out),
+        Command::Dump(a) => {
+            let o = dump::DumpOptions {
+                data_dir: a.data_dir,
+                cold_dir: a.cold_dir,
+                output: a.output,
+                selection: dump_plan::Selection {
+                    topics: a.topics,
+                    topic_prefix: a.topic_prefix,
+                    partitions: a.partitions,
+                },
+                no_groups: a.no_groups,
+                no_keys: a.no_keys,
+                no_cold: a.no_cold,
+                compress: a.compress,
+                on_corrupt: a.on_corrupt,
+                json: a.json,
+            };
+            dump::run(&o, &mut out)
+        }
+        Command::Verify(a) => verify::run(&a.input, a.deep, a.json, &mut out),
+        Command::Restore(a) => {
+            let o = restore::RestoreOptions {
+                input: a.input,
+                data_dir: a.data_dir,
+                topics: a.topics,
+                renames: a.renames,
+                json: a.json,
+            };
+            restore::run(&o, &mut out)
+        }
     };
     match result {
         Ok(outcome) => outcome.exit_code(),

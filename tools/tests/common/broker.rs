@@ -29,10 +29,16 @@ pub struct Broker {
     pub http_port: u16,
     binary_port: u16,
     log: PathBuf,
+    args: Vec<String>,
 }
 
 impl Broker {
     pub fn start(data: &Path, cold: Option<&Path>) -> Broker {
+        Broker::start_with(data, cold, &[])
+    }
+
+    /// [`Broker::start`] with more flags.
+    pub fn start_with(data: &Path, cold: Option<&Path>, args: &[&str]) -> Broker {
         let log = data.with_extension("broker.log");
         let mut b = Broker {
             child: None,
@@ -41,6 +47,7 @@ impl Broker {
             http_port: port::free_port(),
             binary_port: port::free_port(),
             log,
+            args: args.iter().map(|a| a.to_string()).collect(),
         };
         b.spawn();
         b
@@ -61,6 +68,7 @@ impl Broker {
         if let Some(c) = &self.cold {
             cmd.arg("--cold-dir").arg(c);
         }
+        cmd.args(&self.args);
         let child = cmd
             .stdout(Stdio::null())
             .stderr(log)
@@ -177,6 +185,33 @@ fn dechunk(mut body: &str) -> String {
         }
         out.push_str(&rest[..n]);
         body = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+    }
+    out
+}
+
+/// Polls `f` until it gives a value (never a verdict on time: the hang
+/// guard turns a hang into a failure).
+pub fn wait_until<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    wait::poll_until(what, || None, f)
+}
+
+/// Every record of `topic`/`p` from its log start to its high watermark.
+pub fn all_records(b: &Broker, topic: &str, p: u32) -> Vec<Value> {
+    let d = b.ok("GET", &format!("/v1/topics/{topic}"), None);
+    let part = &d["partitions"][p as usize];
+    let mut offset = part["log_start_offset"].as_u64().unwrap();
+    let hw = part["high_watermark"].as_u64().unwrap();
+    let mut out = Vec::new();
+    while offset < hw {
+        let v = b.ok(
+            "GET",
+            &format!("/v1/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=1000"),
+            None,
+        );
+        out.extend(v["records"].as_array().unwrap().iter().cloned());
+        let next = v["next_offset"].as_u64().unwrap();
+        assert!(next > offset, "a read moves forward: {v}");
+        offset = next;
     }
     out
 }

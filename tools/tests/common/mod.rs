@@ -76,3 +76,36 @@ pub fn partition_dir(data: &Path, topic: &str, p: u32, partitions: u32) -> PathB
 pub fn seg_name(base: u64) -> String {
     format!("{base:020}.log")
 }
+
+/// A data dir with topic `t` (one partition, three segments of four
+/// batches of two records: offsets 0..24) and a group commit; returns the
+/// segment files' bytes.
+pub fn small_dir(data: &Path) -> Vec<Vec<u8>> {
+    let dir = partition_dir(data, "t", 0, 1);
+    let mut logs = Vec::new();
+    for s in 0..3u64 {
+        let mut log = Vec::new();
+        batches(&mut log, s * 8, 4, 2);
+        std::fs::write(dir.join(seg_name(s * 8)), &log).unwrap();
+        logs.push(log);
+    }
+    std::fs::create_dir_all(data.join("groups")).unwrap();
+    let g = serde_json::json!({"name": "g", "offsets": [{"topic": "t", "partition": 0, "offset": 5}]});
+    std::fs::write(data.join("groups/g.json"), g.to_string()).unwrap();
+    logs
+}
+
+/// Dumps `data` to `archive`; panics unless it exits `want`.
+pub fn dump_to(data: &Path, archive: &Path, extra: &[&str], want: i32) -> Output {
+    let mut args = vec![
+        "dump",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "-o",
+        archive.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = tools(&args);
+    assert_eq!(code(&o), want, "{}{}", stdout(&o), stderr(&o));
+    o
+}
