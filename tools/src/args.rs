@@ -46,6 +46,18 @@ pub struct DumpArgs {
     /// Only this partition of each topic (repeatable).
     #[arg(long = "partition")]
     pub partitions: Vec<u32>,
+    /// Only batches with offsets at or past this (whole batches: a superset).
+    #[arg(long)]
+    pub from_offset: Option<u64>,
+    /// Only batches with offsets at or below this (whole batches: a superset).
+    #[arg(long)]
+    pub to_offset: Option<u64>,
+    /// Only batches with a timestamp at or past this, ms since the epoch.
+    #[arg(long)]
+    pub from_time: Option<i64>,
+    /// Only batches with a timestamp at or below this, ms since the epoch.
+    #[arg(long)]
+    pub to_time: Option<i64>,
     /// Leave the groups' committed offsets out.
     #[arg(long)]
     pub no_groups: bool,

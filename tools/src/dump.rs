@@ -231,7 +231,7 @@ fn write_all(o: &DumpOptions, plan: &Plan, failed: bool, mut w: Writer) -> std::
         "tool": format!("es-tools {}", env!("CARGO_PKG_VERSION")), "created_at_ms": now_ms,
         "source": {"data_dir": o.data_dir.display().to_string(), "node_id": null, "broker_version_last_seen": null},
         "selection": {"topics": o.selection.topics, "topic_prefix": o.selection.topic_prefix,
-                      "partitions": o.selection.partitions, "no_groups": o.no_groups, "no_keys": o.no_keys,
+                      "partitions": o.selection.partitions, "range": o.selection.range, "no_groups": o.no_groups, "no_keys": o.no_keys,
                       "no_cold": o.no_cold, "on_corrupt": format!("{:?}", o.on_corrupt).to_lowercase()},
         "partitions": listed,
     });
@@ -288,7 +288,8 @@ fn segments(
             p.partition,
             log_name(s.seg.base)
         );
-        let file = File::open(&s.seg.log)?;
+        let mut file = File::open(&s.seg.log)?;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(s.start))?;
         let sum = w.entry(&path, s.bytes, file)?;
         totals[1] += 1;
         totals[2] += s.seg.batches;

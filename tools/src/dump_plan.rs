@@ -31,6 +31,7 @@ pub struct Selection {
     pub topics: Vec<String>,
     pub topic_prefix: Option<String>,
     pub partitions: Vec<u32>,
+    pub range: crate::dump_range::Range,
 }
 
 impl Selection {
@@ -43,10 +44,12 @@ impl Selection {
     }
 }
 
-/// One segment to write: its first `bytes` bytes.
+/// One segment to write: `bytes` bytes from `start` (0 but where a range
+/// cut its front: `dump_range.rs`). `seg`'s summary is that of those bytes.
 #[derive(Debug)]
 pub struct SegPlan {
     pub seg: Seg,
+    pub start: u64,
     pub bytes: u64,
 }
 
@@ -159,6 +162,19 @@ pub fn plan(
                 which(Tier::Hot),
                 on_corrupt,
             );
+            if !sel.range.is_all() {
+                // Cold and hot in offset order; each kept segment stays in its tier.
+                let mut all = std::mem::take(&mut pp.cold);
+                all.append(&mut pp.hot);
+                let kept = crate::dump_range::apply(&sel.range, all).map_err(|e| Fail::io(&hot_dir, e))?;
+                for s in kept {
+                    if s.seg.log.starts_with(&hot_dir) {
+                        pp.hot.push(s);
+                    } else {
+                        pp.cold.push(s);
+                    }
+                }
+            }
             tp.partitions.push(pp);
             if on_corrupt == OnCorrupt::Fail && !out.problems.is_empty() {
                 out.topics.push(tp);
@@ -185,7 +201,7 @@ fn cut(
     for (mut seg, next_base) in segs.into_iter().zip(next_bases) {
         let bytes = seg.scanned.end;
         let Tail::Damaged { reason, lost } = &seg.scanned.tail else {
-            out.push(SegPlan { seg, bytes });
+            out.push(SegPlan { seg, start: 0, bytes });
             continue;
         };
         let action = match on_corrupt {
@@ -205,7 +221,7 @@ fn cut(
         } else {
             gaps.push((lost.from, to));
         }
-        out.push(SegPlan { seg, bytes });
+        out.push(SegPlan { seg, start: 0, bytes });
         if stop {
             break;
         }

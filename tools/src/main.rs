@@ -8,7 +8,7 @@
 //! - `check`: an offline fsck of a data dir (`check.rs`), which scans each
 //!   partition as recovery does (`partition.rs`, `index_check.rs`).
 //! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
-//!   (`archive.rs` the format, `dump_plan.rs` + `dump.rs`,
+//!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` + `dump.rs`,
 //!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
 //!   `durable.rs` for fsyncs).
 //!
@@ -29,6 +29,7 @@ mod datadir;
 mod dump;
 mod dump_log;
 mod dump_plan;
+mod dump_range;
 mod durable;
 mod fail;
 mod groups;
@@ -65,6 +66,12 @@ fn main() -> ExitCode {
                     topics: a.topics,
                     topic_prefix: a.topic_prefix,
                     partitions: a.partitions,
+                    range: dump_range::Range {
+                        from_offset: a.from_offset,
+                        to_offset: a.to_offset,
+                        from_time: a.from_time,
+                        to_time: a.to_time,
+                    },
                 },
                 no_groups: a.no_groups,
                 no_keys: a.no_keys,

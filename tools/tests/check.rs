@@ -198,6 +198,20 @@ fn a_running_broker_holds_the_lock_exit_2_and_it_is_unaffected() {
         "{}",
         stderr(&o)
     );
+    let archive = tmp.path().join("a.tar");
+    let o = tools(&[
+        "dump",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "-o",
+        archive.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2, "dump takes the same lock");
+    assert!(
+        stderr(&o).contains("is in use by a running es-broker"),
+        "{}",
+        stderr(&o)
+    );
     let v = b.ok(
         "POST",
         "/v1/topics/orders/records",
