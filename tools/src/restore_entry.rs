@@ -34,6 +34,10 @@ pub struct Staging {
     pub io_error: Option<Fail>,
     /// A summary per partition restored.
     pub partitions: Vec<Value>,
+    /// For the progress line on stderr.
+    entries: u64,
+    started: std::time::Instant,
+    last_progress: std::time::Instant,
 }
 
 impl Staging {
@@ -47,6 +51,9 @@ impl Staging {
             done: BTreeSet::new(),
             io_error: None,
             partitions: Vec::new(),
+            entries: 0,
+            started: std::time::Instant::now(),
+            last_progress: std::time::Instant::now(),
         })
     }
 
@@ -61,6 +68,16 @@ impl Staging {
     /// Writes the entry at `path`; `Err` is a problem with the archive (an
     /// I/O error is kept in `io_error` and stops the pass too).
     pub fn entry(&mut self, path: &str, r: &mut dyn Read) -> Result<(), String> {
+        self.entries += 1;
+        if self.last_progress.elapsed().as_secs() >= 1 {
+            self.last_progress = std::time::Instant::now();
+            eprintln!(
+                "es-tools restore: {} entries, {} partitions, {} s",
+                self.entries,
+                self.partitions.len(),
+                self.started.elapsed().as_secs()
+            );
+        }
         match self.entry_inner(path, r) {
             Ok(()) => Ok(()),
             Err(Stop::Problem(p)) => Err(p),
