@@ -142,6 +142,20 @@ fn dump_restore_round_trip_serves_the_same_data() {
     let mut b = Broker::start_with(&data, None, NO_CLEANUP);
     let before = snapshot(&b);
     b.stop();
+    let plain: usize = (0..2)
+        .map(|p| before[format!("plain/{p}/records")].as_array().unwrap().len())
+        .sum();
+    assert_eq!(plain, 44, "40 records and the producer's 4");
+    let compacted = before["compacted/0/records"].as_array().unwrap();
+    assert!(
+        compacted.iter().any(|r| r["value"] == ""),
+        "tombstones: {compacted:?}"
+    );
+    assert_eq!(
+        before["tiered/0/records"].as_array().unwrap().len(),
+        40,
+        "from the cold start on"
+    );
     assert!(
         !before["tiered/describe"][0]["cold_start_offset"].is_null(),
         "a cold tier: {}",
