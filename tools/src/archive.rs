@@ -17,10 +17,6 @@ pub const ROOT: &str = "es-dump/";
 pub const MANIFEST: &str = "es-dump/manifest.json";
 pub const TRAILER: &str = "es-dump/trailer.json";
 
-/// Log bytes between two sparse-index entries: the broker's
-/// `index_interval_bytes` (es-storage's `INDEX_INTERVAL_BYTES_DEFAULT`).
-pub const INDEX_INTERVAL_BYTES: u32 = 4096;
-
 /// One entry as the trailer lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntrySum {

@@ -12,8 +12,7 @@ use serde_json::Value;
 use crate::archive::{digest_of_entries, EntrySum, Hashing, Trailer, FORMAT, MANIFEST, TRAILER, VERSION};
 use crate::fail::Fail;
 
-/// Largest JSON entry read into memory.
-const JSON_BYTES_MAX: u64 = 64 << 20;
+use crate::limits::{ARCHIVE_BUFFER_BYTES, JSON_BYTES_MAX};
 
 /// Opens `-` (stdin) or a file; a gzip'd archive (magic `1f 8b`) is
 /// decompressed on the fly.
@@ -24,7 +23,7 @@ pub fn open(input: &str) -> Result<Box<dyn Read>, Fail> {
         let path = Path::new(input);
         Box::new(std::fs::File::open(path).map_err(|e| Fail::io(path, e))?)
     };
-    let mut buf = BufReader::with_capacity(1 << 20, raw);
+    let mut buf = BufReader::with_capacity(ARCHIVE_BUFFER_BYTES, raw);
     let head = buf.fill_buf().map_err(|e| Fail(format!("{input}: {e}")))?;
     if head.starts_with(&[0x1f, 0x8b]) {
         Ok(Box::new(flate2::bufread::MultiGzDecoder::new(buf)))

@@ -126,7 +126,7 @@ impl Writer {
 
     /// A line on stderr about once a second, for long runs.
     fn progress(&mut self) {
-        if self.last_progress.elapsed().as_secs() >= 1 {
+        if self.last_progress.elapsed().as_secs() >= crate::limits::PROGRESS_INTERVAL_SECS {
             self.last_progress = Instant::now();
             eprintln!(
                 "es-tools dump: {} entries, {} MiB, {} s",

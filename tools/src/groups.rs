@@ -175,7 +175,7 @@ fn record(bytes: &[u8]) -> Result<(usize, Rec), Option<&'static str>> {
     let mut c = Cur(bytes);
     let len = c.u32().ok_or(None)? as usize;
     let stored = c.u32().ok_or(None)?;
-    if !(HEADER_BYTES + 1..=64 << 20).contains(&len) {
+    if !(HEADER_BYTES + 1..=crate::limits::GROUPS_RECORD_BYTES_MAX).contains(&len) {
         return Err(Some("record length out of range"));
     }
     let record = bytes.get(..len).ok_or(None)?;

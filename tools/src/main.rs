@@ -12,7 +12,7 @@
 //!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
 //!   `durable.rs` for fsyncs).
 //!
-//! Shared: the data dir's layout and lock (`datadir.rs`), the groups'
+//! Shared: every bound (`limits.rs`), the data dir's layout and lock (`datadir.rs`), the groups'
 //! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
 //! with std I/O (`source.rs`, `segscan.rs`), bytes shown (`show.rs`).
 //!
@@ -34,6 +34,7 @@ mod durable;
 mod fail;
 mod groups;
 mod index_check;
+mod limits;
 mod partition;
 mod report;
 mod restore;

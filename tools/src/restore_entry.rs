@@ -13,11 +13,12 @@ use es_format::scan::{Shape, Tail};
 use es_format::Offset;
 use serde_json::{json, Value};
 
-use crate::archive::{segment_path, valid_topic, INDEX_INTERVAL_BYTES, ROOT};
+use crate::archive::{segment_path, valid_topic, ROOT};
 use crate::datadir::{self, DirLock};
 use crate::durable;
 use crate::fail::Fail;
 use crate::groups::GroupFile;
+use crate::limits::{INDEX_INTERVAL_BYTES, JSON_BYTES_MAX};
 use crate::segscan::scan_file;
 
 /// The staging dir being filled.
@@ -69,7 +70,7 @@ impl Staging {
     /// I/O error is kept in `io_error` and stops the pass too).
     pub fn entry(&mut self, path: &str, r: &mut dyn Read) -> Result<(), String> {
         self.entries += 1;
-        if self.last_progress.elapsed().as_secs() >= 1 {
+        if self.last_progress.elapsed().as_secs() >= crate::limits::PROGRESS_INTERVAL_SECS {
             self.last_progress = std::time::Instant::now();
             eprintln!(
                 "es-tools restore: {} entries, {} partitions, {} s",
@@ -307,7 +308,7 @@ impl From<Fail> for Stop {
 
 fn read_json(path: &str, r: &mut dyn Read) -> Result<Value, Stop> {
     let mut bytes = Vec::new();
-    r.take(64 << 20)
+    r.take(JSON_BYTES_MAX)
         .read_to_end(&mut bytes)
         .map_err(|e| Stop::Problem(format!("archive damaged in entry {path}: {e}")))?;
     serde_json::from_slice(&bytes).map_err(|e| Stop::Problem(format!("entry {path} does not parse: {e}")))

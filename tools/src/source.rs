@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use es_format::scan::Source;
 
-/// Bytes read per step.
-const READ_CHUNK_BYTES: usize = 1 << 20;
+use crate::limits::READ_CHUNK_BYTES;
 
 /// A log file and a window on it: the bytes read last, by position.
 pub struct FileSource {
