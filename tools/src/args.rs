@@ -99,6 +99,9 @@ pub struct RestoreArgs {
     /// The data dir to create; it must not exist, or be empty.
     #[arg(long)]
     pub data_dir: PathBuf,
+    /// The cold tier's directory to create (default: <data-dir>/cold); it must not exist, or be empty.
+    #[arg(long)]
+    pub cold_dir: Option<PathBuf>,
     /// Only this topic of the archive (repeatable).
     #[arg(long = "topic")]
     pub topics: Vec<String>,

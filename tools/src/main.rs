@@ -10,7 +10,7 @@
 //! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
 //!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` + `dump.rs`,
 //!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
-//!   `durable.rs` for fsyncs).
+//!   `staged.rs` and `durable.rs` for the crash-safe writes).
 //!
 //! Shared: every bound (`limits.rs`), the data dir's layout and lock (`datadir.rs`), the groups'
 //! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
@@ -42,6 +42,7 @@ mod restore_entry;
 mod segscan;
 mod show;
 mod source;
+mod staged;
 mod verify;
 
 use std::process::ExitCode;
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
             let o = restore::RestoreOptions {
                 input: a.input,
                 data_dir: a.data_dir,
+                cold_dir: a.cold_dir,
                 topics: a.topics,
                 renames: a.renames,
                 json: a.json,

@@ -1,15 +1,21 @@
-//! `es-tools restore -i ARCHIVE|- --data-dir NEW [--topic T]...
-//! [--rename OLD=NEW]... [--json]`: a dump back into a data dir a broker
-//! can start on. Everything is written into the staging dir
-//! `NEW.restoring-<pid>` (locked as a data dir), checked (every SHA-256
-//! against the trailer, every batch's CRC), fsynced, and only then renamed
-//! to `NEW`, so a crash leaves `NEW` absent or complete; the next restore
-//! removes a dead run's staging dir. Indexes are rebuilt with es-format's
-//! index rule, their footers saying "cleanly closed", so the broker's next
-//! start scans only the last segment, as usual (`restore_entry.rs`).
+//! `es-tools restore -i ARCHIVE|- --data-dir NEW [--cold-dir C]
+//! [--topic T]... [--rename OLD=NEW]... [--json]`: a dump back into a data
+//! dir a broker can start on. Everything is written into the staging dir
+//! `NEW.restoring-<pid>` (locked as a data dir; `staged.rs`), checked
+//! (every SHA-256 against the trailer, every batch's CRC), fsynced, and
+//! only then renamed to `NEW`, so a crash leaves `NEW` absent or complete.
+//! Indexes are rebuilt with es-format's index rule, their footers saying
+//! "cleanly closed", so the broker's next start scans only the last
+//! segment, as usual (`restore_entry.rs`).
+//!
+//! Cold segments go to `NEW/cold`, or with `--cold-dir C` to `C`, staged
+//! the same way and renamed into place just before `NEW` with a marker
+//! file in it, removed once `NEW` is in place: a `C` with the marker and
+//! no `NEW` is what a crash between the two renames leaves, and the next
+//! restore removes it.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{json, Value};
@@ -19,10 +25,15 @@ use crate::datadir;
 use crate::durable;
 use crate::fail::{Fail, Outcome};
 use crate::restore_entry::Staging;
+use crate::staged::Staged;
+
+/// In a `--cold-dir` renamed into place before its data dir.
+const COLD_MARKER: &str = ".es-tools-restoring";
 
 pub struct RestoreOptions {
     pub input: String,
     pub data_dir: PathBuf,
+    pub cold_dir: Option<PathBuf>,
     pub topics: Vec<String>,
     pub renames: Vec<(String, String)>,
     pub json: bool,
@@ -30,55 +41,79 @@ pub struct RestoreOptions {
 
 pub fn run(o: &RestoreOptions, out: &mut dyn Write) -> Result<Outcome, Fail> {
     let started = Instant::now();
-    let target = &o.data_dir;
-    if !datadir::names(target)?.is_empty() {
-        return Err(Fail(format!(
-            "{} exists and is not empty: restore into a new or empty dir",
-            target.display()
-        )));
+    let cold = o.cold_dir.as_ref().filter(|c| **c != o.data_dir.join("cold"));
+    if let Some(c) = cold {
+        settle_cold(c, &o.data_dir)?;
     }
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Fail(format!("{}: not a directory name", target.display())))?;
-    let parent = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+    let data = Staged::begin(&o.data_dir)?;
+    let cold = match cold.map(|c| Staged::begin(c)).transpose() {
+        Ok(c) => c,
+        Err(f) => {
+            data.abandon();
+            return Err(f);
+        }
     };
-    std::fs::create_dir_all(&parent).map_err(|e| Fail::io(&parent, e))?;
-    remove_dead_staging(&parent, &name)?;
-    let staging = parent.join(format!("{name}.restoring-{}", std::process::id()));
-    std::fs::create_dir(&staging).map_err(|e| Fail::io(&staging, e))?;
-    let result = fill(o, &staging);
-    let (st, problems) = match result {
+    let abandon = |cold: &Option<Staged>| {
+        data.abandon();
+        if let Some(c) = cold {
+            c.abandon();
+        }
+    };
+    let cold_root = cold
+        .as_ref()
+        .map_or_else(|| data.staging.join("cold"), |c| c.staging.clone());
+    let (st, problems) = match fill(o, &data.staging, &cold_root) {
         Ok(x) => x,
         Err(f) => {
-            let _ = std::fs::remove_dir_all(&staging);
+            abandon(&cold);
             return Err(f);
         }
     };
     if !problems.is_empty() {
-        let _ = std::fs::remove_dir_all(&staging);
-        report(o, out, &st, &problems, "nothing restored", started)?;
+        abandon(&cold);
+        report(o, out, &st, &problems, started)?;
         return Ok(Outcome::Problems);
     }
-    durable::sync_tree(&staging)?;
-    std::fs::rename(&staging, target).map_err(|e| {
-        Fail(format!(
-            "renaming {} to {}: {e}",
-            staging.display(),
-            target.display()
-        ))
-    })?;
-    durable::sync_dir(&parent)?;
+    if let Some(c) = &cold {
+        std::fs::create_dir_all(&c.staging).map_err(|e| Fail::io(&c.staging, e))?;
+        durable::write(&c.staging.join(COLD_MARKER), b"")?;
+        if let Err(f) = c.commit() {
+            abandon(&cold);
+            return Err(f);
+        }
+    }
+    data.commit()?;
+    if let Some(c) = &cold {
+        let marker = c.target.join(COLD_MARKER);
+        std::fs::remove_file(&marker).map_err(|e| Fail::io(&marker, e))?;
+        durable::sync_dir(&c.target)?;
+    }
     report_done(o, out, &st, started)?;
     drop(st); // the lock, now on NEW/.lock, is held until here
     Ok(Outcome::Clean)
 }
 
-/// Reads the archive into `staging`: the staging state and the problems.
-fn fill(o: &RestoreOptions, staging: &Path) -> Result<(Staging, Vec<String>), Fail> {
-    let mut st = Staging::new(staging, &o.topics, &o.renames)?;
+/// A cold dir with the marker is left from a restore that died between
+/// its two renames: removed if its data dir never came, else complete.
+fn settle_cold(cold: &std::path::Path, data: &std::path::Path) -> Result<(), Fail> {
+    let marker = cold.join(COLD_MARKER);
+    if !marker.exists() {
+        return Ok(());
+    }
+    if datadir::names(data)?.is_empty() {
+        std::fs::remove_dir_all(cold).map_err(|e| Fail::io(cold, e))
+    } else {
+        std::fs::remove_file(&marker).map_err(|e| Fail::io(&marker, e))
+    }
+}
+
+/// Reads the archive into the staging dirs: the staging state and the problems.
+fn fill(
+    o: &RestoreOptions,
+    staging: &std::path::Path,
+    cold: &std::path::Path,
+) -> Result<(Staging, Vec<String>), Fail> {
+    let mut st = Staging::new(staging, cold, &o.topics, &o.renames)?;
     let reader = archive_read::open(&o.input)?;
     let seen = archive_read::read(reader, |path, r| st.entry(path, r));
     if let Some(f) = st.io_error.take() {
@@ -98,7 +133,6 @@ fn report(
     out: &mut dyn Write,
     st: &Staging,
     problems: &[String],
-    what: &str,
     started: Instant,
 ) -> Result<(), Fail> {
     if o.json {
@@ -111,7 +145,7 @@ fn report(
         }
         writeln!(
             out,
-            "restore: {}: {what}",
+            "restore: {}: nothing restored",
             crate::report::count(problems.len(), "problem")
         )?;
     }
@@ -134,25 +168,6 @@ fn report_done(o: &RestoreOptions, out: &mut dyn Write, st: &Staging, started: I
             parts.len(),
             o.data_dir.display()
         )?;
-    }
-    Ok(())
-}
-
-/// Removes `<name>.restoring-<pid>` dirs in `parent` whose process is gone
-/// (a restore killed part-way).
-fn remove_dead_staging(parent: &Path, name: &str) -> Result<(), Fail> {
-    let prefix = format!("{name}.restoring-");
-    for n in datadir::names(parent)? {
-        let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether the pid exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0
-            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        if !alive {
-            let dir = parent.join(&n);
-            std::fs::remove_dir_all(&dir).map_err(|e| Fail::io(&dir, e))?;
-        }
     }
     Ok(())
 }

@@ -24,6 +24,8 @@ use crate::segscan::scan_file;
 /// The staging dir being filled.
 pub struct Staging {
     root: PathBuf,
+    /// Where cold segments go: `<root>/cold`, or the staged `--cold-dir`.
+    cold: PathBuf,
     _lock: DirLock,
     topics: Vec<String>,
     renames: BTreeMap<String, String>,
@@ -42,9 +44,15 @@ pub struct Staging {
 }
 
 impl Staging {
-    pub fn new(root: &Path, topics: &[String], renames: &[(String, String)]) -> Result<Staging, Fail> {
+    pub fn new(
+        root: &Path,
+        cold: &Path,
+        topics: &[String],
+        renames: &[(String, String)],
+    ) -> Result<Staging, Fail> {
         Ok(Staging {
             root: root.to_path_buf(),
+            cold: cold.to_path_buf(),
             _lock: datadir::lock(root)?,
             topics: topics.to_vec(),
             renames: renames.iter().cloned().collect(),
@@ -93,11 +101,10 @@ impl Staging {
     fn entry_inner(&mut self, path: &str, r: &mut dyn Read) -> Result<(), Stop> {
         let rest = path.strip_prefix(ROOT).unwrap_or(path);
         if let Some((tier, topic, p, base)) = segment_path(path) {
-            let (topic, to) = self.topic(topic)?;
+            let (_, to) = self.topic(topic)?;
             let Some(to) = to else { return Ok(()) };
             let file = self
-                .root
-                .join(tier)
+                .tier_root(tier)
                 .join(&to)
                 .join(p.to_string())
                 .join(log_name(base));
@@ -105,7 +112,6 @@ impl Staging {
             std::io::copy(r, &mut f)
                 .map_err(|e| Stop::Problem(format!("archive damaged in entry {path}: {e}")))?;
             f.sync_all().map_err(|e| Fail::io(&file, e))?;
-            let _ = topic;
             self.written
                 .entry((tier.to_string(), to, p))
                 .or_default()
@@ -174,6 +180,15 @@ impl Staging {
         }
     }
 
+    /// Where the segments of `tier` (`topics` or `cold`) go.
+    fn tier_root(&self, tier: &str) -> PathBuf {
+        if tier == "cold" {
+            self.cold.clone()
+        } else {
+            self.root.join(tier)
+        }
+    }
+
     /// `(name in the archive, name restored or None when not selected)`.
     fn topic(&self, topic: &str) -> Result<(String, Option<String>), Stop> {
         let to = self.renamed(topic);
@@ -201,7 +216,7 @@ impl Staging {
                 .written
                 .remove(&(tier.to_string(), to.to_string(), p))
                 .unwrap_or_default();
-            let dir = self.root.join(tier).join(to).join(p.to_string());
+            let dir = self.tier_root(tier).join(to).join(p.to_string());
             let mut bases = BTreeSet::new();
             for s in &listed {
                 let field = |k: &str| s.get(k).and_then(Value::as_u64);

@@ -101,6 +101,42 @@ fn kill_9_during_restore_leaves_nothing_half_done() {
     }
 }
 
+#[test]
+fn a_cold_dir_left_between_the_two_renames_is_cleared_by_the_next_restore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    small_dir(&data);
+    let archive = tmp.path().join("a.tar");
+    dump_to(&data, &archive, &[], 0);
+    let (new, cold) = (tmp.path().join("new"), tmp.path().join("cold"));
+    // What a restore killed after renaming its cold dir and before its data dir leaves.
+    std::fs::create_dir_all(cold.join("t/0")).unwrap();
+    std::fs::write(cold.join(".es-tools-restoring"), b"").unwrap();
+    let args = |_: ()| {
+        vec![
+            "restore".to_string(),
+            "-i".into(),
+            archive.display().to_string(),
+            "--data-dir".into(),
+            new.display().to_string(),
+            "--cold-dir".into(),
+            cold.display().to_string(),
+        ]
+    };
+    let a = args(());
+    let o = tools(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(new.join("topics/t/0").is_dir());
+    assert!(!cold.join(".es-tools-restoring").exists() && !cold.join("t").exists());
+    // Without the marker, a cold dir that is not empty is refused.
+    std::fs::remove_dir_all(&new).unwrap();
+    std::fs::write(cold.join("x"), b"").unwrap();
+    let o = tools(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("is not empty"), "{}", stderr(&o));
+    assert!(!new.exists());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 

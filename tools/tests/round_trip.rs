@@ -201,6 +201,29 @@ fn dump_restore_round_trip_serves_the_same_data() {
     );
     b.stop();
 
+    // With the cold tier restored to a dir of its own.
+    let (new2, cold2) = (tmp.path().join("new2"), tmp.path().join("cold2"));
+    let o = tools(&[
+        "restore",
+        "-i",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        new2.to_str().unwrap(),
+        "--cold-dir",
+        cold2.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(!new2.join("cold").exists() && cold2.join("tiered/0").is_dir());
+    assert_eq!(
+        std::fs::read_dir(&cold2).unwrap().count(),
+        1,
+        "only the topic's dir: no marker left"
+    );
+    let mut b = Broker::start_with(&new2, Some(&cold2), NO_CLEANUP);
+    let after = snapshot(&b);
+    assert_eq!(after, before, "restored with --cold-dir");
+    b.stop();
+
     // The same through a pipe, and gzip'd.
     let piped = tmp.path().join("piped");
     let mut dump = Command::new(env!("CARGO_BIN_EXE_es-tools"))
