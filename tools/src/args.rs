@@ -58,6 +58,9 @@ pub struct DumpArgs {
     /// Only batches with a timestamp at or below this, ms since the epoch.
     #[arg(long)]
     pub to_time: Option<i64>,
+    /// Cut the range's two boundary batches to the records in the range.
+    #[arg(long)]
+    pub exact: bool,
     /// Leave the groups' committed offsets out.
     #[arg(long)]
     pub no_groups: bool,

@@ -211,7 +211,7 @@ fn write_all(o: &DumpOptions, plan: &Plan, failed: bool, mut w: Writer) -> std::
     let parts: Vec<&PartPlan> = plan.topics.iter().flat_map(|t| &t.partitions).collect();
     let seg_list = |segs: &[SegPlan]| -> Vec<Value> {
         segs.iter()
-            .map(|s| json!({"base": s.seg.base.0, "bytes": s.bytes}))
+            .map(|s| json!({"base": s.seg.base.0, "bytes": s.entry_len()}))
             .collect()
     };
     let mut listed = Vec::new();
@@ -288,15 +288,14 @@ fn segments(
             p.partition,
             log_name(s.seg.base)
         );
-        let mut file = File::open(&s.seg.log)?;
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(s.start))?;
-        let sum = w.entry(&path, s.bytes, file)?;
+        let len = s.entry_len();
+        let sum = w.entry(&path, len, s.entry_reader()?)?;
         totals[1] += 1;
         totals[2] += s.seg.batches;
         totals[3] += s.seg.records;
-        totals[4] += s.bytes;
+        totals[4] += len;
         out.push(
-            json!({"base": s.seg.base.0, "bytes": s.bytes, "batches": s.seg.batches, "records": s.seg.records,
+            json!({"base": s.seg.base.0, "bytes": len, "batches": s.seg.batches, "records": s.seg.records,
             "first_offset": s.seg.first_offset.map(|o| o.0), "last_offset": s.seg.last_offset.map(|o| o.0),
             "end_offset": s.seg.end_offset.0, "max_timestamp": s.seg.max_timestamp_ms, "sha256": sum.sha256}),
         );

@@ -49,8 +49,14 @@ impl Selection {
 #[derive(Debug)]
 pub struct SegPlan {
     pub seg: Seg,
+    /// The base offset of the file (`seg.base` becomes the entry's name,
+    /// which a range may move to the first batch kept).
+    pub file_base: Offset,
     pub start: u64,
     pub bytes: u64,
+    /// With `--exact`, the first and last batch as re-encoded (`dump_exact.rs`).
+    pub head: Option<crate::dump_exact::Reencoded>,
+    pub tail: Option<crate::dump_exact::Reencoded>,
 }
 
 /// One partition to write.
@@ -201,7 +207,14 @@ fn cut(
     for (mut seg, next_base) in segs.into_iter().zip(next_bases) {
         let bytes = seg.scanned.end;
         let Tail::Damaged { reason, lost } = &seg.scanned.tail else {
-            out.push(SegPlan { seg, start: 0, bytes });
+            out.push(SegPlan {
+                file_base: seg.base,
+                seg,
+                start: 0,
+                bytes,
+                head: None,
+                tail: None,
+            });
             continue;
         };
         let action = match on_corrupt {
@@ -221,7 +234,14 @@ fn cut(
         } else {
             gaps.push((lost.from, to));
         }
-        out.push(SegPlan { seg, start: 0, bytes });
+        out.push(SegPlan {
+            file_base: seg.base,
+            seg,
+            start: 0,
+            bytes,
+            head: None,
+            tail: None,
+        });
         if stop {
             break;
         }

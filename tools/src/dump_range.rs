@@ -21,6 +21,9 @@ pub struct Range {
     pub to_offset: Option<u64>,
     pub from_time: Option<i64>,
     pub to_time: Option<i64>,
+    /// Re-encode the boundary batches with only the records in range
+    /// (`dump_exact.rs`).
+    pub exact: bool,
 }
 
 impl Range {
@@ -29,6 +32,14 @@ impl Range {
             && self.to_offset.is_none()
             && self.from_time.is_none()
             && self.to_time.is_none()
+    }
+
+    /// Whether a record at `offset` stamped `ts` is in the range.
+    pub fn holds(&self, offset: u64, ts: i64) -> bool {
+        self.from_offset.is_none_or(|f| offset >= f)
+            && self.to_offset.is_none_or(|t| offset <= t)
+            && self.from_time.is_none_or(|f| ts >= f)
+            && self.to_time.is_none_or(|t| ts <= t)
     }
 
     fn overlaps(&self, h: &BatchHeader) -> bool {
@@ -40,13 +51,13 @@ impl Range {
 }
 
 /// The batches of `s` within its first `s.bytes` bytes: `(position, header)`.
-fn batches(s: &SegPlan, mut each: impl FnMut(u64, &BatchHeader)) -> std::io::Result<()> {
+pub fn each_batch(s: &SegPlan, mut each: impl FnMut(u64, &BatchHeader)) -> std::io::Result<()> {
     let shape = Shape {
         last: false,
         end: None,
     };
     let limit = s.start + s.bytes;
-    scan_file(&s.seg.log, s.seg.base, shape, |h, pos| {
+    scan_file(&s.seg.log, s.file_base, shape, |h, pos| {
         if pos >= s.start && pos + h.batch_len as u64 <= limit {
             each(pos, h);
         }
@@ -64,7 +75,7 @@ pub fn apply(range: &Range, segs: Vec<SegPlan>) -> std::io::Result<Vec<SegPlan>>
     let mut first: Option<(usize, u64)> = None;
     let mut last: Option<(usize, u64)> = None;
     for (i, s) in segs.iter().enumerate() {
-        batches(s, |pos, h| {
+        each_batch(s, |pos, h| {
             if range.overlaps(h) {
                 first.get_or_insert((i, pos));
                 last = Some((i, pos + h.batch_len as u64));
@@ -86,40 +97,78 @@ pub fn apply(range: &Range, segs: Vec<SegPlan>) -> std::io::Result<Vec<SegPlan>>
         }
         out.push(s);
     }
+    if range.exact {
+        crate::dump_exact::apply(range, &mut out)?;
+    }
     Ok(out)
 }
 
 /// `s` cut to `[start, end)`: its summary made that of the batches kept.
 fn recount(s: &mut SegPlan, start: u64, end: u64, cut_end: bool) -> std::io::Result<()> {
-    let (mut batches_n, mut records) = (0u64, 0u64);
-    let (mut first, mut last, mut next) = (None, None, None);
-    let (mut max_ts, mut first_ts) = (i64::MIN, None);
+    let mut st = Stats::default();
     s.bytes = end - s.start;
-    batches(s, |pos, h| {
-        if pos < start {
-            return;
+    each_batch(s, |pos, h| {
+        if pos >= start {
+            st.add(h);
         }
-        batches_n += 1;
-        records += h.record_count as u64;
-        first.get_or_insert(h.base_offset);
-        first_ts.get_or_insert(h.first_timestamp_ms);
-        last = Some(h.last_offset());
-        next = Some(h.next_offset());
-        max_ts = max_ts.max(h.max_timestamp_ms);
     })?;
     s.start = start;
     s.bytes = end - start;
-    s.seg.batches = batches_n;
-    s.seg.records = records;
-    s.seg.first_offset = first;
-    s.seg.last_offset = last;
-    s.seg.max_timestamp_ms = max_ts;
-    s.seg.first_timestamp_ms = first_ts;
-    if let Some(f) = first {
-        s.seg.base = f;
-    }
-    if cut_end {
-        s.seg.end_offset = next.unwrap_or(Offset(s.seg.base.0));
-    }
+    st.apply(s, cut_end);
     Ok(())
+}
+
+/// A summary of batches, in order.
+#[derive(Debug)]
+pub struct Stats {
+    batches: u64,
+    records: u64,
+    first_base: Option<Offset>,
+    last: Option<Offset>,
+    next: Option<Offset>,
+    max_ts: i64,
+    first_ts: Option<i64>,
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            batches: 0,
+            records: 0,
+            first_base: None,
+            last: None,
+            next: None,
+            max_ts: i64::MIN,
+            first_ts: None,
+        }
+    }
+}
+
+impl Stats {
+    pub fn add(&mut self, h: &BatchHeader) {
+        self.batches += 1;
+        self.records += h.record_count as u64;
+        self.first_base.get_or_insert(h.base_offset);
+        self.first_ts.get_or_insert(h.first_timestamp_ms);
+        self.last = Some(h.last_offset());
+        self.next = Some(h.next_offset());
+        self.max_ts = self.max_ts.max(h.max_timestamp_ms);
+    }
+
+    /// Makes `s`'s summary this one; its name the first batch's base; with
+    /// `cut_end`, its offsets end after the last batch.
+    pub fn apply(&self, s: &mut SegPlan, cut_end: bool) {
+        s.seg.batches = self.batches;
+        s.seg.records = self.records;
+        s.seg.first_offset = self.first_base;
+        s.seg.last_offset = self.last;
+        s.seg.max_timestamp_ms = self.max_ts;
+        s.seg.first_timestamp_ms = self.first_ts;
+        if let Some(f) = self.first_base {
+            s.seg.base = f;
+        }
+        if cut_end {
+            s.seg.end_offset = self.next.unwrap_or(s.seg.base);
+        }
+    }
 }

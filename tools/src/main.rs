@@ -8,7 +8,8 @@
 //! - `check`: an offline fsck of a data dir (`check.rs`), which scans each
 //!   partition as recovery does (`partition.rs`, `index_check.rs`).
 //! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
-//!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` + `dump.rs`,
+//!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` +
+//!   `dump_exact.rs` + `dump.rs`,
 //!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
 //!   `staged.rs` and `durable.rs` for the crash-safe writes).
 //!
@@ -27,6 +28,7 @@ mod args;
 mod check;
 mod datadir;
 mod dump;
+mod dump_exact;
 mod dump_log;
 mod dump_plan;
 mod dump_range;
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
                         to_offset: a.to_offset,
                         from_time: a.from_time,
                         to_time: a.to_time,
+                        exact: a.exact,
                     },
                 },
                 no_groups: a.no_groups,

@@ -10,6 +10,15 @@ use serde_json::Value;
 
 /// The base offsets of the batches in each restored segment, by file name.
 fn restored(tmp: &std::path::Path, range: &[&str]) -> Vec<(String, Vec<u64>)> {
+    listed(tmp, range, "base")
+}
+
+/// The record offsets of each restored segment, by file name.
+fn restored_records(tmp: &std::path::Path, range: &[&str]) -> Vec<(String, Vec<u64>)> {
+    listed(tmp, range, "records")
+}
+
+fn listed(tmp: &std::path::Path, range: &[&str], what: &str) -> Vec<(String, Vec<u64>)> {
     let data = tmp.join("data");
     if !data.exists() {
         small_dir(&data);
@@ -38,15 +47,23 @@ fn restored(tmp: &std::path::Path, range: &[&str]) -> Vec<(String, Vec<u64>)> {
     names
         .into_iter()
         .map(|n| {
-            let o = tools(&["dump-log", "--json", dir.join(&n).to_str().unwrap()]);
+            let o = tools(&["dump-log", "--json", "--records", dir.join(&n).to_str().unwrap()]);
             let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-            let bases = v["batches"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|b| b["base"].as_u64().unwrap())
-                .collect();
-            (n, bases)
+            let batches = v["batches"].as_array().unwrap().iter();
+            let got = if what == "base" {
+                batches.map(|b| b["base"].as_u64().unwrap()).collect()
+            } else {
+                batches
+                    .flat_map(|b| {
+                        b["records"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|r| r["offset"].as_u64().unwrap())
+                    })
+                    .collect()
+            };
+            (n, got)
         })
         .collect()
 }
@@ -71,4 +88,38 @@ fn offset_and_time_ranges_keep_whole_batches() {
         vec![("00000000000000000020.log".to_string(), vec![20, 22])]
     );
     assert_eq!(restored(tmp.path(), &["--from-offset", "100"]), vec![]);
+}
+
+#[test]
+fn exact_cuts_the_boundary_batches_to_the_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(
+        restored_records(
+            tmp.path(),
+            &["--from-offset", "11", "--to-offset", "16", "--exact"]
+        ),
+        vec![
+            ("00000000000000000010.log".to_string(), vec![11, 12, 13, 14, 15]),
+            ("00000000000000000016.log".to_string(), vec![16]),
+        ]
+    );
+    assert_eq!(
+        restored_records(
+            tmp.path(),
+            &["--from-time", "1005", "--to-time", "1006", "--exact"]
+        ),
+        vec![("00000000000000000004.log".to_string(), vec![5, 6])]
+    );
+    assert_eq!(
+        restored_records(
+            tmp.path(),
+            &["--from-offset", "11", "--to-offset", "11", "--exact"]
+        ),
+        vec![("00000000000000000010.log".to_string(), vec![11])]
+    );
+    // Without --exact, whole batches.
+    assert_eq!(
+        restored_records(tmp.path(), &["--from-offset", "11", "--to-offset", "11"]),
+        vec![("00000000000000000010.log".to_string(), vec![10, 11])]
+    );
 }
