@@ -114,7 +114,8 @@ impl Segment {
 
     /// Accounts for a batch placed at `position` (its bytes follow the ones
     /// before it): offsets, timestamps and the sparse-index rule, in one
-    /// place for appends and recovery alike.
+    /// place for appends and recovery alike. The rule itself is
+    /// es-format's `IndexRule`, which `es-tools restore` applies too.
     pub fn note_batch(&mut self, h: &BatchHeader, position: u64, interval: u32) {
         assert_eq!(position, self.dirty_bytes, "batches are placed back to back");
         assert!(h.base_offset >= self.next_offset, "offsets only grow");
