@@ -7,10 +7,10 @@ BINARY_ADDR ?= 127.0.0.1:9090
 
 .PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz
 
-# Every binary (es-broker, es, es-bench) in release, with one feature set:
+# Every binary (es-broker, es, es-tools, es-bench) in release, with one feature set:
 # run-broker, the demo and the CLI all use this one build.
 build:
-	@echo "building es-broker, es and es-bench (release; the first build fetches crates and takes several minutes)"
+	@echo "building es-broker, es, es-tools and es-bench (release; the first build fetches crates and takes several minutes)"
 	$(CARGO) build --workspace --release
 
 # Start a broker on ./data: HTTP API on 127.0.0.1:8080, binary protocol (the

@@ -108,11 +108,14 @@ fn apply(groups: &mut Groups, record: Record) {
     }
 }
 
-/// The format of `<group>.json`, from brokers before the groups log.
+/// The format of `<group>.json`, from brokers before the groups log, and
+/// what `es-tools restore` writes (with the group's `owner`, if it has one).
 #[derive(Deserialize)]
 struct LegacyFile {
     name: String,
     offsets: Vec<LegacyOffset>,
+    #[serde(default)]
+    owner: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -203,7 +206,7 @@ pub fn load_at(
     for (group, path) in &listing.legacy {
         let bytes = std::fs::read(path).map_err(|e| io("reading", path, e))?; // blocking-ok: start-up, before the shards run
         match serde_json::from_slice::<LegacyFile>(&bytes) {
-            Ok(f) if f.name == *group => {
+            Ok(f) if f.name == *group && f.owner.as_deref().is_none_or(group_log::valid_owner) => {
                 let meta = std::fs::metadata(path); // blocking-ok: start-up, before the shards run
                 let mtime = meta
                     .and_then(|m| m.modified())
@@ -221,7 +224,7 @@ pub fn load_at(
                         committed,
                         idle_since_ms: mtime,
                         members: false,
-                        owner: None,
+                        owner: f.owner,
                     },
                 );
                 replaced.push(path.clone());
@@ -497,7 +500,7 @@ mod tests {
         fs::create_dir_all(&dir).unwrap(); // test setup
         fs::write(
             dir.join("old.json"),
-            r#"{"name":"old","offsets":[{"topic":"t","partition":1,"offset":7}]}"#,
+            r#"{"name":"old","offsets":[{"topic":"t","partition":1,"offset":7}],"owner":"q3x7k2m5w4a6b2cd"}"#,
         )
         .unwrap();
         fs::write(dir.join("half.json.tmp"), b"{").unwrap();
@@ -517,6 +520,8 @@ mod tests {
         assert_eq!(groups[0].idle_since_ms, 20);
         assert_eq!(groups[1].name, "old");
         assert_eq!(offsets(groups[1]), vec![("t".into(), 1, 7)]);
+        assert_eq!(groups[1].owner.as_deref(), Some("q3x7k2m5w4a6b2cd"));
+        assert_eq!(groups[0].owner, None);
         for (i, shard) in loaded.iter().enumerate() {
             for g in shard {
                 assert_eq!(placement::shard_of_group(&g.name, 2), i, "{}", g.name);

@@ -81,10 +81,16 @@ pub enum Record {
     },
 }
 
+/// Whether `owner` can be an owner record's key id (what
+/// [`encode_owner`] takes and [`decode`] accepts).
+pub fn valid_owner(owner: &str) -> bool {
+    !owner.is_empty() && owner.len() <= OWNER_BYTES_MAX
+}
+
 /// Appends an owner record of `group` to `out`, if it has an `owner`.
 pub fn encode_owner(out: &mut Vec<u8>, group: &str, at_ms: i64, owner: Option<&str>) {
     let Some(owner) = owner else { return };
-    assert!(!owner.is_empty() && owner.len() <= OWNER_BYTES_MAX, "a key id");
+    assert!(valid_owner(owner), "a key id");
     let start = begin(out, KIND_OWNER, false, at_ms, group);
     out.push(owner.len() as u8);
     out.extend_from_slice(owner.as_bytes());
@@ -235,7 +241,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
             KIND_OWNER => {
                 let n = r.u8()? as usize;
                 let owner = std::str::from_utf8(r.take(n)?).map_err(|_| "an owner that is not UTF-8")?;
-                if owner.is_empty() || owner.len() > OWNER_BYTES_MAX {
+                if !valid_owner(owner) {
                     return Err("an owner of a bad length");
                 }
                 Record::Owner {

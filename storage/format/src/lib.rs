@@ -36,6 +36,14 @@ mod rebase;
 // Everything above under the path both callers name.
 pub mod batch;
 
+// A segment's files: its sparse index, the rule for its entries, and the
+// scan that finds a log's valid batches and where recovery would cut it.
+pub mod index;
+pub mod index_rule;
+pub mod names;
+pub mod scan;
+mod scan_damage;
+
 pub use error::BatchError;
 pub use offset::Offset;
 pub use record::{ProducerStamp, Record, RecordRef, StoredRecord};

@@ -2,10 +2,13 @@
 //! I/O and no runtime.
 //!
 //! - `index`: the sparse index file (relative offset -> file position,
-//!   max timestamp) and its footer.
+//!   max timestamp) and its footer, and the rule for its entries
+//!   (`index_rule`); both are es-format's, pure, so the offline tools
+//!   build the same files.
 //!
 //! The record-batch format (`batch`, `record`, `offset`) is the pure
 //! es-format crate (storage/format), shared with the wire codec; the crate
 //! root re-exports it as `crate::batch`, `crate::record`, `crate::Offset`.
 
-pub mod index;
+pub use es_format::index;
+pub use es_format::index_rule;

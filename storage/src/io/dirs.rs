@@ -114,22 +114,9 @@ pub async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
     Ok(bases)
 }
 
-/// `<base:020>.log` -> base.
-pub fn parse_log_name(name: &str) -> Option<Offset> {
-    parse_base(name.strip_suffix(".log")?)
-}
-
-/// `<base:020>.index` -> base.
-pub fn parse_index_name(name: &str) -> Option<Offset> {
-    parse_base(name.strip_suffix(".index")?)
-}
-
-fn parse_base(stem: &str) -> Option<Offset> {
-    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    stem.parse().ok().map(Offset)
-}
+/// `<base:020>.log` -> base, and `<base:020>.index` -> base: the naming
+/// rule is es-format's, shared with the offline tools.
+pub use es_format::names::{parse_index_name, parse_log_name};
 
 /// Whether `path` names a directory entry (of any kind).
 pub async fn exists(path: &Path) -> Result<bool> {
@@ -178,12 +165,12 @@ pub async fn rename_if_exists(from: &Path, to: &Path) -> Result<bool> {
 
 /// Path of a segment's log file.
 pub fn log_path(dir: &Path, base: Offset) -> PathBuf {
-    dir.join(format!("{:020}.log", base.0))
+    dir.join(es_format::names::log_name(base))
 }
 
 /// Path of a segment's index file.
 pub fn index_path(dir: &Path, base: Offset) -> PathBuf {
-    dir.join(format!("{:020}.index", base.0))
+    dir.join(es_format::names::index_name(base))
 }
 
 /// Suffix of a compaction output not yet swapped in (`<base>.log.cleaned`,

@@ -11,14 +11,11 @@ use std::ptr::NonNull;
 
 use crate::limits::{POOLED_BUFS_MAX, POOLED_BUF_BYTES, POOLED_MIN_BYTES};
 
-/// Direct I/O alignment of positions and lengths: one page. Devices with
-/// 512-byte sectors accept it too.
-pub const PAGE_BYTES: u64 = 4096;
-
-/// `v` rounded down to a page boundary.
-pub fn page_floor(v: u64) -> u64 {
-    v & !(PAGE_BYTES - 1)
-}
+/// Direct I/O alignment of positions and lengths: one page (devices with
+/// 512-byte sectors accept it too), and `page_floor` rounds down to one.
+/// es-format's, because recovery's scan knows the padding a direct write
+/// leaves.
+pub use es_format::scan::{page_floor, PAGE_BYTES};
 
 thread_local! {
     /// This shard's page buffers kept for reuse, each `POOLED_BUF_BYTES`.

@@ -15,6 +15,7 @@ use glommio::io::BufferedFile;
 
 use crate::batch::BatchHeader;
 use crate::format::index::{Footer, IndexEntry, SparseIndex};
+use crate::format::index_rule::IndexRule;
 use crate::io::dirs;
 use crate::write::recent::RecentWrites;
 use crate::write::writer::SegmentWriter;
@@ -57,8 +58,8 @@ pub(crate) struct Segment {
     pub index: IndexState,
     /// Its index file is on disk and matches the log (rolled or clean close).
     pub sealed: bool,
-    bytes_since_entry: u64,
-    last_batch: Option<IndexEntry>,
+    /// The sparse-index rule's state (es-format's `index_rule`).
+    rule: IndexRule,
     pub opened_at: Instant,
 }
 
@@ -80,8 +81,7 @@ impl Segment {
             max_timestamp_ms: i64::MIN,
             index: IndexState::Loaded(SparseIndex::default()),
             sealed: false,
-            bytes_since_entry: 0,
-            last_batch: None,
+            rule: IndexRule::default(),
             opened_at: Instant::now(),
         }
     }
@@ -104,8 +104,7 @@ impl Segment {
     /// the index rule resumed after its last batch (the sealed index always
     /// ends with an entry for the last batch).
     pub fn resume(&mut self, index: SparseIndex, last: Option<IndexEntry>) {
-        self.bytes_since_entry = last.map_or(0, |e| self.written_bytes - e.position as u64);
-        self.last_batch = last;
+        self.rule = IndexRule::resume(last, self.written_bytes);
         self.index = IndexState::Loaded(index);
     }
 
@@ -115,7 +114,8 @@ impl Segment {
 
     /// Accounts for a batch placed at `position` (its bytes follow the ones
     /// before it): offsets, timestamps and the sparse-index rule, in one
-    /// place for appends and recovery alike.
+    /// place for appends and recovery alike. The rule itself is
+    /// es-format's `IndexRule`, which `es-tools restore` applies too.
     pub fn note_batch(&mut self, h: &BatchHeader, position: u64, interval: u32) {
         assert_eq!(position, self.dirty_bytes, "batches are placed back to back");
         assert!(h.base_offset >= self.next_offset, "offsets only grow");
@@ -127,13 +127,9 @@ impl Segment {
             position: position as u32,
             max_timestamp_ms: self.max_timestamp_ms,
         };
-        let index = self.loaded_index_mut();
-        if index.last().is_none() || self.bytes_since_entry >= interval as u64 {
-            self.loaded_index_mut().push(entry);
-            self.bytes_since_entry = 0;
-        }
-        self.bytes_since_entry += h.batch_len as u64;
-        self.last_batch = Some(entry);
+        let mut rule = self.rule;
+        rule.note(self.loaded_index_mut(), entry, h.batch_len, interval);
+        self.rule = rule;
         self.next_offset = h.next_offset();
         self.dirty_bytes += h.batch_len as u64;
     }
@@ -152,8 +148,7 @@ impl Segment {
             next_offset: self.next_offset,
             max_timestamp_ms: self.max_timestamp_ms,
             index_entries,
-            bytes_since_entry: self.bytes_since_entry,
-            last_batch: self.last_batch,
+            rule: self.rule,
         }
     }
 
@@ -175,8 +170,7 @@ impl Segment {
         self.dirty_bytes = mark.dirty_bytes;
         self.next_offset = mark.next_offset;
         self.max_timestamp_ms = mark.max_timestamp_ms;
-        self.bytes_since_entry = mark.bytes_since_entry;
-        self.last_batch = mark.last_batch;
+        self.rule = mark.rule;
     }
 
     fn loaded_index_mut(&mut self) -> &mut SparseIndex {
@@ -193,13 +187,8 @@ impl Segment {
             self.written_bytes, self.dirty_bytes,
             "seal only a fully written segment"
         );
-        let last = self.last_batch;
-        let ix = self.loaded_index_mut();
-        if let Some(last) = last {
-            if ix.last() != Some(last) {
-                ix.push(last);
-            }
-        }
+        let rule = self.rule;
+        rule.seal(self.loaded_index_mut());
         let ix = match &self.index {
             IndexState::Loaded(ix) => ix,
             IndexState::OnDisk(_) => unreachable!(),
@@ -232,6 +221,5 @@ pub(crate) struct Mark {
     pub next_offset: Offset,
     max_timestamp_ms: i64,
     index_entries: usize,
-    bytes_since_entry: u64,
-    last_batch: Option<IndexEntry>,
+    rule: IndexRule,
 }

@@ -25,6 +25,7 @@
 //!        44 u32 footer_crc        CRC-32 of footer bytes [0,44)
 //! ```
 
+use crate::cursor::Cursor;
 use crate::Offset;
 
 /// Bytes per index entry.
@@ -76,7 +77,7 @@ impl SparseIndex {
 
     /// Keeps the first `len` entries (the batches after them were dropped
     /// before they were written).
-    pub(crate) fn truncate(&mut self, len: usize) {
+    pub fn truncate(&mut self, len: usize) {
         self.entries.truncate(len);
     }
 
@@ -94,7 +95,7 @@ impl SparseIndex {
         let i = self
             .entries
             .partition_point(|e| e.relative_offset <= relative_offset);
-        i.checked_sub(1).map(|i| self.entries[i])
+        i.checked_sub(1).and_then(|i| self.entries.get(i)).copied()
     }
 
     /// Where to start scanning for the first record with a timestamp at or
@@ -104,10 +105,9 @@ impl SparseIndex {
         let i = self
             .entries
             .partition_point(|e| e.max_timestamp_ms < timestamp_ms);
-        match i.checked_sub(1) {
-            Some(prev) => self.entries[prev].position,
-            None => 0,
-        }
+        i.checked_sub(1)
+            .and_then(|prev| self.entries.get(prev))
+            .map_or(0, |e| e.position)
     }
 
     /// Serializes entries and footer as the `.index` file.
@@ -128,7 +128,7 @@ impl SparseIndex {
         out.extend_from_slice(&next_offset.0.to_le_bytes());
         out.extend_from_slice(&max_timestamp_ms.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
-        let crc = crc32fast::hash(&out[start..]);
+        let crc = crc32fast::hash(out.get(start..).unwrap_or_default());
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
@@ -137,19 +137,20 @@ impl SparseIndex {
     /// `None` if they do not match the footer or are out of order.
     pub fn decode_entries(bytes: &[u8], footer: &Footer) -> Option<SparseIndex> {
         let n = footer.entry_count as usize;
-        if bytes.len() != n * ENTRY_BYTES + FOOTER_BYTES {
+        if bytes.len() != n.checked_mul(ENTRY_BYTES)?.checked_add(FOOTER_BYTES)? {
             return None;
         }
-        let body = &bytes[..n * ENTRY_BYTES];
+        let body = bytes.get(..n * ENTRY_BYTES)?;
         if crc32fast::hash(body) != footer.entries_crc {
             return None;
         }
         let mut index = SparseIndex::default();
-        for chunk in body.chunks_exact(ENTRY_BYTES) {
+        let mut c = Cursor::new(body);
+        for _ in 0..n {
             let e = IndexEntry {
-                relative_offset: u32::from_le_bytes(chunk[0..4].try_into().ok()?),
-                position: u32::from_le_bytes(chunk[4..8].try_into().ok()?),
-                max_timestamp_ms: i64::from_le_bytes(chunk[8..16].try_into().ok()?),
+                relative_offset: c.u32()?,
+                position: c.u32()?,
+                max_timestamp_ms: c.i64()?,
             };
             if let Some(last) = index.last() {
                 if e.relative_offset <= last.relative_offset
@@ -172,21 +173,22 @@ impl Footer {
     /// Parses the footer at the end of an index file; `None` when absent or
     /// damaged.
     pub fn decode(file_tail: &[u8]) -> Option<Footer> {
-        if file_tail.len() < FOOTER_BYTES {
-            return None;
-        }
-        let f = &file_tail[file_tail.len() - FOOTER_BYTES..];
-        let u32_at = |at: usize| u32::from_le_bytes(f[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().expect("8 bytes"));
-        if u32_at(0) != MAGIC || u32_at(4) != VERSION || crc32fast::hash(&f[..44]) != u32_at(44) {
+        let f = file_tail.get(file_tail.len().checked_sub(FOOTER_BYTES)?..)?;
+        let mut c = Cursor::new(f);
+        let (magic, version) = (c.u32()?, c.u32()?);
+        let (entry_count, entries_crc) = (c.u32()?, c.u32()?);
+        let (log_bytes, next_offset, max_timestamp_ms) = (c.u64()?, c.u64()?, c.i64()?);
+        let _reserved = c.u32()?;
+        let footer_crc = c.u32()?;
+        if magic != MAGIC || version != VERSION || crc32fast::hash(f.get(..44)?) != footer_crc {
             return None;
         }
         Some(Footer {
-            entry_count: u32_at(8),
-            entries_crc: u32_at(12),
-            log_bytes: u64_at(16),
-            next_offset: Offset(u64_at(24)),
-            max_timestamp_ms: u64_at(32) as i64,
+            entry_count,
+            entries_crc,
+            log_bytes,
+            next_offset: Offset(next_offset),
+            max_timestamp_ms,
         })
     }
 }

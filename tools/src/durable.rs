@@ -1,0 +1,51 @@
+//! Writing files so that they survive a crash: each file fsynced once
+//! written, and every directory of a tree fsynced before the tree is
+//! renamed into place (then its parent), as the broker writes its own.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use crate::fail::Fail;
+
+/// Writes `bytes` to a new file at `path` (its directories created) and
+/// fsyncs it.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), Fail> {
+    let mut f = create(path)?;
+    f.write_all(bytes).map_err(|e| Fail::io(path, e))?;
+    f.sync_all().map_err(|e| Fail::io(path, e))
+}
+
+/// Creates a new file at `path`, its directories first.
+pub fn create(path: &Path) -> Result<File, Fail> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Fail::io(dir, e))?;
+    }
+    File::options()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| Fail::io(path, e))
+}
+
+/// fsyncs `dir`.
+pub fn sync_dir(dir: &Path) -> Result<(), Fail> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Fail::io(dir, e))
+}
+
+/// fsyncs every directory under `root`, deepest first, then `root`.
+pub fn sync_tree(root: &Path) -> Result<(), Fail> {
+    for entry in std::fs::read_dir(root).map_err(|e| Fail::io(root, e))? {
+        let entry = entry.map_err(|e| Fail::io(root, e))?;
+        if entry
+            .file_type()
+            .map_err(|e| Fail::io(&entry.path(), e))?
+            .is_dir()
+        {
+            sync_tree(&entry.path())?;
+        }
+    }
+    sync_dir(root)
+}
