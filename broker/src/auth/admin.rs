@@ -9,12 +9,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::grants::{parse_grants, Grant};
-use super::limits;
 use super::principal::Principal;
 use super::store;
 use super::table::{KeyEntry, KeyTable, Quota};
 use super::token;
 use crate::error::{ApiError, ErrorCode};
+use crate::limits;
 use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 

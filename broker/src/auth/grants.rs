@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::limits;
 use crate::error::ApiError;
+use crate::limits;
 
 /// What a grant is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

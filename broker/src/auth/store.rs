@@ -11,10 +11,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::grants::Grant;
-use super::limits;
 use super::table::{KeyEntry, KeyTable, Quota};
 use super::token;
 use crate::error::ApiError;
+use crate::limits;
 
 pub const FILE: &str = "api_keys.json";
 /// The bootstrap admin key's plaintext, written once.
