@@ -616,6 +616,31 @@ mod tests {
     }
 
     #[test]
+    fn quota_flags_are_in_their_ranges() {
+        let c = Config::try_parse_from(["es-broker"]).unwrap();
+        let q = c.quotas();
+        assert_eq!((q.produce_default, q.fetch_default), (None, None), "unlimited");
+        assert_eq!((q.burst_ms, q.throttle_max_ms), (1000, 30_000));
+        for bad in [
+            &["--quota-produce-default", "0"][..],
+            &["--quota-fetch-default", "1099511627777"],
+            &["--quota-burst-ms", "0"],
+            &["--quota-burst-ms", "60001"],
+            &["--quota-throttle-max-ms", "0"],
+        ] {
+            let e = validate(bad).unwrap_err();
+            assert!(e.contains(bad[0]), "{e}");
+        }
+        assert!(validate(&[
+            "--quota-produce-default",
+            "1",
+            "--quota-fetch-default",
+            "1099511627776"
+        ])
+        .is_ok());
+    }
+
+    #[test]
     fn auth_on_a_network_address_needs_tls_or_the_override() {
         assert!(validate(&["--auth", "required"]).is_ok(), "loopback");
         let e = validate(&["--auth", "required", "--http-addr", "0.0.0.0:8080"]).unwrap_err();
