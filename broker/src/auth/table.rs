@@ -327,6 +327,26 @@ mod tests {
     }
 
     #[test]
+    fn quota_state_survives_a_patch_and_a_reload() {
+        let good = token::assemble(&[1; 10], &[2; 32]);
+        let keys = keys_with(&[&good]);
+        let held = keys.authenticate(&good).unwrap();
+        // A PATCH clones the entry: the clone shares its buckets.
+        let mut patched = (*held).clone();
+        patched.quota.produce_bytes_per_sec = Some(10);
+        assert!(Arc::ptr_eq(&patched.runtime, &held.runtime));
+        // A reload reads a fresh entry from the file: it gets the old
+        // buckets when published.
+        let mut table = KeyTable::default();
+        let fresh = entry(&good, false);
+        assert!(!Arc::ptr_eq(&fresh.runtime, &held.runtime));
+        table.keys.insert(fresh.id.clone(), Arc::new(fresh));
+        keys.publish(table);
+        let now = keys.authenticate(&good).unwrap();
+        assert!(Arc::ptr_eq(&now.runtime, &held.runtime));
+    }
+
+    #[test]
     fn revocation_reaches_held_entries() {
         let good = token::assemble(&[1; 10], &[2; 32]);
         let keys = keys_with(&[&good]);
