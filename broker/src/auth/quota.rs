@@ -7,8 +7,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use super::table::KeyEntry;
 use super::Principal;
+use crate::shard::Shard;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -188,8 +191,9 @@ impl Settings {
     }
 
     /// Waits until `p`'s key owes nothing in `dir` (a fetch, before it
-    /// reads: no fetched data is held while waiting); how long it waited.
-    pub async fn pay_debt(&self, p: &Principal, dir: Direction) -> Duration {
+    /// reads: no fetched data is held while waiting), or until `shard`
+    /// starts shutting down; how long it waited.
+    pub async fn pay_debt(&self, shard: &Shard, p: &Principal, dir: Direction) -> Duration {
         let mut waited = Duration::ZERO;
         loop {
             let debt = self.debt(p, dir);
@@ -203,9 +207,23 @@ impl Settings {
                     .throttle_ns
                     .fetch_add(ns, Ordering::Relaxed);
             }
-            glommio::timer::sleep(debt).await;
+            if !wait(shard, debt).await {
+                return waited;
+            }
             waited += debt;
         }
+    }
+}
+
+/// Waits out a throttle `d`: `false` if `shard` started shutting down
+/// first (a shutdown does not wait for quotas).
+pub async fn wait(shard: &Shard, d: Duration) -> bool {
+    let timer = glommio::timer::sleep(d).fuse();
+    let stop = shard.shutdown.wait_for(1).fuse();
+    futures::pin_mut!(timer, stop);
+    futures::select! {
+        _ = timer => true,
+        _ = stop => false,
     }
 }
 

@@ -428,7 +428,8 @@ async fn dispatch(
             Ok((mut out, throttle)) => {
                 let until = throttled.max(muted.extend(throttle));
                 if let Some(until) = until {
-                    glommio::timer::sleep(until.saturating_duration_since(Instant::now())).await;
+                    let left = until.saturating_duration_since(Instant::now());
+                    crate::auth::quota::wait(&shard, left).await;
                 }
                 out.busy = Some(busy);
                 let _ = tx.send(out).await;

@@ -182,7 +182,7 @@ async fn fetch(
     let meta = admin::lookup(shard, &f.topic)?;
     // A key in debt waits until it is paid, holding nothing read.
     let quotas = shard.config.quotas();
-    quotas.pay_debt(principal, Direction::Fetch).await;
+    quotas.pay_debt(shard, principal, Direction::Fetch).await;
     let q = FetchQuery {
         offset: f.offset,
         max_records: Some(f.max_records as u64),

@@ -125,18 +125,18 @@ pub async fn produce(
         .collect();
     metrics::histogram!("es_produce_duration_seconds").record(started.elapsed().as_secs_f64());
     let resp = response::json(StatusCode::OK, &serde_json::json!({ "offsets": offsets }));
-    Ok(throttled(resp, throttle).await)
+    Ok(throttled(shard, resp, throttle).await)
 }
 
 /// `resp`, written after `throttle` (the key's quota: docs/security.md,
 /// "Quotas") with `ES-Throttle-Ms`. hyper reads a connection's next
 /// request only once this one is answered, so keep-alive reads pause
 /// for as long.
-async fn throttled(resp: Response<Body>, throttle: std::time::Duration) -> Response<Body> {
+async fn throttled(shard: &Shard, resp: Response<Body>, throttle: std::time::Duration) -> Response<Body> {
     if throttle.is_zero() {
         return resp;
     }
-    glommio::timer::sleep(throttle).await;
+    crate::auth::quota::wait(shard, throttle).await;
     throttle_header(resp, throttle)
 }
 
@@ -202,7 +202,7 @@ pub async fn fetch(
     };
     // A key in debt waits until it is paid, before anything is read.
     let quotas = shard.config.quotas();
-    let waited = quotas.pay_debt(p, Direction::Fetch).await;
+    let waited = quotas.pay_debt(shard, p, Direction::Fetch).await;
     let (fetched, charge) = crate::ops::fetch::fetch(shard, &meta, partition, q, &charger).await?;
     let text = |what: &str, offset: u64, bytes: Vec<u8>| -> Result<String, ApiError> {
         match enc {
