@@ -54,7 +54,10 @@ fn batch_bytes() -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Transport {
     Http,
+    /// Produce: records, which the broker groups into a batch.
     Binary,
+    /// Produce: a batch built here (ProduceBatch), charged as it arrives.
+    BinaryBatch,
 }
 
 /// What a load's connections saw.
@@ -100,7 +103,12 @@ fn spawn_load(
             (Transport::Http, false) => http_produce(&url, &key, topic, partition, &stop, &seen),
             (Transport::Http, true) => http_fetch(&url, &key, topic, partition, &stop, &seen),
             (Transport::Binary, false) => binary_produce(&binary, &key, topic, partition, &stop, &seen),
-            (Transport::Binary, true) => binary_fetch(&binary, &key, topic, partition, &stop, &seen),
+            (Transport::BinaryBatch, false) => {
+                binary_produce_batch(&binary, &key, topic, partition, &stop, &seen)
+            }
+            (Transport::Binary | Transport::BinaryBatch, true) => {
+                binary_fetch(&binary, &key, topic, partition, &stop, &seen)
+            }
         }));
     }
     out
@@ -202,6 +210,24 @@ fn binary_produce(addr: &str, key: &str, topic: &str, partition: u32, stop: &Ato
                 seen.requests.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => seen.error(format!("binary produce: {e}")),
+        }
+    }
+}
+
+fn binary_produce_batch(addr: &str, key: &str, topic: &str, partition: u32, stop: &AtomicBool, seen: &Seen) {
+    let c = binary_client(addr, key);
+    let mut bb = es_protocol::batch::BatchBuilder::default();
+    for _ in 0..RECORDS_PER_REQUEST {
+        bb.push(None, value().as_bytes(), 1_700_000_000_000);
+    }
+    let batch = bb.finish(0, None).expect("a batch");
+    assert_eq!(batch.len() as u64, batch_bytes());
+    while !stop.load(Ordering::Relaxed) {
+        match c.produce_batch(topic, partition, batch.clone()) {
+            Ok(_) => {
+                seen.requests.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => seen.error(format!("binary produce batch: {e}")),
         }
     }
 }
@@ -419,12 +445,13 @@ fn run(b: &Broker, fetch: bool, loads: Vec<Load>) -> Vec<Loaded> {
     loaded
 }
 
-/// Two keys' loads, four connections each (two binary, two HTTP): the
-/// first key's on q0/0, the second's on q1/1.
+/// Two keys' loads, four connections each (two binary, one of them
+/// sending batches, and two HTTP): the first key's on q0/0, the second's
+/// on q1/1.
 fn loads(names: [&'static str; 2], keys: &[(String, String)]) -> Vec<Load> {
     let four = vec![
         Transport::Binary,
-        Transport::Binary,
+        Transport::BinaryBatch,
         Transport::Http,
         Transport::Http,
     ];
