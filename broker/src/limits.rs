@@ -123,6 +123,21 @@ pub const TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Largest `--tls-handshake-timeout-ms` (a minute): past it the timeout no
 /// longer guards against clients that open connections and stall.
 pub const TLS_HANDSHAKE_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Largest `--quota-produce-default` and `--quota-fetch-default` (and a
+/// key's own rate), bytes per second: 1 TiB/s, far past any link, keeps
+/// a bucket's arithmetic far from overflowing.
+pub const QUOTA_BYTES_PER_SEC_MAX: u64 = 1 << 40;
+/// Default `--quota-burst-ms`: one second of traffic at the key's rate
+/// passes without delay (KIP-599's default window).
+pub const QUOTA_BURST_MS_DEFAULT: u64 = 1_000;
+/// Largest `--quota-burst-ms`: a minute; past it a quota hardly limits.
+pub const QUOTA_BURST_MS_MAX: u64 = 60_000;
+/// Default `--quota-throttle-max-ms`: Kafka's default request timeout, so
+/// a throttled client is not timed out by its own library.
+pub const QUOTA_THROTTLE_MAX_MS_DEFAULT: u64 = 30_000;
+/// Largest `--quota-throttle-max-ms`: a longer silence than
+/// `--frame-stall-ms` allows at most would look like a dead broker.
+pub const QUOTA_THROTTLE_MAX_MS_MAX: u64 = FRAME_STALL_MS_MAX;
 
 // The defaults pass `Config::validate`, each within its flag's range:
 const _: () = assert!(
@@ -148,6 +163,13 @@ const _: () = assert!(SEGMENT_BYTES_DEFAULT <= SEGMENT_BYTES_MAX);
 const _: () = assert!(CLEANUP_INTERVAL_MS_DEFAULT <= CLEANUP_INTERVAL_MS_MAX);
 const _: () = assert!(GROUP_OFFSETS_RETENTION_MS_DEFAULT <= GROUP_OFFSETS_RETENTION_MS_MAX);
 const _: () = assert!(SPIN_BEFORE_PARK_US_DEFAULT <= SPIN_BEFORE_PARK_US_MAX);
+const _: () = assert!(QUOTA_BURST_MS_DEFAULT >= 1 && QUOTA_BURST_MS_DEFAULT <= QUOTA_BURST_MS_MAX);
+const _: () =
+    assert!(QUOTA_THROTTLE_MAX_MS_DEFAULT >= 1 && QUOTA_THROTTLE_MAX_MS_DEFAULT <= QUOTA_THROTTLE_MAX_MS_MAX);
+// A bucket's nanoseconds stay far inside u64: a largest batch at 1 byte/s
+// is 2^26 s, and burst plus the longest throttle are minutes.
+const _: () = assert!((BATCH_BYTES_MAX as u64) < u64::MAX / 1_000_000_000);
+const _: () = assert!((QUOTA_BURST_MS_MAX + QUOTA_THROTTLE_MAX_MS_MAX) < u64::MAX / 1_000_000 / 4);
 // A largest frame fits the shard's request budget (`validate` refuses less).
 const _: () = assert!(FRAME_BYTES_MAX_DEFAULT <= REQUEST_SHARD_BYTES_DEFAULT);
 // A largest HTTP body fits the shard's request budget with room for others.

@@ -218,10 +218,10 @@ Examples:
         /// A grant, RESOURCE:PATTERN:NAME:OPS, e.g. topic:prefixed:orders.:read,write (repeatable).
         #[arg(long = "grant", value_name = "GRANT")]
         grants: Vec<String>,
-        /// Produce quota, bytes per second (e.g. 10MiB); stored, enforced once quotas come.
+        /// Produce quota, bytes per second per broker (e.g. 10MiB); past it answers are delayed.
         #[arg(long, value_name = "RATE")]
         produce_quota: Option<String>,
-        /// Fetch quota, bytes per second (e.g. 50MiB); stored, enforced once quotas come.
+        /// Fetch quota, bytes per second per broker (e.g. 50MiB); past it fetches wait.
         #[arg(long, value_name = "RATE")]
         fetch_quota: Option<String>,
     },

@@ -77,11 +77,16 @@ fn parse_quota(v: &serde_json::Value) -> Result<Quota, ApiError> {
     let rate = |field: &str| -> Result<Option<u64>, ApiError> {
         match obj.get(field) {
             None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => v.as_u64().filter(|&n| n > 0).map(Some).ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "quota.{field} must be a positive integer (bytes per second) or null"
-                ))
-            }),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| (1..=crate::limits::QUOTA_BYTES_PER_SEC_MAX).contains(&n))
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "quota.{field} must be an integer in 1..={} (bytes per second) or null",
+                        crate::limits::QUOTA_BYTES_PER_SEC_MAX
+                    ))
+                }),
         }
     };
     if let Some(k) = obj

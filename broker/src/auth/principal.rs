@@ -4,8 +4,8 @@
 //! authorization comes before existence, so a missing grant is 403 whether
 //! or not the name exists.
 //!
-//! The principal is also what per-key quotas will charge: it is in hand on
-//! every request of both listeners.
+//! The principal is also what per-key quotas charge (quota.rs): it is in
+//! hand on every request of both listeners.
 
 use std::sync::Arc;
 
@@ -136,6 +136,7 @@ mod tests {
             created_by: None,
             revoked_at_ms: None,
             revoked: Default::default(),
+            runtime: Default::default(),
         };
         let p = Principal::Key(Arc::new(entry));
         assert!(p

@@ -90,6 +90,7 @@ pub fn parse(bytes: &[u8]) -> Result<KeyTable, String> {
             created_at_ms: r.created_at_ms,
             created_by: r.created_by,
             revoked_at_ms: r.revoked_at_ms,
+            runtime: Default::default(),
         };
         if table.keys.insert(r.id.clone(), Arc::new(entry)).is_some() {
             return Err(format!("key id {} appears twice", r.id));
@@ -145,6 +146,7 @@ pub fn new_entry(
         created_by: by,
         revoked_at_ms: None,
         revoked: AtomicBool::new(false),
+        runtime: Default::default(),
     }
 }
 

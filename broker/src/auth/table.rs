@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::grants::{Grant, Operation, Resource};
+use super::quota::KeyRuntime;
 use super::token::{self, Digest, Malformed};
 
-/// A key's quota, stored and shown; enforcement comes with quotas
-/// (docs/security.md). `None`: unlimited.
+/// A key's quota, stored and shown, enforced per broker by its
+/// `KeyRuntime` (quota.rs, docs/security.md "Quotas"). `None`: the
+/// `--quota-*-default`, unlimited by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quota {
     pub produce_bytes_per_sec: Option<u64>,
@@ -38,6 +40,10 @@ pub struct KeyEntry {
     /// Set when the key is revoked: connections holding this entry read it
     /// (relaxed) on every request.
     pub revoked: AtomicBool,
+    /// The quota buckets and counters: shared by every copy of the entry
+    /// (a PATCH or a revoke keeps them), so a PATCH of `quota` applies
+    /// to the next request and the debt survives it.
+    pub runtime: Arc<KeyRuntime>,
 }
 
 impl Clone for KeyEntry {
@@ -53,6 +59,7 @@ impl Clone for KeyEntry {
             created_by: self.created_by.clone(),
             revoked_at_ms: self.revoked_at_ms,
             revoked: AtomicBool::new(self.revoked.load(Ordering::Relaxed)),
+            runtime: self.runtime.clone(),
         }
     }
 }
@@ -186,13 +193,19 @@ impl Keys {
     /// Publishes `table`: call only once it is durable. Entries revoked in
     /// it are marked revoked in the table they replace too, so every
     /// connection holding one sees it on its next request.
-    pub fn publish(&self, table: KeyTable) {
+    /// A key that was in the table before keeps its quota state, even
+    /// when the new table was read from the file (a SIGHUP reload).
+    pub fn publish(&self, mut table: KeyTable) {
         let old = self.table.load_full();
-        for (id, entry) in &table.keys {
+        for (id, entry) in table.keys.iter_mut() {
+            let Some(was) = old.keys.get(id) else { continue };
             if entry.is_revoked() {
-                if let Some(was) = old.keys.get(id) {
-                    was.revoked.store(true, Ordering::Relaxed);
-                }
+                was.revoked.store(true, Ordering::Relaxed);
+            }
+            if !Arc::ptr_eq(&entry.runtime, &was.runtime) {
+                let mut kept = (**entry).clone();
+                kept.runtime = was.runtime.clone();
+                *entry = Arc::new(kept);
             }
         }
         self.table.store(Arc::new(table));
@@ -253,6 +266,7 @@ mod tests {
             created_by: None,
             revoked_at_ms: None,
             revoked: AtomicBool::new(false),
+            runtime: Default::default(),
         }
     }
 
@@ -310,6 +324,26 @@ mod tests {
         // A malformed key is refused before any lookup.
         let _ = keys.authenticate("esk_x");
         assert_eq!(DIGESTS_COMPARED.with(|c| c.get()), before + 1);
+    }
+
+    #[test]
+    fn quota_state_survives_a_patch_and_a_reload() {
+        let good = token::assemble(&[1; 10], &[2; 32]);
+        let keys = keys_with(&[&good]);
+        let held = keys.authenticate(&good).unwrap();
+        // A PATCH clones the entry: the clone shares its buckets.
+        let mut patched = (*held).clone();
+        patched.quota.produce_bytes_per_sec = Some(10);
+        assert!(Arc::ptr_eq(&patched.runtime, &held.runtime));
+        // A reload reads a fresh entry from the file: it gets the old
+        // buckets when published.
+        let mut table = KeyTable::default();
+        let fresh = entry(&good, false);
+        assert!(!Arc::ptr_eq(&fresh.runtime, &held.runtime));
+        table.keys.insert(fresh.id.clone(), Arc::new(fresh));
+        keys.publish(table);
+        let now = keys.authenticate(&good).unwrap();
+        assert!(Arc::ptr_eq(&now.runtime, &held.runtime));
     }
 
     #[test]

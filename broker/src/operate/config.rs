@@ -14,9 +14,10 @@ use crate::limits::{
     GROUP_OFFSETS_RETENTION_MS_DEFAULT, GROUP_OFFSETS_RETENTION_MS_MAX, HTTP_BODY_BYTES_MAX_DEFAULT,
     INFLIGHT_REQUESTS_MAX_DEFAULT, INFLIGHT_REQUESTS_MAX_LIMIT, OPEN_SEGMENTS_MAX_LIMIT,
     PARTITIONS_MAX_DEFAULT, PARTITIONS_MAX_LIMIT, PRODUCER_ID_EXPIRY_MS_DEFAULT, PRODUCER_ID_EXPIRY_MS_MAX,
-    PRODUCER_ID_EXPIRY_MS_MIN, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
-    SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT, SPIN_BEFORE_PARK_US_MAX,
-    TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT, TLS_HANDSHAKE_TIMEOUT_MS_MAX,
+    PRODUCER_ID_EXPIRY_MS_MIN, QUOTA_BURST_MS_DEFAULT, QUOTA_BURST_MS_MAX, QUOTA_BYTES_PER_SEC_MAX,
+    QUOTA_THROTTLE_MAX_MS_DEFAULT, QUOTA_THROTTLE_MAX_MS_MAX, REQUEST_SHARD_BYTES_DEFAULT,
+    REQUEST_SHARD_BYTES_LIMIT, SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT,
+    SPIN_BEFORE_PARK_US_MAX, TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT, TLS_HANDSHAKE_TIMEOUT_MS_MAX,
 };
 
 /// `--help` headings: what every operator sets first, then limits a
@@ -251,6 +252,23 @@ pub struct Config {
     /// without TLS, where API keys cross the network in clear text.
     #[arg(long, env = "ES_ALLOW_PLAINTEXT_AUTH", help_heading = SECURITY)]
     pub allow_plaintext_auth: bool,
+    /// Bytes per second of es batches a key may produce when it has no
+    /// `produce_bytes_per_sec` of its own; past it, answers are delayed
+    /// (docs/security.md, "Quotas"). Default: unlimited. Only with
+    /// `--auth required`.
+    #[arg(long, env = "ES_QUOTA_PRODUCE_DEFAULT", help_heading = SECURITY, value_name = "BYTES_PER_SEC")]
+    pub quota_produce_default: Option<u64>,
+    /// Bytes per second of es batches a key may fetch when it has no
+    /// `fetch_bytes_per_sec` of its own. Default: unlimited.
+    #[arg(long, env = "ES_QUOTA_FETCH_DEFAULT", help_heading = SECURITY, value_name = "BYTES_PER_SEC")]
+    pub quota_fetch_default: Option<u64>,
+    /// Milliseconds of traffic at a key's rate that pass without delay
+    /// (the bucket's depth).
+    #[arg(long, env = "ES_QUOTA_BURST_MS", default_value_t = QUOTA_BURST_MS_DEFAULT, help_heading = SECURITY, value_name = "MS")]
+    pub quota_burst_ms: u64,
+    /// The longest delay one request of a key over its quota gets.
+    #[arg(long, env = "ES_QUOTA_THROTTLE_MAX_MS", default_value_t = QUOTA_THROTTLE_MAX_MS_DEFAULT, help_heading = SECURITY, value_name = "MS")]
+    pub quota_throttle_max_ms: u64,
 }
 
 /// `--log-format`.
@@ -428,11 +446,36 @@ impl Config {
                 self.disk_thread_slice_us
             ));
         }
+        for (flag, rate) in [
+            ("--quota-produce-default", self.quota_produce_default),
+            ("--quota-fetch-default", self.quota_fetch_default),
+        ] {
+            if let Some(rate) = rate {
+                in_range(flag, rate, 1, QUOTA_BYTES_PER_SEC_MAX)?;
+            }
+        }
+        in_range("--quota-burst-ms", self.quota_burst_ms, 1, QUOTA_BURST_MS_MAX)?;
+        in_range(
+            "--quota-throttle-max-ms",
+            self.quota_throttle_max_ms,
+            1,
+            QUOTA_THROTTLE_MAX_MS_MAX,
+        )?;
         self.validate_tls()?;
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
         self.plaintext_guard()
+    }
+
+    /// The quota settings every charge uses (auth/quota.rs).
+    pub fn quotas(&self) -> crate::auth::quota::Settings {
+        crate::auth::quota::Settings {
+            produce_default: self.quota_produce_default,
+            fetch_default: self.quota_fetch_default,
+            burst_ms: self.quota_burst_ms,
+            throttle_max_ms: self.quota_throttle_max_ms,
+        }
     }
 
     /// Whether the client listeners speak TLS (`--tls-cert` with its key:
@@ -570,6 +613,31 @@ mod tests {
             assert!(e.contains("connections-max"), "{e}");
         }
         assert!(validate(&["--connections-max", "2"]).is_ok());
+    }
+
+    #[test]
+    fn quota_flags_are_in_their_ranges() {
+        let c = Config::try_parse_from(["es-broker"]).unwrap();
+        let q = c.quotas();
+        assert_eq!((q.produce_default, q.fetch_default), (None, None), "unlimited");
+        assert_eq!((q.burst_ms, q.throttle_max_ms), (1000, 30_000));
+        for bad in [
+            &["--quota-produce-default", "0"][..],
+            &["--quota-fetch-default", "1099511627777"],
+            &["--quota-burst-ms", "0"],
+            &["--quota-burst-ms", "60001"],
+            &["--quota-throttle-max-ms", "0"],
+        ] {
+            let e = validate(bad).unwrap_err();
+            assert!(e.contains(bad[0]), "{e}");
+        }
+        assert!(validate(&[
+            "--quota-produce-default",
+            "1",
+            "--quota-fetch-default",
+            "1099511627776"
+        ])
+        .is_ok());
     }
 
     #[test]

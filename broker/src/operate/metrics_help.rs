@@ -166,6 +166,10 @@ pub const LIVE: &[MetricHelp] = &[
         "Last committed offset of each group on each partition of an existing topic."),
     m("es_group_lag", Gauge, COUNT, &["group", "topic", "partition"], &[],
         "Records between each group's committed offset (or the log start, without one) and the partition's high watermark."),
+    m("es_quota_bytes_total", Counter, BYTES, &["key", "direction"], &[],
+        "Bytes of es batches each API key produced or fetched on this broker (its quota's count, limited or not), by key id and direction; only with --auth required."),
+    m("es_quota_throttle_seconds_total", Counter, SECONDS, &["key", "direction"], &[],
+        "Seconds each API key's requests were delayed by its quota on this broker (answers held back, fetches waiting for the debt to be paid), by key id and direction."),
 ];
 
 /// Every metric the broker exports.

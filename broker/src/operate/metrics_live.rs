@@ -110,7 +110,32 @@ pub async fn render(shard: &Rc<Shard>) -> String {
     }
     let topics = shard.catalog.snapshot();
     render_live(&mut out, &parts, &|t| topics.get(t).map(|m| m.partitions));
+    render_quotas(&mut out, &shard.state.keys.table());
     out
+}
+
+/// Each key's quota counters (auth/quota.rs), kept with the key: key ids
+/// are public and bounded (`KEYS_MAX`). None with `--auth disabled`.
+fn render_quotas(out: &mut String, table: &crate::auth::table::KeyTable) {
+    use crate::auth::quota::Direction;
+    use std::sync::atomic::Ordering::Relaxed;
+    const DIRECTIONS: [Direction; 2] = [Direction::Produce, Direction::Fetch];
+    {
+        let mut f = Family::new(out, "es_quota_bytes_total");
+        for (id, key) in &table.keys {
+            for d in DIRECTIONS {
+                let bytes = key.runtime.accounts(d).bytes.load(Relaxed);
+                f.sample(&[("key", id), ("direction", d.as_str())], bytes);
+            }
+        }
+    }
+    let mut f = Family::new(out, "es_quota_throttle_seconds_total");
+    for (id, key) in &table.keys {
+        for d in DIRECTIONS {
+            let ns = key.runtime.accounts(d).throttle_ns.load(Relaxed);
+            f.sample(&[("key", id), ("direction", d.as_str())], ns as f64 / 1e9);
+        }
+    }
 }
 
 /// A family: its help and type lines, then its samples; nothing without
@@ -130,7 +155,7 @@ impl<'a> Family<'a> {
         }
     }
 
-    fn sample(&mut self, labels: &[(&str, &str)], value: u64) {
+    fn sample(&mut self, labels: &[(&str, &str)], value: impl std::fmt::Display) {
         let h = self.help;
         if !self.started {
             self.started = true;

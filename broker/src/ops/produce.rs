@@ -39,12 +39,15 @@ pub fn now_ms() -> i64 {
 
 /// Appends `items` to `meta`'s topic; returns (partition, offset) per item,
 /// in input order. If a partition fails, the error is returned (batches for
-/// other partitions of the same request may have been written).
+/// other partitions of the same request may have been written). `charge`
+/// is told the stored bytes of the batches the records become (its key's
+/// produce quota), once they are grouped and before any is appended.
 pub async fn produce(
     shard: &Rc<Shard>,
     meta: &TopicMeta,
     items: Vec<Item>,
     producer: Option<ProducerFields>,
+    charge: &mut dyn FnMut(u64),
 ) -> Result<Vec<(u32, u64)>, ApiError> {
     if items.is_empty() {
         return Err(ApiError::invalid("records must hold at least one record"));
@@ -97,6 +100,12 @@ pub async fn produce(
             by_partition.keys().collect::<Vec<_>>()
         )));
     }
+    charge(
+        by_partition
+            .values()
+            .map(|(_, records)| es_format::batch::encoded_len(records) as u64)
+            .sum(),
+    );
     let mut placed = Vec::with_capacity(by_partition.len());
     let mut calls = Vec::with_capacity(by_partition.len());
     for (p, (indexes, records)) in by_partition {

@@ -7,6 +7,7 @@
 
 use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
+use std::time::Instant;
 
 use es_protocol::frame;
 use es_protocol::requests::produce_batch::ProduceBatch;
@@ -27,6 +28,7 @@ use super::handshake::hello;
 use super::large_batch::{large_batch, LargeBatch};
 use super::outgoing::Outgoing;
 use super::read_buf::make_room;
+use super::throttle::{charge_arrival, wait_unmuted, Dispatched, Muted};
 use super::transport::Transport;
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
@@ -179,17 +181,23 @@ async fn serve_frames<S: Transport>(
     // What the frame at `start` holds, reserved once its header showed it
     // large and before the rest of it was read.
     let mut reserved: Option<Reserved> = None;
+    let muted = Rc::new(Muted::default());
     let cx = Cx {
         shard: &shard,
         interrupt: &interrupt,
         activity: &activity,
         permits: &permits,
+        muted: &muted,
     };
     let end = 'conn: loop {
         // Handle every whole frame in the buffer.
         // Bytes the next frame needs from `start`, once no whole frame is left.
         let wanted = loop {
             if let Some(end) = interrupt.get() {
+                break 'conn end;
+            }
+            // A key over its quota: no next frame until its throttle passed.
+            if let Err(end) = wait_unmuted(cx.muted, cx.shard, cx.activity, cx.interrupt).await {
                 break 'conn end;
             }
             let frame_max = if handshaken {
@@ -259,7 +267,9 @@ async fn serve_frames<S: Transport>(
             if let Some((topic, partition)) = incoming.partition() {
                 affinity.note(shard.owner(topic, partition), shard.id);
             }
-            dispatch(&cx, &tx, &responses, incoming, id, gzip, held, &principal).await;
+            let throttled = charge_arrival(&shard, &principal, &incoming, &muted);
+            let request = Dispatched(incoming, id, gzip, throttled);
+            dispatch(&cx, &tx, &responses, request, held, &principal).await;
         };
         if let Some(to) = affinity.target().filter(|_| S::MOVABLE) {
             if shard.config.move_connections && !shard.is_shutting_down() {
@@ -272,6 +282,9 @@ async fn serve_frames<S: Transport>(
             Err(end) => break end,
         };
         make_room(&mut buf, &mut start, &mut filled, wanted, reserved.is_some());
+        if let Err(end) = wait_unmuted(cx.muted, cx.shard, cx.activity, cx.interrupt).await {
+            break end;
+        }
         if let Err(end) = read_more(&cx, &mut rd, fd, &mut buf, start, &mut filled, reserved.is_some()).await
         {
             break end;
@@ -372,20 +385,18 @@ async fn receive_batch<S: Transport>(
 /// Runs request `id` in a task of its own, which answers through `tx`. A
 /// large frame came with its permit and budget (`held`); others take a
 /// permit now, holding no budget while they wait. A panic in its handling
-/// interrupts the read loop, which answers it and closes.
-// The request, its frame's facts and what it runs as: one more than
-// clippy's default, each a different thing.
-#[allow(clippy::too_many_arguments)]
+/// interrupts the read loop, which answers it and closes. A throttled
+/// answer (its arrival's, or the one its handling charged) is sent once
+/// the throttle has passed, and the read loop reads nothing until then.
 async fn dispatch(
     cx: &Cx<'_>,
     tx: &Rc<LocalSender<Outgoing>>,
     responses: &Rc<Budget>,
-    incoming: Incoming,
-    id: u64,
-    gzip: bool,
+    request: Dispatched,
     held: Option<Reserved>,
     principal: &Principal,
 ) {
+    let Dispatched(incoming, id, gzip, throttled) = request;
     let (permit, budget, busy) = match held {
         Some(r) => (r.permit, Some(r.held), r.busy),
         None => (
@@ -398,12 +409,13 @@ async fn dispatch(
             cx.activity.busy(),
         ),
     };
-    let (shard, tx, interrupt, responses, principal) = (
+    let (shard, tx, interrupt, responses, principal, muted) = (
         cx.shard.clone(),
         tx.clone(),
         cx.interrupt.clone(),
         responses.clone(),
         principal.clone(),
+        cx.muted.clone(),
     );
     glommio::spawn_local(async move {
         let endpoint = incoming.endpoint();
@@ -413,7 +425,12 @@ async fn dispatch(
         // its own charge (a fetch's), not the request's.
         drop(budget);
         match handled {
-            Ok(mut out) => {
+            Ok((mut out, throttle)) => {
+                let until = throttled.max(muted.extend(throttle));
+                if let Some(until) = until {
+                    let left = until.saturating_duration_since(Instant::now());
+                    crate::auth::quota::wait(&shard, left).await;
+                }
                 out.busy = Some(busy);
                 let _ = tx.send(out).await;
             }
@@ -501,6 +518,7 @@ struct Cx<'a> {
     interrupt: &'a Rc<Interrupt>,
     activity: &'a Rc<Activity>,
     permits: &'a Rc<Semaphore>,
+    muted: &'a Rc<Muted>,
 }
 
 /// What the frame at `start`, a frame of `bytes`, holds: what was already

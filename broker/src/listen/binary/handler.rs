@@ -2,7 +2,7 @@
 //! frames with the same codes as HTTP.
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use es_protocol::batch;
 use es_protocol::requests::fetch::{Fetch, FetchOk};
@@ -13,6 +13,7 @@ use es_protocol::{Kind, Request, Response};
 use es_storage::{BatchBuf, EarlyWrite};
 
 use crate::auth::grants::{Operation, Resource};
+use crate::auth::quota::Direction;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::ops::fetch::{Charger, FetchQuery};
@@ -78,6 +79,18 @@ impl Incoming {
         }
     }
 
+    /// The stored bytes of a produce batch whose batch is whole: what the
+    /// read loop charges its key's produce quota on arrival (records are
+    /// charged by `ops::produce`, once grouped into the batches they
+    /// become).
+    pub fn batch_bytes(&self) -> Option<(&str, u64)> {
+        match self {
+            Incoming::Request(Request::ProduceBatch(pb)) => Some((&pb.topic, pb.batch.len() as u64)),
+            Incoming::Batch(pb, _) => Some((&pb.topic, pb.batch.len() as u64)),
+            Incoming::Request(_) => None,
+        }
+    }
+
     /// The producer id of an idempotent produce.
     fn producer_id(&self) -> Option<i64> {
         match self {
@@ -102,7 +115,10 @@ impl Incoming {
 
 /// Runs one request and frames its answer (or its error) for the writer;
 /// a fetch's answer is charged to the connection's `responses` budget and
-/// the shard's (ops/fetch.rs), and holds its charge until written.
+/// the shard's (ops/fetch.rs), and holds its charge until written. With
+/// the answer, the throttle its key's produce quota asks for records
+/// produced (docs/security.md, "Quotas"); a fetch pays its key's debt
+/// before it reads.
 pub async fn handle(
     shard: &Rc<Shard>,
     incoming: Incoming,
@@ -110,7 +126,8 @@ pub async fn handle(
     gzip: bool,
     responses: &Rc<Budget>,
     principal: &Principal,
-) -> Outgoing {
+) -> (Outgoing, Duration) {
+    let mut throttle = Duration::ZERO;
     let started = Instant::now();
     let endpoint = incoming.endpoint();
     if let Some(topic) = incoming.record_topic() {
@@ -125,9 +142,9 @@ pub async fn handle(
     let answer = match (allowed, incoming) {
         (Err(e), _) => Err(e),
         (Ok(()), Incoming::Request(Request::Fetch(f))) => {
-            Box::pin(fetch(shard, f, request_id, gzip, responses)).await
+            Box::pin(fetch(shard, f, request_id, gzip, responses, principal)).await
         }
-        (Ok(()), Incoming::Request(other)) => run(shard, principal, other)
+        (Ok(()), Incoming::Request(other)) => run(shard, principal, other, &mut throttle)
             .await
             .map(|resp| Outgoing::frame(resp.into_frame(request_id, gzip))),
         (Ok(()), Incoming::Batch(pb, early)) => Box::pin(produce_batch(shard, pb, early))
@@ -146,7 +163,7 @@ pub async fn handle(
         }
     };
     m.duration.record(started.elapsed().as_secs_f64());
-    out
+    (out, throttle)
 }
 
 /// A fetch answers with the stored batches as storage read them: the frame
@@ -160,8 +177,12 @@ async fn fetch(
     request_id: u64,
     gzip: bool,
     responses: &Rc<Budget>,
+    principal: &Principal,
 ) -> Result<Outgoing, ApiError> {
     let meta = admin::lookup(shard, &f.topic)?;
+    // A key in debt waits until it is paid, holding nothing read.
+    let quotas = shard.config.quotas();
+    quotas.pay_debt(shard, principal, Direction::Fetch).await;
     let q = FetchQuery {
         offset: f.offset,
         max_records: Some(f.max_records as u64),
@@ -178,6 +199,12 @@ async fn fetch(
         return Err(ApiError::internal("a batches fetch answered with records"));
     };
     let (hw, next, start) = (fetched.high_watermark, fetched.next_offset, fetched.start_offset);
+    // The stored batches answered; their throttle is paid by the key's
+    // next fetch, before it reads.
+    let stored: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    if stored > 0 {
+        quotas.charge(principal, Direction::Fetch, stored);
+    }
     // Storage verified every checksum on read; the framing is checked
     // again before the batches go out (by `trusted` when gzipped).
     let bad = |e: es_protocol::DecodeError| ApiError::internal(format!("stored batches: {e}"));
@@ -283,8 +310,10 @@ async fn produce_batch(
 
 async fn produce(
     shard: &Rc<Shard>,
+    principal: &Principal,
     p: es_protocol::requests::produce::Produce,
     producer: Option<ProducerFields>,
+    throttle: &mut Duration,
 ) -> Result<Vec<(u32, u64)>, ApiError> {
     let meta = admin::lookup(shard, &p.topic)?;
     let items = p
@@ -297,7 +326,9 @@ async fn produce(
             timestamp_ms: r.timestamp_ms,
         })
         .collect();
-    crate::ops::produce::produce(shard, &meta, items, producer).await
+    let quotas = shard.config.quotas();
+    let mut charge = |bytes| *throttle = quotas.charge(principal, Direction::Produce, bytes);
+    crate::ops::produce::produce(shard, &meta, items, producer, &mut charge).await
 }
 
 fn str_field<'a>(body: &'a serde_json::Value, field: &str) -> Result<&'a str, ApiError> {
@@ -345,7 +376,12 @@ fn name_of(body: &serde_json::Value) -> Result<&str, ApiError> {
         .ok_or_else(|| ApiError::invalid("the request needs a string \"name\""))
 }
 
-async fn run(shard: &Rc<Shard>, p: &Principal, req: Request) -> Result<Response, ApiError> {
+async fn run(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    req: Request,
+    throttle: &mut Duration,
+) -> Result<Response, ApiError> {
     match req {
         Request::Hello(_) => Err(ApiError::invalid("Hello may only be the first frame")),
         Request::IdempotentProduce(ip) => {
@@ -354,11 +390,11 @@ async fn run(shard: &Rc<Shard>, p: &Principal, req: Request) -> Result<Response,
                 epoch: ip.epoch,
                 sequence: ip.sequence,
             };
-            let offsets = Box::pin(produce(shard, ip.produce, Some(producer))).await?;
+            let offsets = Box::pin(produce(shard, p, ip.produce, Some(producer), throttle)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
-        Request::Produce(p) => {
-            let offsets = Box::pin(produce(shard, p, None)).await?;
+        Request::Produce(records) => {
+            let offsets = Box::pin(produce(shard, p, records, None, throttle)).await?;
             Ok(Response::ProduceOk(ProduceOk { offsets }))
         }
         Request::ProduceBatch(pb) => Box::pin(produce_batch(shard, pb.map_batch(BatchBuf::from), None)).await,

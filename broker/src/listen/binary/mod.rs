@@ -13,6 +13,7 @@ mod large_batch;
 mod outgoing;
 mod read_buf;
 mod recv;
+mod throttle; // a connection over its key's quota: not read until when
 mod transport;
 
 pub use connection::serve;

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::response::{self, Body};
 use super::server::Conn;
 use crate::auth::grants::{Operation, Resource};
+use crate::auth::quota::Direction;
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::ops::fetch::{Charger, FetchQuery};
@@ -114,17 +115,47 @@ pub async fn produce(
     if let Some(f) = &producer {
         shard.producers.check_owner(f.producer_id, p)?;
     }
-    let offsets = crate::ops::produce::produce(shard, &meta, items, producer).await?;
+    let quotas = shard.config.quotas();
+    let mut throttle = std::time::Duration::ZERO;
+    let mut charge = |bytes| throttle = quotas.charge(p, Direction::Produce, bytes);
+    let offsets = crate::ops::produce::produce(shard, &meta, items, producer, &mut charge).await?;
     let offsets: Vec<_> = offsets
         .into_iter()
         .map(|(p, o)| serde_json::json!({"partition": p, "offset": o}))
         .collect();
     metrics::histogram!("es_produce_duration_seconds").record(started.elapsed().as_secs_f64());
-    Ok(response::json(
-        StatusCode::OK,
-        &serde_json::json!({ "offsets": offsets }),
-    ))
+    let resp = response::json(StatusCode::OK, &serde_json::json!({ "offsets": offsets }));
+    Ok(throttled(shard, resp, throttle).await)
 }
+
+/// `resp`, written after `throttle` (the key's quota: docs/security.md,
+/// "Quotas") with `ES-Throttle-Ms`. hyper reads a connection's next
+/// request only once this one is answered, so keep-alive reads pause
+/// for as long.
+async fn throttled(shard: &Shard, resp: Response<Body>, throttle: std::time::Duration) -> Response<Body> {
+    if throttle.is_zero() {
+        return resp;
+    }
+    crate::auth::quota::wait(shard, throttle).await;
+    throttle_header(resp, throttle)
+}
+
+/// `resp` with `ES-Throttle-Ms` saying it was delayed by `throttle`, if
+/// it was.
+fn throttle_header(mut resp: Response<Body>, throttle: std::time::Duration) -> Response<Body> {
+    if throttle.is_zero() {
+        return resp;
+    }
+    let ms = throttle.as_millis().max(1).to_string();
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&ms) {
+        resp.headers_mut().insert(THROTTLE_HEADER, v);
+    }
+    resp
+}
+
+/// The header that says a response was delayed by a quota, and by how
+/// many milliseconds.
+pub const THROTTLE_HEADER: &str = "es-throttle-ms";
 
 /// Parses one query parameter as a non-negative integer.
 fn number(name: &str, value: &str) -> Result<u64, ApiError> {
@@ -169,6 +200,9 @@ pub async fn fetch(
         connection: None,
         listener: "http",
     };
+    // A key in debt waits until it is paid, before anything is read.
+    let quotas = shard.config.quotas();
+    let waited = quotas.pay_debt(shard, p, Direction::Fetch).await;
     let (fetched, charge) = crate::ops::fetch::fetch(shard, &meta, partition, q, &charger).await?;
     let text = |what: &str, offset: u64, bytes: Vec<u8>| -> Result<String, ApiError> {
         match enc {
@@ -189,8 +223,14 @@ pub async fn fetch(
     // next would not fit.
     let mut records = Vec::new();
     let (total, mut taken, mut last_taken) = (got.len(), 0, 0);
+    // The stored bytes of the records answered: a batch header, then each
+    // record's own.
+    let mut stored = es_format::batch::HEADER_BYTES as u64;
     for r in got {
         let offset = r.offset.0;
+        let record_stored = (es_format::batch::RECORD_OVERHEAD_BYTES
+            + r.key.as_ref().map_or(0, Vec::len)
+            + r.value.len()) as u64;
         let key = r.key.map(|k| text("key", offset, k)).transpose()?;
         let record = serde_json::json!({
             "offset": offset,
@@ -209,6 +249,7 @@ pub async fn fetch(
         }
         taken += 1;
         last_taken = offset;
+        stored += record_stored;
     }
     // Cut short: the next fetch starts after the last record sent.
     let next_offset = if taken == total {
@@ -229,6 +270,13 @@ pub async fn fetch(
         c.resize(body.len() as u64);
         conn.written.hold_until_written(body.len() as u64, c);
     }
+    if taken > 0 {
+        // Its throttle is paid by the key's next fetch, before it reads.
+        quotas.charge(p, Direction::Fetch, stored);
+    }
     metrics::histogram!("es_fetch_duration_seconds").record(started.elapsed().as_secs_f64());
-    Ok(response::json_bytes(StatusCode::OK, body))
+    Ok(throttle_header(
+        response::json_bytes(StatusCode::OK, body),
+        waited,
+    ))
 }
