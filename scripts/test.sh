@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 LOG=$(mktemp "${TMPDIR:-/tmp}/es-test.XXXXXX")
 trap 'rm -f "$LOG"' EXIT
 
+# The real clients some tests drive (kcat, confluent-kafka, kafka-python).
+./scripts/clients.sh
+export ES_CLIENTS_PYTHON="${ES_CLIENTS_PYTHON:-$PWD/target/py-clients/bin/python}"
+
 echo "make test: cargo test --workspace --no-fail-fast $*"
 cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$LOG"
 rc=${PIPESTATUS[0]}
