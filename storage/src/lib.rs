@@ -54,7 +54,7 @@ pub use io::dirs::{
     sync_dir,
 };
 pub use io::disk_threads::start_disk_threads;
-pub use io::nudge::Nudge;
+pub use io::nudge::{kicks as executor_kicks, Nudge};
 pub use io::page_buf::PAGE_BYTES;
 pub use io::segment_files::{open_segment_files, set_open_segments_max};
 pub use io::thread_slice::ask_thread_slice_us;

@@ -107,6 +107,10 @@ pub const OPEN_SEGMENTS_MAX_DEFAULT: usize = 1024;
 /// How often every nudged executor is woken: the longest a lost wake-up
 /// can hold one back (docs/design/lost-wakeup.md).
 pub(crate) const NUDGE_INTERVAL_MS: u64 = 10;
+/// Nudges in a row an executor may leave unanswered before its thread is
+/// kicked with a signal (docs/design/lost-wakeup.md): long enough that a
+/// busy executor is rarely kicked, short against a start or a request.
+pub(crate) const KICK_AFTER_NUDGES: u32 = 20;
 
 // A kept buffer is allocated, and written, in whole pages (O_DIRECT).
 const _: () = assert!(POOLED_BUF_BYTES.is_multiple_of(PAGE_BYTES as usize));

@@ -76,6 +76,14 @@ impl MetricHelp {
 /// Every metric storage emits.
 pub const STORAGE_METRICS: &[MetricHelp] = &[
     MetricHelp {
+        name: "es_executor_kicks_total",
+        kind: MetricKind::Counter,
+        unit: None,
+        labels: &[],
+        label_values: &[],
+        help: "Shard executors woken with a signal because they left their nudges unanswered (a lost wake-up; docs/design/lost-wakeup.md).",
+    },
+    MetricHelp {
         name: "es_fsync_rounds_total",
         kind: MetricKind::Counter,
         unit: None,

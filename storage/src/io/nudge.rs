@@ -10,6 +10,17 @@
 //! task from another thread by always writing its executor's eventfd,
 //! never only when it believes the executor asleep. A nudge that finds the
 //! executor awake costs one poll of an empty task.
+//!
+//! A nudge is not always enough: an executor has also been seen asleep in
+//! `io_uring_enter` through thousands of nudges (its eventfd written each
+//! time), woken only when the thread was interrupted (a debugger's attach).
+//! So the nudger watches each executor's poll count, and when an executor
+//! has not polled its nudge task for [`KICK_AFTER_NUDGES`] nudges in a row it
+//! sends that thread [`KICK_SIGNAL`], whose handler does nothing: the signal
+//! ends the `io_uring_enter` (glommio takes its EINTR as a wake-up, and the
+//! kernel runs the thread's pending io_uring work on the way out).
+//! `SA_RESTART` keeps any other interrupted call going. A kick that finds
+//! the executor merely busy costs one signal delivery.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +31,21 @@ use std::time::Duration;
 
 use futures::task::AtomicWaker;
 
-use crate::limits::NUDGE_INTERVAL_MS;
+use crate::limits::{KICK_AFTER_NUDGES, NUDGE_INTERVAL_MS};
+
+/// The signal a stuck executor's thread is kicked with: ignored by default
+/// (so it interrupts nothing until [`install_kick_handler`] runs) and used
+/// for nothing else in es.
+const KICK_SIGNAL: libc::c_int = libc::SIGURG;
+
+/// Kicks sent since the process started (every executor).
+static KICKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many stuck executors the nudger has kicked with a signal since the
+/// process started (docs/design/lost-wakeup.md).
+pub fn kicks() -> u64 {
+    KICKS.load(Ordering::Relaxed)
+}
 
 /// One nudged executor's task: woken by the nudger thread.
 struct Slot {
@@ -28,13 +53,25 @@ struct Slot {
     stopped: AtomicBool,
     /// Times the task was polled: each nudge that reached the executor.
     polls: AtomicU64,
+    /// The executor's thread (a Linux thread id), for a kick.
+    tid: libc::pid_t,
+}
+
+/// What the nudger remembers of one executor between nudges.
+struct Watched {
+    slot: Weak<Slot>,
+    /// `polls` when the nudger last looked.
+    polls: u64,
+    /// Nudges in a row that did not get the task polled.
+    unanswered: u32,
 }
 
 /// Every nudged executor, for the nudger thread; dead ones are dropped as
 /// it goes.
-fn slots() -> &'static Mutex<Vec<Weak<Slot>>> {
-    static SLOTS: OnceLock<Mutex<Vec<Weak<Slot>>>> = OnceLock::new();
+fn slots() -> &'static Mutex<Vec<Watched>> {
+    static SLOTS: OnceLock<Mutex<Vec<Watched>>> = OnceLock::new();
     SLOTS.get_or_init(|| {
+        install_kick_handler();
         std::thread::Builder::new()
             .name("es-nudge".into())
             .spawn(nudger)
@@ -49,8 +86,19 @@ fn nudger() {
     loop {
         std::thread::sleep(Duration::from_millis(NUDGE_INTERVAL_MS)); // blocking-ok: its own thread, not a shard
         let mut slots = slots().lock().unwrap_or_else(|e| e.into_inner());
-        slots.retain(|s| match s.upgrade() {
+        slots.retain_mut(|w| match w.slot.upgrade() {
             Some(slot) => {
+                let polls = slot.polls.load(Ordering::Relaxed);
+                if polls == w.polls {
+                    w.unanswered += 1;
+                } else {
+                    w.polls = polls;
+                    w.unanswered = 0;
+                }
+                if w.unanswered >= KICK_AFTER_NUDGES {
+                    w.unanswered = 0;
+                    kick(slot.tid);
+                }
                 slot.waker.wake();
                 true
             }
@@ -73,6 +121,8 @@ impl Nudge {
             waker: AtomicWaker::new(),
             stopped: AtomicBool::new(false),
             polls: AtomicU64::new(0),
+            // SAFETY: gettid has no preconditions.
+            tid: unsafe { libc::gettid() },
         });
         let queue = glommio::executor().create_task_queue(
             glommio::Shares::default(),
@@ -83,10 +133,11 @@ impl Nudge {
             .map_err(|e| std::io::Error::other(format!("spawning the nudge task: {e}")))?
             .detach();
         // blocking-ok: once per executor, held for nanoseconds by the nudger
-        slots()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(&slot));
+        slots().lock().unwrap_or_else(|e| e.into_inner()).push(Watched {
+            slot: Arc::downgrade(&slot),
+            polls: 0,
+            unanswered: 0,
+        });
         Ok(Nudge { slot })
     }
 }
@@ -95,6 +146,37 @@ impl Drop for Nudge {
     fn drop(&mut self) {
         self.slot.stopped.store(true, Ordering::Release);
         self.slot.waker.wake();
+    }
+}
+
+/// Sends [`KICK_SIGNAL`] to thread `tid` of this process.
+fn kick(tid: libc::pid_t) {
+    KICKS.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!("es_executor_kicks_total").increment(1);
+    // SAFETY: tgkill takes plain integers; a thread that has ended makes it
+    // fail with ESRCH, and a thread id is only ever reused within this
+    // process's threads, where the handler does nothing.
+    unsafe {
+        libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, KICK_SIGNAL);
+    }
+}
+
+/// The kick's handler: nothing (async-signal-safe).
+extern "C" fn on_kick(_: libc::c_int) {}
+
+/// Installs the do-nothing handler for [`KICK_SIGNAL`], with `SA_RESTART`
+/// so a system call the kick interrupts carries on (glommio's sleep in
+/// `io_uring_enter` returns, which is the point).
+fn install_kick_handler() {
+    // SAFETY: a zeroed sigaction is a valid empty one; the handler is an
+    // `extern "C" fn(c_int)` that touches nothing.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_kick as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        // Fails only for an invalid signal number or pointer: neither here.
+        libc::sigaction(KICK_SIGNAL, &action, std::ptr::null_mut());
     }
 }
 
@@ -121,6 +203,31 @@ impl Future for Nudged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An executor that does not poll its nudge task (here its thread is
+    /// held by a blocking loop, as a lost wake-up holds it asleep) is kicked
+    /// with the signal, and carries on as before.
+    #[test]
+    fn an_executor_that_answers_no_nudge_is_kicked() {
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(256 << 10)
+            .make()
+            .expect("glommio executor")
+            .run(async {
+                let nudge = Nudge::install().expect("nudge");
+                let before = kicks();
+                let start = std::time::Instant::now();
+                // Holds the thread: the nudge task cannot be polled.
+                while kicks() == before {
+                    // A guard against a hang, not a limit on speed.
+                    assert!(start.elapsed() < Duration::from_secs(600), "no kick came");
+                    std::thread::sleep(Duration::from_millis(NUDGE_INTERVAL_MS));
+                }
+                // The executor still sleeps and wakes on its timers.
+                glommio::timer::sleep(Duration::from_millis(NUDGE_INTERVAL_MS)).await;
+                drop(nudge);
+            });
+    }
 
     /// The nudged task is polled again and again while its executor has
     /// nothing else to do, and ends once the nudge is dropped.
