@@ -356,9 +356,14 @@ fn extras(o: &DumpOptions, parts: &[&PartPlan], w: &mut Writer) -> std::io::Resu
     for (path, name) in files {
         match std::fs::read(&path) {
             Ok(bytes) => {
-                // Only what parses is copied, never silently something damaged.
-                serde_json::from_slice::<Value>(&bytes)
-                    .map_err(|e| std::io::Error::other(format!("{}: does not parse: {e}", path.display())))?;
+                // Only what parses is copied, never silently something
+                // damaged; the key file by the broker's own checks.
+                let parsed = if name.ends_with("/api_keys.json") {
+                    es_keys::file::parse(&bytes).map(|_| ())
+                } else {
+                    serde_json::from_slice::<Value>(&bytes).map(|_| ()).map_err(|e| e.to_string())
+                };
+                parsed.map_err(|e| std::io::Error::other(format!("{}: does not parse: {e}", path.display())))?;
                 w.entry(&name, bytes.len() as u64, bytes.as_slice())?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

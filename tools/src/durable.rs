@@ -49,3 +49,25 @@ pub fn sync_tree(root: &Path) -> Result<(), Fail> {
     }
     sync_dir(root)
 }
+
+/// Replaces the file at `path` with `bytes` atomically: `<path>.tmp`
+/// written and fsynced, renamed over `path`, the directory fsynced. A
+/// crash leaves the old file or the new one.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), Fail> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| Fail(format!("{}: no parent directory", path.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| Fail::io(dir, e))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .map_err(|e| Fail::io(&tmp, e));
+    if let Err(f) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(f);
+    }
+    std::fs::rename(&tmp, path).map_err(|e| Fail::io(path, e))?;
+    sync_dir(dir)
+}

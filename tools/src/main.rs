@@ -12,6 +12,8 @@
 //!   `dump_exact.rs` + `dump.rs`,
 //!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
 //!   `staged.rs` and `durable.rs` for the crash-safe writes).
+//! - `key create|list|revoke`: API keys of a stopped broker's dir, offline
+//!   (`key.rs`, over es-keys, the broker's own key format and key file).
 //!
 //! Shared: every bound (`limits.rs`), the data dir's layout and lock (`datadir.rs`), the groups'
 //! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
@@ -36,7 +38,9 @@ mod durable;
 mod fail;
 mod groups;
 mod index_check;
+mod key;
 mod limits;
+mod merge;
 mod partition;
 mod report;
 mod restore;
@@ -51,7 +55,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, KeyCommand};
 use crate::fail::{Fail, Outcome, FAIL_EXIT};
 
 fn main() -> ExitCode {
@@ -95,10 +99,14 @@ fn main() -> ExitCode {
                 cold_dir: a.cold_dir,
                 topics: a.topics,
                 renames: a.renames,
+                merge: a.merge,
                 json: a.json,
             };
             restore::run(&o, &mut out)
         }
+        Command::Key(KeyCommand::Create(a)) => key::create(&a.data_dir, &a.name, a.json, &mut out),
+        Command::Key(KeyCommand::List(a)) => key::list(&a.data_dir, a.json, &mut out),
+        Command::Key(KeyCommand::Revoke(a)) => key::revoke(&a.data_dir, &a.id, a.json, &mut out),
     };
     match result {
         Ok(outcome) => outcome.exit_code(),
