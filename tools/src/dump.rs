@@ -18,12 +18,15 @@ use crate::datadir::{self, cold_root};
 use crate::dump_plan::{self, OnCorrupt, PartPlan, Plan, SegPlan, Selection};
 use crate::fail::{Fail, Outcome};
 use crate::groups;
+use crate::limits::COPY_BUFFER_BYTES;
 
 /// `--compress`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compress {
     None,
     Gzip,
+    /// zstd (level 3): the cargo feature `zstd` (on by default).
+    Zstd,
 }
 
 pub struct DumpOptions {
@@ -39,10 +42,12 @@ pub struct DumpOptions {
     pub json: bool,
 }
 
-/// Where the archive goes: stdout or a file, gzip'd or not.
+/// Where the archive goes: stdout or a file, compressed or not.
 enum Sink {
     Plain(Box<dyn Write>),
     Gzip(flate2::write::GzEncoder<Box<dyn Write>>),
+    #[cfg(feature = "zstd")]
+    Zstd(zstd::stream::write::Encoder<'static, Box<dyn Write>>),
 }
 
 impl Write for Sink {
@@ -50,29 +55,53 @@ impl Write for Sink {
         match self {
             Sink::Plain(w) => w.write(buf),
             Sink::Gzip(w) => w.write(buf),
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.write(buf),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Sink::Plain(w) => w.flush(),
             Sink::Gzip(w) => w.flush(),
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.flush(),
         }
     }
 }
 
 impl Sink {
-    /// Ends the gzip stream, flushes.
+    fn new(sink: Box<dyn Write>, compress: Compress) -> Result<Sink, Fail> {
+        Ok(match compress {
+            Compress::None => Sink::Plain(sink),
+            Compress::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(
+                sink,
+                flate2::Compression::default(),
+            )),
+            #[cfg(feature = "zstd")]
+            Compress::Zstd => Sink::Zstd(
+                zstd::stream::write::Encoder::new(sink, crate::limits::ZSTD_LEVEL)
+                    .map_err(|e| Fail(format!("starting zstd: {e}")))?,
+            ),
+            #[cfg(not(feature = "zstd"))]
+            Compress::Zstd => return Err(Fail(crate::archive_read::NO_ZSTD.into())),
+        })
+    }
+
+    /// Ends the compressed stream, flushes.
     fn finish(self) -> std::io::Result<()> {
         let mut inner = match self {
             Sink::Plain(w) => w,
             Sink::Gzip(w) => w.finish()?,
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.finish()?,
         };
         inner.flush()
     }
 }
 
-/// A file that is fsynced when the archive is complete.
-struct Synced(std::io::BufWriter<File>);
+/// A file that is fsynced when the archive is complete (its writeback
+/// started as it is written).
+struct Synced(std::io::BufWriter<crate::durable::Writeback>);
 
 impl Write for Synced {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -80,7 +109,7 @@ impl Write for Synced {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush()?;
-        self.0.get_ref().sync_all()
+        self.0.get_ref().file.sync_all()
     }
 }
 
@@ -144,19 +173,19 @@ pub fn run(o: &DumpOptions, out: &mut dyn Write) -> Result<Outcome, Fail> {
     let plan = dump_plan::plan(&o.data_dir, cold, &o.selection, o.on_corrupt)?;
     let failed = o.on_corrupt == OnCorrupt::Fail && !plan.problems.is_empty();
     let sink: Box<dyn Write> = if o.output == "-" {
-        Box::new(std::io::stdout().lock())
+        Box::new(std::io::BufWriter::with_capacity(
+            COPY_BUFFER_BYTES,
+            std::io::stdout().lock(),
+        ))
     } else {
         let path = Path::new(&o.output);
         let file = File::create(path).map_err(|e| Fail::io(path, e))?;
-        Box::new(Synced(std::io::BufWriter::new(file)))
+        Box::new(Synced(std::io::BufWriter::with_capacity(
+            COPY_BUFFER_BYTES,
+            crate::durable::Writeback::new(file),
+        )))
     };
-    let sink = match o.compress {
-        Compress::None => Sink::Plain(sink),
-        Compress::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(
-            sink,
-            flate2::Compression::default(),
-        )),
-    };
+    let sink = Sink::new(sink, o.compress)?;
     let w = Writer {
         tar: tar::Builder::new(sink),
         sums: Vec::new(),
@@ -289,7 +318,8 @@ fn segments(
             log_name(s.seg.base)
         );
         let len = s.entry_len();
-        let sum = w.entry(&path, len, s.entry_reader()?)?;
+        let reader = std::io::BufReader::with_capacity(COPY_BUFFER_BYTES, s.entry_reader()?);
+        let sum = w.entry(&path, len, reader)?;
         totals[1] += 1;
         totals[2] += s.seg.batches;
         totals[3] += s.seg.records;

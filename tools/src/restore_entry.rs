@@ -18,7 +18,7 @@ use crate::datadir::{self, DirLock};
 use crate::durable;
 use crate::fail::Fail;
 use crate::groups::GroupFile;
-use crate::limits::{INDEX_INTERVAL_BYTES, JSON_BYTES_MAX};
+use crate::limits::{COPY_BUFFER_BYTES, INDEX_INTERVAL_BYTES, JSON_BYTES_MAX};
 use crate::segscan::scan_file;
 
 /// The staging dir being filled.
@@ -136,10 +136,16 @@ impl Staging {
                 .join(&to)
                 .join(p.to_string())
                 .join(log_name(base));
-            let mut f = durable::create(&file)?;
+            // Written back as it is written, fsynced with the whole tree
+            // before anything is renamed into place (durable.rs).
+            let mut f = std::io::BufWriter::with_capacity(
+                COPY_BUFFER_BYTES,
+                durable::Writeback::new(durable::create(&file)?),
+            );
             std::io::copy(r, &mut f)
                 .map_err(|e| Stop::Problem(format!("archive damaged in entry {path}: {e}")))?;
-            f.sync_all().map_err(|e| Fail::io(&file, e))?;
+            let f = f.into_inner().map_err(|e| Fail::io(&file, e.into_error()))?;
+            durable::start_writeback(&f.file);
             self.written
                 .entry((tier.to_string(), to, p))
                 .or_default()
@@ -341,7 +347,7 @@ impl Staging {
                     )));
                 }
                 self.largest_producer_id = largest;
-                durable::write(&dir.join(index_name(base)), &ix.finish(Some(Offset(end))))?;
+                durable::write_unsynced(&dir.join(index_name(base)), &ix.finish(Some(Offset(end))))?;
                 total[0] += 1;
                 total[1] += batches;
                 total[2] += records;
