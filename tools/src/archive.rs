@@ -6,8 +6,8 @@
 
 use std::io::{Read, Write};
 
-use serde::{Deserialize, Serialize};
 use ring::digest::{Context, SHA256};
+use serde::{Deserialize, Serialize};
 
 /// The archive format's name and version, in the manifest.
 pub const FORMAT: &str = "es-dump";

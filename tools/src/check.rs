@@ -208,7 +208,9 @@ fn check_json_files(data: &Path, report: &mut Report) -> Result<(), Fail> {
         let parsed = if path.ends_with("api_keys.json") {
             es_keys::file::parse(&bytes).map(|_| ())
         } else {
-            serde_json::from_slice::<Value>(&bytes).map(|_| ()).map_err(|e| e.to_string())
+            serde_json::from_slice::<Value>(&bytes)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         };
         if let Err(e) = parsed {
             report.problem(

@@ -391,9 +391,12 @@ fn extras(o: &DumpOptions, parts: &[&PartPlan], w: &mut Writer) -> std::io::Resu
                 let parsed = if name.ends_with("/api_keys.json") {
                     es_keys::file::parse(&bytes).map(|_| ())
                 } else {
-                    serde_json::from_slice::<Value>(&bytes).map(|_| ()).map_err(|e| e.to_string())
+                    serde_json::from_slice::<Value>(&bytes)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
                 };
-                parsed.map_err(|e| std::io::Error::other(format!("{}: does not parse: {e}", path.display())))?;
+                parsed
+                    .map_err(|e| std::io::Error::other(format!("{}: does not parse: {e}", path.display())))?;
                 w.entry(&name, bytes.len() as u64, bytes.as_slice())?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

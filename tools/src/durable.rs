@@ -68,7 +68,9 @@ impl Write for Writeback {
             let (from, len) = (self.started as i64, (self.written - self.started) as i64);
             // SAFETY: sync_file_range on a descriptor we own and hold open
             // for the call; it reads no memory of ours.
-            let _ = unsafe { libc::sync_file_range(self.file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE) };
+            let _ = unsafe {
+                libc::sync_file_range(self.file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE)
+            };
             self.started = self.written;
         }
         Ok(n)

@@ -51,12 +51,15 @@ pub fn create(data: &Path, name: &str, json: bool, out: &mut dyn Write) -> Resul
     }
     let key = loop {
         let key = token::generate().map_err(Fail)?;
-        let id = token::parse(&key).map(|p| p.id.to_string()).map_err(|_| Fail("a generated key does not parse".into()))?;
+        let id = token::parse(&key)
+            .map(|p| p.id.to_string())
+            .map_err(|_| Fail("a generated key does not parse".into()))?;
         if keys.iter().all(|k| k.id != id) {
             break key;
         }
     };
-    let record = KeyRecord::new(&key, name, true, Vec::new(), Quota::default(), now_ms(), None).map_err(Fail)?;
+    let record =
+        KeyRecord::new(&key, name, true, Vec::new(), Quota::default(), now_ms(), None).map_err(Fail)?;
     let (id, created) = (record.id.clone(), record.created_at_ms);
     keys.push(record);
     write(data, &keys)?;
@@ -94,7 +97,11 @@ pub fn list(data: &Path, json: bool, out: &mut dyn Write) -> Result<Outcome, Fai
         return Ok(Outcome::Clean);
     }
     let width = keys.iter().map(|k| k.name.len()).max().unwrap_or(4).max(4);
-    writeln!(out, "{:<16}  {:<width$}  {:<5}  {:<6}  {:<7}  CREATED_AT_MS", "ID", "NAME", "ADMIN", "GRANTS", "REVOKED")?;
+    writeln!(
+        out,
+        "{:<16}  {:<width$}  {:<5}  {:<6}  {:<7}  CREATED_AT_MS",
+        "ID", "NAME", "ADMIN", "GRANTS", "REVOKED"
+    )?;
     for k in &keys {
         writeln!(
             out,

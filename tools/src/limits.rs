@@ -28,6 +28,7 @@ pub const INDEX_INTERVAL_BYTES: u32 = 4096;
 
 /// zstd's compression level for `dump --compress zstd`: its default, a
 /// few hundred MB/s per core with a ratio near gzip's default.
+#[cfg(feature = "zstd")]
 pub const ZSTD_LEVEL: i32 = 3;
 
 /// Seconds between two progress lines on stderr of a long dump or restore.

@@ -118,7 +118,12 @@ struct Target<'a> {
 impl Target<'_> {
     /// Moves what was staged into `D`; the floor below which producer ids
     /// were retired, if they were.
-    fn commit(&self, st: &Staging, logs: &mut [LogFile], registry: Option<Value>) -> Result<Option<i64>, Fail> {
+    fn commit(
+        &self,
+        st: &Staging,
+        logs: &mut [LogFile],
+        registry: Option<Value>,
+    ) -> Result<Option<i64>, Fail> {
         durable::sync_tree(self.staging)?;
         if self.cold_staging.exists() {
             durable::sync_tree(self.cold_staging)?;
@@ -170,7 +175,8 @@ impl Target<'_> {
         if st.largest_producer_id < 0 && !snapshots {
             return Ok(None);
         }
-        let field = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_i64).unwrap_or(0);
+        let field =
+            |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_i64).unwrap_or(0);
         let next = field(target.as_ref(), "next_id")
             .max(field(st.registry.as_ref(), "next_id"))
             .max(st.largest_producer_id.saturating_add(1));
@@ -194,7 +200,10 @@ impl Target<'_> {
             return Ok(());
         }
         for (staged, root) in [
-            (self.staging.join("producers").join(t), self.data.join("producers")),
+            (
+                self.staging.join("producers").join(t),
+                self.data.join("producers"),
+            ),
             (self.cold_staging.join(t), self.cold.to_path_buf()),
         ] {
             let to = root.join(t);
@@ -217,7 +226,8 @@ impl Target<'_> {
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), Fail> {
-    std::fs::rename(from, to).map_err(|e| Fail(format!("renaming {} to {}: {e}", from.display(), to.display())))
+    std::fs::rename(from, to)
+        .map_err(|e| Fail(format!("renaming {} to {}: {e}", from.display(), to.display())))
 }
 
 /// Appends `record` to the groups log at `path` after its first
@@ -327,7 +337,11 @@ fn report(
         .iter()
         .map(|t| json!({"topic": t, "as": renamed(t), "reason": "the data dir holds a topic of that name"}))
         .collect();
-    let keys = if st.keys.is_some() { "not merged" } else { "none in the archive" };
+    let keys = if st.keys.is_some() {
+        "not merged"
+    } else {
+        "none in the archive"
+    };
     if o.json {
         let v = json!({"status": "complete", "data_dir": o.data_dir.display().to_string(), "merge": true,
                        "added": st.added, "skipped": skipped, "partitions": st.partitions,
@@ -354,7 +368,10 @@ fn report(
         )?;
     }
     if st.keys.is_some() {
-        writeln!(out, "api_keys.json of the archive not merged: the data dir's keys stay")?;
+        writeln!(
+            out,
+            "api_keys.json of the archive not merged: the data dir's keys stay"
+        )?;
     }
     writeln!(
         out,

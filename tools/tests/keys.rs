@@ -35,7 +35,10 @@ fn offline_keys_on_a_stopped_broker() {
 
     // A broker with --auth required makes its bootstrap admin key.
     let mut b = Broker::start_with(&data, None, AUTH);
-    let bootstrap = std::fs::read_to_string(data.join("admin.key")).unwrap().trim().to_string();
+    let bootstrap = std::fs::read_to_string(data.join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_string();
     assert_eq!(b.ok_as(&bootstrap, "GET", "/v1/whoami", None)["admin"], true);
 
     // While it runs, es-tools refuses the dir and changes nothing.
@@ -59,20 +62,35 @@ fn offline_keys_on_a_stopped_broker() {
 
     // Offline: a new admin key (every admin key lost: the recovery path).
     let o = key_tool(
-        &["key", "create", "--data-dir", d, "--admin", "--name", "ops", "--json"],
+        &[
+            "key",
+            "create",
+            "--data-dir",
+            d,
+            "--admin",
+            "--name",
+            "ops",
+            "--json",
+        ],
         0,
     );
     let created = json_out(&o);
     let ops = created["key"].as_str().unwrap().to_string();
     let ops_id = created["id"].as_str().unwrap().to_string();
     assert!(ops.starts_with(&format!("esk_{ops_id}_")), "{created}");
-    let mode = std::fs::metadata(data.join("api_keys.json")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(data.join("api_keys.json"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "the key file stays private");
     let file = std::fs::read_to_string(data.join("api_keys.json")).unwrap();
     assert!(!file.contains(&ops[21..73]), "the file holds no secret");
 
     // Plain output: the key alone on stdout.
-    let o = key_tool(&["key", "create", "--data-dir", d, "--admin", "--name", "spare"], 0);
+    let o = key_tool(
+        &["key", "create", "--data-dir", d, "--admin", "--name", "spare"],
+        0,
+    );
     let spare = stdout(&o).trim().to_string();
     assert_eq!(spare.len(), 81, "{spare}");
     assert!(stderr(&o).contains("shown only this once"), "{}", stderr(&o));
@@ -107,7 +125,11 @@ fn offline_keys_on_a_stopped_broker() {
     // The broker takes the offline key: whoami, and key management.
     let mut b = Broker::start_with(&data, None, AUTH);
     let who = b.ok_as(&ops, "GET", "/v1/whoami", None);
-    assert_eq!((who["id"].as_str(), who["name"].as_str(), who["admin"].as_bool()), (Some(&*ops_id), Some("ops"), Some(true)), "{who}");
+    assert_eq!(
+        (who["id"].as_str(), who["name"].as_str(), who["admin"].as_bool()),
+        (Some(&*ops_id), Some("ops"), Some(true)),
+        "{who}"
+    );
     b.ok_as(&ops, "POST", "/v1/keys", Some(json!({"name": "made-by-ops"})));
     b.stop();
 
@@ -149,20 +171,27 @@ fn bad_input_is_refused() {
     assert!(stderr(&o).contains("a key name is"), "{}", stderr(&o));
     key_tool(&["key", "create", "--data-dir", d, "--name", "ops"], 2); // --admin is required
     let missing = dir.path().join("nope");
-    key_tool(
-        &["key", "list", "--data-dir", missing.to_str().unwrap()],
-        2,
-    );
+    key_tool(&["key", "list", "--data-dir", missing.to_str().unwrap()], 2);
     // A key file that does not parse is named, never replaced.
     std::fs::write(dir.path().join("api_keys.json"), "{").unwrap();
     let o = key_tool(&["key", "create", "--data-dir", d, "--admin", "--name", "ops"], 2);
-    assert!(stderr(&o).contains("api_keys.json does not parse"), "{}", stderr(&o));
-    assert_eq!(std::fs::read_to_string(dir.path().join("api_keys.json")).unwrap(), "{");
+    assert!(
+        stderr(&o).contains("api_keys.json does not parse"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("api_keys.json")).unwrap(),
+        "{"
+    );
     // A dir without a key file: create starts one.
     std::fs::remove_file(dir.path().join("api_keys.json")).unwrap();
     let listed = json_out(&key_tool(&["key", "list", "--data-dir", d, "--json"], 0));
     assert_eq!(listed["keys"], json!([]));
-    key_tool(&["key", "create", "--data-dir", d, "--admin", "--name", "first"], 0);
+    key_tool(
+        &["key", "create", "--data-dir", d, "--admin", "--name", "first"],
+        0,
+    );
     let listed = json_out(&key_tool(&["key", "list", "--data-dir", d, "--json"], 0));
     assert_eq!(listed["keys"].as_array().unwrap().len(), 1);
 }
@@ -176,21 +205,47 @@ fn auth_round_trip_keeps_keys_and_owners() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, new) = (tmp.path().join("src"), tmp.path().join("new"));
     let mut b = Broker::start_with(&src, None, AUTH);
-    let admin = std::fs::read_to_string(src.join("admin.key")).unwrap().trim().to_string();
+    let admin = std::fs::read_to_string(src.join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_string();
     let all = json!([{"resource": "topic", "pattern": "literal", "name": "*", "operations": ["all"]},
                      {"resource": "group", "pattern": "literal", "name": "*", "operations": ["all"]}]);
     let mut keys = Vec::new();
     for name in ["svc", "other", "gone"] {
-        let k = b.ok_as(&admin, "POST", "/v1/keys", Some(json!({"name": name, "grants": all})));
-        keys.push((k["key"].as_str().unwrap().to_string(), k["id"].as_str().unwrap().to_string()));
+        let k = b.ok_as(
+            &admin,
+            "POST",
+            "/v1/keys",
+            Some(json!({"name": name, "grants": all})),
+        );
+        keys.push((
+            k["key"].as_str().unwrap().to_string(),
+            k["id"].as_str().unwrap().to_string(),
+        ));
     }
     let [(svc, svc_id), (other, _), (gone, gone_id)] = [keys[0].clone(), keys[1].clone(), keys[2].clone()];
     b.ok_as(&admin, "DELETE", &format!("/v1/keys/{gone_id}"), None);
-    b.ok_as(&admin, "POST", "/v1/topics", Some(json!({"name": "t", "partitions": 1})));
+    b.ok_as(
+        &admin,
+        "POST",
+        "/v1/topics",
+        Some(json!({"name": "t", "partitions": 1})),
+    );
     for i in 0..5 {
-        b.ok_as(&svc, "POST", "/v1/topics/t/records", Some(json!({"records": [{"value": format!("v{i}")}]})));
+        b.ok_as(
+            &svc,
+            "POST",
+            "/v1/topics/t/records",
+            Some(json!({"records": [{"value": format!("v{i}")}]})),
+        );
     }
-    b.ok_as(&svc, "POST", "/v1/groups/g/commits", Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 3}]})));
+    b.ok_as(
+        &svc,
+        "POST",
+        "/v1/groups/g/commits",
+        Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 3}]})),
+    );
     let pid = b.ok_as(&svc, "POST", "/v1/producers", None);
     let last = json!({"records": [{"value": "p", "partition": 0}], "producer_id": pid["producer_id"],
                       "epoch": pid["epoch"], "sequence": 0});
@@ -200,30 +255,73 @@ fn auth_round_trip_keeps_keys_and_owners() {
 
     let archive = tmp.path().join("a.tar");
     dump_to(&src, &archive, &[], 0);
-    let o = tools(&["restore", "-i", archive.to_str().unwrap(), "--data-dir", new.to_str().unwrap()]);
+    let o = tools(&[
+        "restore",
+        "-i",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        new.to_str().unwrap(),
+    ]);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
-    let mode = std::fs::metadata(new.join("api_keys.json")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(new.join("api_keys.json"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "restored private");
     assert!(!new.join("admin.key").exists(), "no plaintext key travels");
 
     let mut b = Broker::start_with(&new, None, AUTH);
     assert_eq!(b.ok_as(&admin, "GET", "/v1/whoami", None)["admin"], true);
     assert_eq!(b.ok_as(&svc, "GET", "/v1/whoami", None)["id"], svc_id.as_str());
-    assert_eq!(b.call_as(&gone, "GET", "/v1/whoami", None).0, 401, "revoked stays revoked");
+    assert_eq!(
+        b.call_as(&gone, "GET", "/v1/whoami", None).0,
+        401,
+        "revoked stays revoked"
+    );
     assert_eq!(common::broker::all_records_as(&b, Some(&svc), "t", 0), before);
     // The group's owner came along: another key may not commit to it.
-    assert_eq!(b.ok_as(&admin, "GET", "/v1/groups/g", None)["owner"], svc_id.as_str());
-    let (status, e) = b.call_as(&other, "POST", "/v1/groups/g/commits",
-        Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 4}]})));
-    assert_eq!((status, e["error"]["code"].as_str()), (403, Some("not_owner")), "{e}");
-    b.ok_as(&svc, "POST", "/v1/groups/g/commits", Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 4}]})));
+    assert_eq!(
+        b.ok_as(&admin, "GET", "/v1/groups/g", None)["owner"],
+        svc_id.as_str()
+    );
+    let (status, e) = b.call_as(
+        &other,
+        "POST",
+        "/v1/groups/g/commits",
+        Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 4}]})),
+    );
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (403, Some("not_owner")),
+        "{e}"
+    );
+    b.ok_as(
+        &svc,
+        "POST",
+        "/v1/groups/g/commits",
+        Some(json!({"offsets": [{"topic": "t", "partition": 0, "offset": 4}]})),
+    );
     // The producer id's owner and state came along: the retry is a
     // duplicate; another key may not take the id.
     let again = b.ok_as(&svc, "POST", "/v1/topics/t/records", Some(last));
     assert_eq!(again["offsets"], answer["offsets"], "the retry is deduplicated");
-    let (status, e) = b.call_as(&other, "POST", "/v1/producers", Some(json!({"producer_id": pid["producer_id"]})));
-    assert_eq!((status, e["error"]["code"].as_str()), (403, Some("not_owner")), "{e}");
-    let next = b.ok_as(&svc, "POST", "/v1/producers", Some(json!({"producer_id": pid["producer_id"]})));
+    let (status, e) = b.call_as(
+        &other,
+        "POST",
+        "/v1/producers",
+        Some(json!({"producer_id": pid["producer_id"]})),
+    );
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (403, Some("not_owner")),
+        "{e}"
+    );
+    let next = b.ok_as(
+        &svc,
+        "POST",
+        "/v1/producers",
+        Some(json!({"producer_id": pid["producer_id"]})),
+    );
     assert_eq!(next["epoch"], 1, "{next}");
     b.stop();
 }

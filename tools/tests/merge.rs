@@ -79,10 +79,18 @@ fn merge_adds_topics_beside_a_brokers_own() {
     s.ok("POST", "/v1/topics", Some(json!({"name": "a", "partitions": 2})));
     s.ok("POST", "/v1/topics", Some(json!({"name": "b", "partitions": 1})));
     for i in 0..10 {
-        produce(&s, "a", json!({"records": [{"key": format!("k{i}"), "value": format!("a{i}")}]}));
+        produce(
+            &s,
+            "a",
+            json!({"records": [{"key": format!("k{i}"), "value": format!("a{i}")}]}),
+        );
         produce(&s, "b", json!({"records": [{"value": format!("src-b{i}")}]}));
     }
-    commit(&s, "g1", json!([{"topic": "a", "partition": 0, "offset": 3}, {"topic": "b", "partition": 0, "offset": 2}]));
+    commit(
+        &s,
+        "g1",
+        json!([{"topic": "a", "partition": 0, "offset": 3}, {"topic": "b", "partition": 0, "offset": 2}]),
+    );
     let pid = s.ok("POST", "/v1/producers", None);
     for seq in [0, 2] {
         produce(
@@ -118,9 +126,20 @@ fn merge_adds_topics_beside_a_brokers_own() {
     dump_to(&src, &archive, &[], 0);
 
     // A running broker's dir is refused, and left as it was.
-    let o = tools(&["restore", "-i", archive.to_str().unwrap(), "--data-dir", dst.to_str().unwrap(), "--merge"]);
+    let o = tools(&[
+        "restore",
+        "-i",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        dst.to_str().unwrap(),
+        "--merge",
+    ]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
-    assert!(stderr(&o).contains("in use by a running es-broker"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("in use by a running es-broker"),
+        "{}",
+        stderr(&o)
+    );
     assert!(t.running());
     t.stop();
 
@@ -133,7 +152,10 @@ fn merge_adds_topics_beside_a_brokers_own() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(!names.iter().any(|n| n.starts_with(".es-tools-merge")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(".es-tools-merge")),
+        "{names:?}"
+    );
 
     // Again: nothing to add, nothing changes.
     let settled = tree(&dst);
@@ -150,7 +172,11 @@ fn merge_adds_topics_beside_a_brokers_own() {
 
     let mut t = Broker::start(&dst, None);
     for (key, (topic, p)) in [("a/0", ("a", 0)), ("a/1", ("a", 1)), ("b/0", ("b2", 0))] {
-        assert_eq!(all_records(&t, topic, p), src_records[key], "{topic}/{p} as in the source");
+        assert_eq!(
+            all_records(&t, topic, p),
+            src_records[key],
+            "{topic}/{p} as in the source"
+        );
     }
     assert_eq!(all_records(&t, "b", 0), dst_b, "the target's own b is untouched");
     assert_eq!(
@@ -159,17 +185,26 @@ fn merge_adds_topics_beside_a_brokers_own() {
                {"topic": "b2", "partition": 0, "offset": 2}]),
         "g1 keeps its own commit and gains the archive's"
     );
-    assert_eq!(commits(&t, "g3"), json!([{"topic": "b", "partition": 0, "offset": 4}]));
+    assert_eq!(
+        commits(&t, "g3"),
+        json!([{"topic": "b", "partition": 0, "offset": 4}])
+    );
 
     // The target's producer id is retired: it cannot be taken for the
     // archive's producer of the same id on a.
     let (status, e) = t.call(
         "POST",
         "/v1/topics/a/records",
-        Some(json!({"records": [{"value": "x", "partition": 0}], "producer_id": own["producer_id"],
-                    "epoch": own["epoch"], "sequence": 1})),
+        Some(
+            json!({"records": [{"value": "x", "partition": 0}], "producer_id": own["producer_id"],
+                    "epoch": own["epoch"], "sequence": 1}),
+        ),
     );
-    assert_eq!((status, e["error"]["code"].as_str()), (404, Some("unknown_producer_id")), "{e}");
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (404, Some("unknown_producer_id")),
+        "{e}"
+    );
     let fresh = t.ok("POST", "/v1/producers", None);
     assert!(
         fresh["producer_id"].as_i64() > pid["producer_id"].as_i64()

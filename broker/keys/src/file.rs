@@ -59,8 +59,9 @@ impl KeyRecord {
         created_at_ms: i64,
         created_by: Option<String>,
     ) -> Result<KeyRecord, String> {
-        let parsed = token::parse(key)
-            .map_err(|_| "not a well-formed API key (esk_<id>_<secret>_<checksum>, 81 characters)".to_string())?;
+        let parsed = token::parse(key).map_err(|_| {
+            "not a well-formed API key (esk_<id>_<secret>_<checksum>, 81 characters)".to_string()
+        })?;
         Ok(KeyRecord {
             id: parsed.id.to_string(),
             name: name.to_string(),

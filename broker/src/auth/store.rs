@@ -75,7 +75,8 @@ pub fn new_entry(
     by: Option<String>,
 ) -> KeyEntry {
     let now = crate::operate::clock::now_ms();
-    let r = KeyRecord::new(key, name, admin, grants, quota, now, by).expect("a generated or checked key parses");
+    let r =
+        KeyRecord::new(key, name, admin, grants, quota, now, by).expect("a generated or checked key parses");
     entry(r)
 }
 

@@ -169,7 +169,9 @@ pub fn http_as(port: u16, key: Option<&str>, method: &str, path: &str, body: Opt
     };
     let _ = s.set_read_timeout(Some(wait::hang_guard().min(Duration::from_secs(60))));
     let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
