@@ -34,7 +34,6 @@ WORK=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/es-tools-bench-XXXXXX")
 broker=
 cleanup() {
     if [ -n "$broker" ]; then kill "$broker" 2>/dev/null; wait "$broker" 2>/dev/null || true; fi
-    [ -s "$WORK/stderr" ] && { echo "last stderr:"; tail -5 "$WORK/stderr"; }
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -63,14 +62,17 @@ echo "load average before the timed steps: $(cut -d' ' -f1-3 /proc/loadavg) on $
 echo "data dir: $((bytes / 1048576)) MiB in $files files ($(find "$WORK/data" -name '*.log' -path '*/topics/*' | wc -l) segments)"
 
 now() { date +%s.%N; }
-# secs CMD...: runs CMD, then sync; prints the seconds both took.
-secs() {
+# timed ARRAY CMD...: runs CMD, then sync; appends the seconds both took
+# to ARRAY. A failing CMD stops the run with its stderr.
+timed() {
+    local -n into=$1
+    shift
     local t0 t1
     t0=$(now)
-    "$@" > /dev/null 2> "$WORK/stderr"
+    "$@" > /dev/null 2> "$WORK/stderr" || { echo "failed: $*"; tail -5 "$WORK/stderr"; exit 1; }
     sync
     t1=$(now)
-    echo "$t1 - $t0" | bc -l
+    into+=("$(echo "$t1 - $t0" | bc -l)")
 }
 tar_cf() { tar cf "$WORK/tar.tar" -C "$WORK" data; }
 es_dump() { "$BIN_DIR/es-tools" dump --data-dir "$WORK/data" -o "$WORK/dump.tar"; }
@@ -82,15 +84,15 @@ declare -a D_TAR D_ES R_TAR R_ES
 for r in $(seq 1 "$ROUNDS"); do
     rm -f "$WORK/tar.tar" "$WORK/dump.tar"; sync
     if [ $((r % 2)) = 1 ]; then
-        D_TAR+=("$(secs tar_cf)"); D_ES+=("$(secs es_dump)")
+        timed D_TAR tar_cf; timed D_ES es_dump
     else
-        D_ES+=("$(secs es_dump)"); D_TAR+=("$(secs tar_cf)")
+        timed D_ES es_dump; timed D_TAR tar_cf
     fi
     clear_out
     if [ $((r % 2)) = 1 ]; then
-        R_TAR+=("$(secs tar_xf)"); clear_out; R_ES+=("$(secs es_restore)")
+        timed R_TAR tar_xf; clear_out; timed R_ES es_restore
     else
-        R_ES+=("$(secs es_restore)"); clear_out; R_TAR+=("$(secs tar_xf)")
+        timed R_ES es_restore; clear_out; timed R_TAR tar_xf
     fi
     clear_out
     printf 'round %d: tar cf %.2f s, dump %.2f s, tar xf %.2f s, restore %.2f s\n' "$r" \
