@@ -53,7 +53,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// A reader that hashes and counts what passes through it.
 pub struct Hashing<R> {
     pub inner: R,
-    hasher: Context,
+    hasher: crate::sha::Sha256Stream,
     pub bytes: u64,
 }
 
@@ -61,14 +61,14 @@ impl<R> Hashing<R> {
     pub fn new(inner: R) -> Hashing<R> {
         Hashing {
             inner,
-            hasher: Context::new(&SHA256),
+            hasher: crate::sha::Sha256Stream::new(),
             bytes: 0,
         }
     }
 
     /// The SHA-256 (hex) of everything read or written so far.
     pub fn finish(self) -> (u64, String) {
-        (self.bytes, hex(self.hasher.finish().as_ref()))
+        (self.bytes, self.hasher.finish())
     }
 }
 

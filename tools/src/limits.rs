@@ -9,6 +9,14 @@ pub const READ_CHUNK_BYTES: usize = 1 << 20;
 /// per segment instead of one per 8 KiB (std's copy buffer).
 pub const COPY_BUFFER_BYTES: usize = 1 << 20;
 
+/// Bytes of an entry hashed as one piece by the SHA-256 thread (sha.rs):
+/// an entry smaller than this is hashed without a thread.
+pub const HASH_CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunks waiting for the SHA-256 thread: the memory a stream's hashing
+/// may hold, (this + 2) x HASH_CHUNK_BYTES.
+pub const HASH_QUEUE_CHUNKS: usize = 4;
+
 /// Buffer in front of an archive being read (and what gzip detection peeks).
 pub const ARCHIVE_BUFFER_BYTES: usize = 1 << 20;
 

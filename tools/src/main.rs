@@ -16,7 +16,8 @@
 //!   (`key.rs`, over es-keys, the broker's own key format and key file).
 //!
 //! Shared: every bound (`limits.rs`), the data dir's layout and lock (`datadir.rs`), the groups'
-//! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
+//! committed offsets (`groups.rs`), reports (`report.rs`), entries' SHA-256
+//! beside the copy (`sha.rs`), a segment read
 //! with std I/O (`source.rs`, `segscan.rs`), bytes shown (`show.rs`).
 //!
 //! Exit codes: 0 clean; 1 problems found, with the report; 2 usage, I/O,
@@ -46,6 +47,7 @@ mod report;
 mod restore;
 mod restore_entry;
 mod segscan;
+mod sha;
 mod show;
 mod source;
 mod staged;
