@@ -50,7 +50,7 @@ curl -sf -XPOST "http://$HTTP/v1/topics" -H 'content-type: application/json' \
     -d '{"name":"bench","partitions":4,"config":{"segment_bytes":67108864}}' > /dev/null
 while [ "$(du -sm "$WORK/data" | cut -f1)" -lt "$SIZE_MB" ]; do
     "$BIN_DIR/es-bench" produce --broker "$BINARY" --topic bench --partitions 4 --producers 4 \
-        --record-size 1024 --batch 100 --duration 2 > /dev/null 2>&1
+        --record-size 1024 --batch 100 --duration 1 > /dev/null 2>&1
 done
 kill "$broker"
 wait "$broker" || true
@@ -63,24 +63,28 @@ echo "data dir: $((bytes / 1048576)) MiB in $files files ($(find "$WORK/data" -n
 
 now() { date +%s.%N; }
 # timed ARRAY CMD...: runs CMD, then sync; appends the seconds both took
-# to ARRAY. A failing CMD stops the run with its stderr.
+# to ARRAY, and CMD's CPU seconds (user + system) to ARRAY_CPU. A failing
+# CMD stops the run with its stderr.
 timed() {
     local -n into=$1
+    local -n cpu=${1}_CPU
     shift
     local t0 t1
     t0=$(now)
-    "$@" > /dev/null 2> "$WORK/stderr" || { echo "failed: $*"; tail -5 "$WORK/stderr"; exit 1; }
+    /usr/bin/time -f '%U %S' -o "$WORK/time" "$@" > /dev/null 2> "$WORK/stderr" \
+        || { echo "failed: $*"; tail -5 "$WORK/stderr"; exit 1; }
     sync
     t1=$(now)
     into+=("$(echo "$t1 - $t0" | bc -l)")
+    cpu+=("$(awk '{print $1 + $2}' "$WORK/time")")
 }
 tar_cf() { tar cf "$WORK/tar.tar" -C "$WORK" data; }
 es_dump() { "$BIN_DIR/es-tools" dump --data-dir "$WORK/data" -o "$WORK/dump.tar"; }
-tar_xf() { mkdir "$WORK/tarx" && tar xf "$WORK/tar.tar" -C "$WORK/tarx"; }
+tar_xf() { tar xf "$WORK/tar.tar" -C "$WORK/tarx"; }
 es_restore() { "$BIN_DIR/es-tools" restore -i "$WORK/dump.tar" --data-dir "$WORK/restored"; }
-clear_out() { rm -rf "$WORK/tarx" "$WORK/restored"; sync; }
+clear_out() { rm -rf "$WORK/tarx" "$WORK/restored"; mkdir "$WORK/tarx"; sync; }
 
-declare -a D_TAR D_ES R_TAR R_ES
+declare -a D_TAR D_ES R_TAR R_ES D_TAR_CPU D_ES_CPU R_TAR_CPU R_ES_CPU
 for r in $(seq 1 "$ROUNDS"); do
     rm -f "$WORK/tar.tar" "$WORK/dump.tar"; sync
     if [ $((r % 2)) = 1 ]; then
@@ -95,8 +99,9 @@ for r in $(seq 1 "$ROUNDS"); do
         timed R_ES es_restore; clear_out; timed R_TAR tar_xf
     fi
     clear_out
-    printf 'round %d: tar cf %.2f s, dump %.2f s, tar xf %.2f s, restore %.2f s\n' "$r" \
-        "${D_TAR[-1]}" "${D_ES[-1]}" "${R_TAR[-1]}" "${R_ES[-1]}"
+    printf 'round %d: tar cf %.2f s (CPU %.2f), dump %.2f s (CPU %.2f), tar xf %.2f s (CPU %.2f), restore %.2f s (CPU %.2f); load %s\n' \
+        "$r" "${D_TAR[-1]}" "${D_TAR_CPU[-1]}" "${D_ES[-1]}" "${D_ES_CPU[-1]}" \
+        "${R_TAR[-1]}" "${R_TAR_CPU[-1]}" "${R_ES[-1]}" "${R_ES_CPU[-1]}" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 archive=$(stat -c %s "$WORK/dump.tar")
 echo "archive: $((archive / 1048576)) MiB (tar: $(($(stat -c %s "$WORK/tar.tar") / 1048576)) MiB)"
@@ -106,7 +111,9 @@ mbs() { echo "$bytes / 1000000 / $1" | bc -l; }
 dt=$(median "${D_TAR[@]}"); de=$(median "${D_ES[@]}")
 rt=$(median "${R_TAR[@]}"); re=$(median "${R_ES[@]}")
 echo
-echo "| step | tar (s) | tar MB/s | es-tools (s) | es-tools MB/s | ratio (tar time / es-tools time) |"
-echo "|---|---:|---:|---:|---:|---:|"
-printf '| dump vs tar cf | %.2f | %.0f | %.2f | %.0f | %.2f |\n' "$dt" "$(mbs "$dt")" "$de" "$(mbs "$de")" "$(echo "$dt / $de" | bc -l)"
-printf '| restore vs tar xf | %.2f | %.0f | %.2f | %.0f | %.2f |\n' "$rt" "$(mbs "$rt")" "$re" "$(mbs "$re")" "$(echo "$rt / $re" | bc -l)"
+echo "| step | tar (s) | tar MB/s | es-tools (s) | es-tools MB/s | ratio (tar time / es-tools time) | CPU s: tar / es-tools |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+printf '| dump vs tar cf | %.2f | %.0f | %.2f | %.0f | %.2f | %.2f / %.2f |\n' "$dt" "$(mbs "$dt")" "$de" "$(mbs "$de")" \
+    "$(echo "$dt / $de" | bc -l)" "$(median "${D_TAR_CPU[@]}")" "$(median "${D_ES_CPU[@]}")"
+printf '| restore vs tar xf | %.2f | %.0f | %.2f | %.0f | %.2f | %.2f / %.2f |\n' "$rt" "$(mbs "$rt")" "$re" "$(mbs "$re")" \
+    "$(echo "$rt / $re" | bc -l)" "$(median "${R_TAR_CPU[@]}")" "$(median "${R_ES_CPU[@]}")"
