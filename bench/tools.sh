@@ -62,41 +62,41 @@ echo "load average before the timed steps: $(cut -d' ' -f1-3 /proc/loadavg) on $
 echo "data dir: $((bytes / 1048576)) MiB in $files files ($(find "$WORK/data" -name '*.log' -path '*/topics/*' | wc -l) segments)"
 
 now() { date +%s.%N; }
-# timed ARRAY CMD...: runs CMD, then sync; appends the seconds both took
-# to ARRAY, and CMD's CPU seconds (user + system) to ARRAY_CPU. A failing
-# CMD stops the run with its stderr.
+# timed ARRAY 'CMD': runs the shell command CMD, then sync; appends the
+# seconds both took to ARRAY, and CMD's CPU seconds (user + system) to
+# ARRAY_CPU. A failing CMD stops the run with its stderr.
 timed() {
     local -n into=$1
     local -n cpu=${1}_CPU
     shift
     local t0 t1
     t0=$(now)
-    /usr/bin/time -f '%U %S' -o "$WORK/time" "$@" > /dev/null 2> "$WORK/stderr" \
+    /usr/bin/time -f '%U %S' -o "$WORK/time" sh -c "$1" > /dev/null 2> "$WORK/stderr" \
         || { echo "failed: $*"; tail -5 "$WORK/stderr"; exit 1; }
     sync
     t1=$(now)
     into+=("$(echo "$t1 - $t0" | bc -l)")
     cpu+=("$(awk '{print $1 + $2}' "$WORK/time")")
 }
-tar_cf() { tar cf "$WORK/tar.tar" -C "$WORK" data; }
-es_dump() { "$BIN_DIR/es-tools" dump --data-dir "$WORK/data" -o "$WORK/dump.tar"; }
-tar_xf() { tar xf "$WORK/tar.tar" -C "$WORK/tarx"; }
-es_restore() { "$BIN_DIR/es-tools" restore -i "$WORK/dump.tar" --data-dir "$WORK/restored"; }
+tar_cf="tar cf '$WORK/tar.tar' -C '$WORK' data"
+es_dump="'$BIN_DIR/es-tools' dump --data-dir '$WORK/data' -o '$WORK/dump.tar'"
+tar_xf="tar xf '$WORK/tar.tar' -C '$WORK/tarx'"
+es_restore="'$BIN_DIR/es-tools' restore -i '$WORK/dump.tar' --data-dir '$WORK/restored'"
 clear_out() { rm -rf "$WORK/tarx" "$WORK/restored"; mkdir "$WORK/tarx"; sync; }
 
 declare -a D_TAR D_ES R_TAR R_ES D_TAR_CPU D_ES_CPU R_TAR_CPU R_ES_CPU
 for r in $(seq 1 "$ROUNDS"); do
     rm -f "$WORK/tar.tar" "$WORK/dump.tar"; sync
     if [ $((r % 2)) = 1 ]; then
-        timed D_TAR tar_cf; timed D_ES es_dump
+        timed D_TAR "$tar_cf"; timed D_ES "$es_dump"
     else
-        timed D_ES es_dump; timed D_TAR tar_cf
+        timed D_ES "$es_dump"; timed D_TAR "$tar_cf"
     fi
     clear_out
     if [ $((r % 2)) = 1 ]; then
-        timed R_TAR tar_xf; clear_out; timed R_ES es_restore
+        timed R_TAR "$tar_xf"; clear_out; timed R_ES "$es_restore"
     else
-        timed R_ES es_restore; clear_out; timed R_TAR tar_xf
+        timed R_ES "$es_restore"; clear_out; timed R_TAR "$tar_xf"
     fi
     clear_out
     printf 'round %d: tar cf %.2f s (CPU %.2f), dump %.2f s (CPU %.2f), tar xf %.2f s (CPU %.2f), restore %.2f s (CPU %.2f); load %s\n' \
