@@ -113,7 +113,9 @@ mod tests {
 
     #[test]
     fn the_digest_is_sha256_however_the_bytes_come() {
-        let data: Vec<u8> = (0..3 * HASH_CHUNK_BYTES + 12345).map(|i| (i * 7 % 251) as u8).collect();
+        let data: Vec<u8> = (0..3 * HASH_CHUNK_BYTES + 12345)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
         let want = crate::show::hex(ring::digest::digest(&SHA256, &data).as_ref());
         for step in [4096usize, 1000003, 1 << 20, 3 << 20, data.len()] {
             let mut s = Sha256Stream::new();

@@ -26,7 +26,10 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             if p.is_dir() {
                 stack.push(p);
             } else if p.file_name().unwrap() != ".lock" {
-                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                out.insert(
+                    p.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
             }
         }
     }
@@ -62,10 +65,17 @@ fn target(data: &Path) {
 
 fn merge_cmd(target: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_es-tools"));
-    c.args(["restore", "-i", "-", "--data-dir", target.to_str().unwrap(), "--merge"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    c.args([
+        "restore",
+        "-i",
+        "-",
+        "--data-dir",
+        target.to_str().unwrap(),
+        "--merge",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     c
 }
 
@@ -80,7 +90,14 @@ fn kill_9_during_a_merge_leaves_each_topic_absent_or_complete() {
     let reference = tmp.path().join("reference");
     target(&reference);
     let own = tree(&reference);
-    let o = tools(&["restore", "-i", archive.to_str().unwrap(), "--data-dir", reference.to_str().unwrap(), "--merge"]);
+    let o = tools(&[
+        "restore",
+        "-i",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        reference.to_str().unwrap(),
+        "--merge",
+    ]);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
     let complete = tree(&reference);
 
@@ -112,11 +129,25 @@ fn kill_9_during_a_merge_leaves_each_topic_absent_or_complete() {
             let prefix = format!("topics/{t}/");
             let files: BTreeMap<_, _> = now.iter().filter(|(f, _)| f.starts_with(&prefix)).collect();
             let want: BTreeMap<_, _> = complete.iter().filter(|(f, _)| f.starts_with(&prefix)).collect();
-            assert!(files.is_empty() || files == want, "run {run}: topic {t} half there: {:?}", files.keys());
+            assert!(
+                files.is_empty() || files == want,
+                "run {run}: topic {t} half there: {:?}",
+                files.keys()
+            );
         }
-        let o = tools(&["restore", "-i", archive.to_str().unwrap(), "--data-dir", dir.to_str().unwrap(), "--merge"]);
+        let o = tools(&[
+            "restore",
+            "-i",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--merge",
+        ]);
         assert_eq!(code(&o), 0, "run {run}: {}{}", stdout(&o), stderr(&o));
-        assert!(tree(&dir) == complete, "run {run}: the rerun gives what one merge gives");
+        assert!(
+            tree(&dir) == complete,
+            "run {run}: the rerun gives what one merge gives"
+        );
         let left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
