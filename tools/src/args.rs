@@ -122,6 +122,9 @@ pub struct DumpArgs {
     /// Leave the cold tier out.
     #[arg(long)]
     pub no_cold: bool,
+    /// tar: the archive (verify, restore); jsonl: one JSON line per record, for inspection.
+    #[arg(long, value_enum, default_value = "tar")]
+    pub format: crate::dump::Format,
     /// Compress the archive.
     #[arg(long, value_enum, default_value = "none")]
     pub compress: crate::dump::Compress,

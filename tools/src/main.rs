@@ -32,6 +32,7 @@ mod check;
 mod datadir;
 mod dump;
 mod dump_exact;
+mod dump_jsonl;
 mod dump_log;
 mod dump_plan;
 mod dump_range;
@@ -70,6 +71,7 @@ fn main() -> ExitCode {
         Command::Dump(a) => {
             let o = dump::DumpOptions {
                 data_dir: a.data_dir,
+                format: a.format,
                 cold_dir: a.cold_dir,
                 output: a.output,
                 selection: dump_plan::Selection {
