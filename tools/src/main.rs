@@ -9,8 +9,9 @@
 //!   partition as recovery does (`partition.rs`, `index_check.rs`).
 //! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
 //!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` +
-//!   `dump_exact.rs` + `dump.rs`,
-//!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
+//!   `dump_exact.rs` + `dump.rs`, `dump_jsonl.rs` for `--format jsonl`,
+//!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs` +
+//!   `merge.rs` (`--merge`),
 //!   `staged.rs` and `durable.rs` for the crash-safe writes).
 //! - `key create|list|revoke`: API keys of a stopped broker's dir, offline
 //!   (`key.rs`, over es-keys, the broker's own key format and key file).
