@@ -6,8 +6,8 @@
 
 use std::io::{Read, Write};
 
+use ring::digest::{Context, SHA256};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// The archive format's name and version, in the manifest.
 pub const FORMAT: &str = "es-dump";
@@ -39,11 +39,11 @@ pub struct Trailer {
 /// The digest of a trailer's entry list: SHA-256 of one line per entry,
 /// `path TAB bytes TAB sha256 LF`, in order.
 pub fn digest_of_entries(entries: &[EntrySum]) -> String {
-    let mut h = Sha256::new();
+    let mut h = Context::new(&SHA256);
     for e in entries {
         h.update(format!("{}\t{}\t{}\n", e.path, e.bytes, e.sha256).as_bytes());
     }
-    hex(&h.finalize())
+    hex(h.finish().as_ref())
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -53,7 +53,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// A reader that hashes and counts what passes through it.
 pub struct Hashing<R> {
     pub inner: R,
-    hasher: Sha256,
+    hasher: crate::sha::Sha256Stream,
     pub bytes: u64,
 }
 
@@ -61,14 +61,14 @@ impl<R> Hashing<R> {
     pub fn new(inner: R) -> Hashing<R> {
         Hashing {
             inner,
-            hasher: Sha256::new(),
+            hasher: crate::sha::Sha256Stream::new(),
             bytes: 0,
         }
     }
 
     /// The SHA-256 (hex) of everything read or written so far.
     pub fn finish(self) -> (u64, String) {
-        (self.bytes, hex(&self.hasher.finalize()))
+        (self.bytes, self.hasher.finish())
     }
 }
 

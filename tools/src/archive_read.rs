@@ -14,8 +14,13 @@ use crate::fail::Fail;
 
 use crate::limits::{ARCHIVE_BUFFER_BYTES, JSON_BYTES_MAX};
 
-/// Opens `-` (stdin) or a file; a gzip'd archive (magic `1f 8b`) is
-/// decompressed on the fly.
+/// What a build without the cargo feature `zstd` says of zstd.
+#[cfg(not(feature = "zstd"))]
+pub const NO_ZSTD: &str = "this es-tools was built without zstd (cargo feature `zstd`, on by default): \
+     build it with `--features zstd`, or use an external `zstd -d` / `zstd` in a pipe";
+
+/// Opens `-` (stdin) or a file; a gzip'd archive (magic `1f 8b`) or a
+/// zstd one (magic `28 b5 2f fd`) is decompressed on the fly.
 pub fn open(input: &str) -> Result<Box<dyn Read>, Fail> {
     let raw: Box<dyn Read> = if input == "-" {
         Box::new(std::io::stdin().lock())
@@ -27,6 +32,13 @@ pub fn open(input: &str) -> Result<Box<dyn Read>, Fail> {
     let head = buf.fill_buf().map_err(|e| Fail(format!("{input}: {e}")))?;
     if head.starts_with(&[0x1f, 0x8b]) {
         Ok(Box::new(flate2::bufread::MultiGzDecoder::new(buf)))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        #[cfg(feature = "zstd")]
+        return zstd::stream::read::Decoder::with_buffer(buf)
+            .map(|d| Box::new(d) as Box<dyn Read>)
+            .map_err(|e| Fail(format!("{input}: starting zstd: {e}")));
+        #[cfg(not(feature = "zstd"))]
+        Err(Fail(format!("{input}: a zstd-compressed archive: {NO_ZSTD}")))
     } else {
         Ok(Box::new(buf))
     }

@@ -22,8 +22,60 @@ pub enum Command {
     Dump(DumpArgs),
     /// An archive's integrity: tar structure, every entry's SHA-256, completeness.
     Verify(VerifyArgs),
-    /// An archive back into a new (or empty) data dir.
+    /// An archive back into a new (or empty) data dir, or beside the topics of a stopped broker's (--merge).
     Restore(RestoreArgs),
+    /// API keys of a stopped broker's data dir, offline: the recovery path for a lost admin key.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// A new admin key in D/api_keys.json, printed once on stdout.
+    Create(KeyCreateArgs),
+    /// Every key's id, name, admin flag and state; never a secret.
+    List(KeyListArgs),
+    /// Revoke the key ID (it stays in the file, for audit).
+    Revoke(KeyRevokeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KeyCreateArgs {
+    /// The data dir (the broker's --data-dir); its broker must be stopped.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// The key's name: 1-128 characters of A-Z, a-z, 0-9, '.', '_', '-'.
+    #[arg(long)]
+    pub name: String,
+    /// Make an admin key. Required: offline keys are admin keys (the
+    /// recovery path); keys with grants are made with `es key create`.
+    #[arg(long, required = true)]
+    pub admin: bool,
+    /// Machine output: one JSON document (with the key).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyListArgs {
+    /// The data dir (the broker's --data-dir); its broker must be stopped.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Machine output: one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyRevokeArgs {
+    /// The data dir (the broker's --data-dir); its broker must be stopped.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// The key's id (16 characters, as `key list` shows).
+    pub id: String,
+    /// Machine output: one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +122,9 @@ pub struct DumpArgs {
     /// Leave the cold tier out.
     #[arg(long)]
     pub no_cold: bool,
+    /// tar: the archive (verify, restore); jsonl: one JSON line per record, for inspection.
+    #[arg(long, value_enum, default_value = "tar")]
+    pub format: crate::dump::Format,
     /// Compress the archive.
     #[arg(long, value_enum, default_value = "none")]
     pub compress: crate::dump::Compress,
@@ -99,7 +154,7 @@ pub struct RestoreArgs {
     /// The archive to read, `-` for stdin (plain or gzip'd).
     #[arg(short = 'i', long = "input")]
     pub input: String,
-    /// The data dir to create; it must not exist, or be empty.
+    /// The data dir to create; it must not exist, or be empty (with --merge: a stopped broker's dir).
     #[arg(long)]
     pub data_dir: PathBuf,
     /// The cold tier's directory to create (default: <data-dir>/cold); it must not exist, or be empty.
@@ -111,6 +166,9 @@ pub struct RestoreArgs {
     /// Restore topic OLD under the name NEW (repeatable); group commits follow.
     #[arg(long = "rename", value_parser = parse_rename)]
     pub renames: Vec<(String, String)>,
+    /// Add the archive's topics to a stopped broker's data dir: only those it does not hold.
+    #[arg(long)]
+    pub merge: bool,
     /// Machine output: one JSON document.
     #[arg(long)]
     pub json: bool,

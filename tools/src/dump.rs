@@ -18,16 +18,29 @@ use crate::datadir::{self, cold_root};
 use crate::dump_plan::{self, OnCorrupt, PartPlan, Plan, SegPlan, Selection};
 use crate::fail::{Fail, Outcome};
 use crate::groups;
+use crate::limits::COPY_BUFFER_BYTES;
 
 /// `--compress`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compress {
     None,
     Gzip,
+    /// zstd (level 3): the cargo feature `zstd` (on by default).
+    Zstd,
+}
+
+/// `--format`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The archive: one tar stream that `verify` and `restore` read.
+    Tar,
+    /// One JSON line per record, for inspection and other systems (not restored).
+    Jsonl,
 }
 
 pub struct DumpOptions {
     pub data_dir: PathBuf,
+    pub format: Format,
     pub cold_dir: Option<PathBuf>,
     pub output: String,
     pub selection: Selection,
@@ -39,10 +52,12 @@ pub struct DumpOptions {
     pub json: bool,
 }
 
-/// Where the archive goes: stdout or a file, gzip'd or not.
+/// Where the archive goes: stdout or a file, compressed or not.
 enum Sink {
     Plain(Box<dyn Write>),
     Gzip(flate2::write::GzEncoder<Box<dyn Write>>),
+    #[cfg(feature = "zstd")]
+    Zstd(zstd::stream::write::Encoder<'static, Box<dyn Write>>),
 }
 
 impl Write for Sink {
@@ -50,29 +65,53 @@ impl Write for Sink {
         match self {
             Sink::Plain(w) => w.write(buf),
             Sink::Gzip(w) => w.write(buf),
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.write(buf),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Sink::Plain(w) => w.flush(),
             Sink::Gzip(w) => w.flush(),
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.flush(),
         }
     }
 }
 
 impl Sink {
-    /// Ends the gzip stream, flushes.
+    fn new(sink: Box<dyn Write>, compress: Compress) -> Result<Sink, Fail> {
+        Ok(match compress {
+            Compress::None => Sink::Plain(sink),
+            Compress::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(
+                sink,
+                flate2::Compression::default(),
+            )),
+            #[cfg(feature = "zstd")]
+            Compress::Zstd => Sink::Zstd(
+                zstd::stream::write::Encoder::new(sink, crate::limits::ZSTD_LEVEL)
+                    .map_err(|e| Fail(format!("starting zstd: {e}")))?,
+            ),
+            #[cfg(not(feature = "zstd"))]
+            Compress::Zstd => return Err(Fail(crate::archive_read::NO_ZSTD.into())),
+        })
+    }
+
+    /// Ends the compressed stream, flushes.
     fn finish(self) -> std::io::Result<()> {
         let mut inner = match self {
             Sink::Plain(w) => w,
             Sink::Gzip(w) => w.finish()?,
+            #[cfg(feature = "zstd")]
+            Sink::Zstd(w) => w.finish()?,
         };
         inner.flush()
     }
 }
 
-/// A file that is fsynced when the archive is complete.
-struct Synced(std::io::BufWriter<File>);
+/// A file that is fsynced when the archive is complete (its writeback
+/// started as it is written).
+struct Synced(std::io::BufWriter<crate::durable::Writeback>);
 
 impl Write for Synced {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -80,7 +119,7 @@ impl Write for Synced {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush()?;
-        self.0.get_ref().sync_all()
+        self.0.get_ref().file.sync_all()
     }
 }
 
@@ -144,27 +183,40 @@ pub fn run(o: &DumpOptions, out: &mut dyn Write) -> Result<Outcome, Fail> {
     let plan = dump_plan::plan(&o.data_dir, cold, &o.selection, o.on_corrupt)?;
     let failed = o.on_corrupt == OnCorrupt::Fail && !plan.problems.is_empty();
     let sink: Box<dyn Write> = if o.output == "-" {
-        Box::new(std::io::stdout().lock())
+        Box::new(std::io::BufWriter::with_capacity(
+            COPY_BUFFER_BYTES,
+            std::io::stdout().lock(),
+        ))
     } else {
         let path = Path::new(&o.output);
         let file = File::create(path).map_err(|e| Fail::io(path, e))?;
-        Box::new(Synced(std::io::BufWriter::new(file)))
+        Box::new(Synced(std::io::BufWriter::with_capacity(
+            COPY_BUFFER_BYTES,
+            crate::durable::Writeback::new(file),
+        )))
     };
-    let sink = match o.compress {
-        Compress::None => Sink::Plain(sink),
-        Compress::Gzip => Sink::Gzip(flate2::write::GzEncoder::new(
-            sink,
-            flate2::Compression::default(),
-        )),
+    let mut sink = Sink::new(sink, o.compress)?;
+    let totals = if o.format == Format::Jsonl {
+        // No trailer to say "failed": a dump that met corruption with
+        // --on-corrupt fail writes no record at all.
+        let written = if failed {
+            Ok(json!({"partitions": 0, "segments": 0, "batches": 0, "records": 0, "bytes": 0}))
+        } else {
+            crate::dump_jsonl::write(&plan, &mut sink)
+        };
+        written
+            .and_then(|t| sink.finish().map(|()| t))
+            .map_err(|e| Fail(format!("writing the records: {e}")))?
+    } else {
+        let w = Writer {
+            tar: tar::Builder::new(sink),
+            sums: Vec::new(),
+            started: Instant::now(),
+            last_progress: Instant::now(),
+            bytes: 0,
+        };
+        write_all(o, &plan, failed, w).map_err(|e| Fail(format!("writing the archive: {e}")))?
     };
-    let w = Writer {
-        tar: tar::Builder::new(sink),
-        sums: Vec::new(),
-        started: Instant::now(),
-        last_progress: Instant::now(),
-        bytes: 0,
-    };
-    let totals = write_all(o, &plan, failed, w).map_err(|e| Fail(format!("writing the archive: {e}")))?;
     let status = if failed { "failed" } else { "complete" };
     if !o.json && o.output == "-" {
         // stdout is the archive: the summary goes to stderr.
@@ -289,7 +341,8 @@ fn segments(
             log_name(s.seg.base)
         );
         let len = s.entry_len();
-        let sum = w.entry(&path, len, s.entry_reader()?)?;
+        let reader = std::io::BufReader::with_capacity(COPY_BUFFER_BYTES, s.entry_reader()?);
+        let sum = w.entry(&path, len, reader)?;
         totals[1] += 1;
         totals[2] += s.seg.batches;
         totals[3] += s.seg.records;
@@ -356,8 +409,16 @@ fn extras(o: &DumpOptions, parts: &[&PartPlan], w: &mut Writer) -> std::io::Resu
     for (path, name) in files {
         match std::fs::read(&path) {
             Ok(bytes) => {
-                // Only what parses is copied, never silently something damaged.
-                serde_json::from_slice::<Value>(&bytes)
+                // Only what parses is copied, never silently something
+                // damaged; the key file by the broker's own checks.
+                let parsed = if name.ends_with("/api_keys.json") {
+                    es_keys::file::parse(&bytes).map(|_| ())
+                } else {
+                    serde_json::from_slice::<Value>(&bytes)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                };
+                parsed
                     .map_err(|e| std::io::Error::other(format!("{}: does not parse: {e}", path.display())))?;
                 w.entry(&name, bytes.len() as u64, bytes.as_slice())?;
             }

@@ -92,6 +92,93 @@ pub fn read(data: &Path) -> Result<Read, Fail> {
     Ok(out)
 }
 
+/// The groups each groups log of `data` holds at its end (a delete
+/// forgets one), by file name; and where each log's intact records end
+/// (the rest is a torn tail, which the broker drops too). A log damaged
+/// before its end (records after the damage) is an error: `(file, why)`.
+pub fn logs(data: &Path) -> Result<Result<Vec<LogFile>, (String, String)>, Fail> {
+    let dir = data.join("groups");
+    let mut out = Vec::new();
+    for name in crate::datadir::names(&dir)? {
+        if shard_count(&name).is_none() {
+            continue;
+        }
+        let path = dir.join(&name);
+        let bytes = std::fs::read(&path).map_err(|e| Fail::io(&path, e))?;
+        let mut held = std::collections::BTreeSet::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            match record(bytes.get(at..).unwrap_or_default()) {
+                Ok((len, rec)) => {
+                    match rec {
+                        Rec::Set { group, .. } | Rec::Owner { group, .. } => {
+                            held.insert(group);
+                        }
+                        Rec::Delete(group) => {
+                            held.remove(&group);
+                        }
+                        Rec::Other => {}
+                    }
+                    at += len;
+                }
+                Err(None) => break,
+                Err(Some(why)) => return Ok(Err((name, format!("bad record at byte {at}: {why}")))),
+            }
+        }
+        out.push(LogFile {
+            name,
+            groups: held,
+            intact_bytes: at as u64,
+        });
+    }
+    Ok(Ok(out))
+}
+
+/// One groups log, as [`logs`] read it.
+pub struct LogFile {
+    pub name: String,
+    pub groups: std::collections::BTreeSet<String>,
+    pub intact_bytes: u64,
+}
+
+/// A commit record in the broker's layout (broker/src/groups/log.rs): sets
+/// `offsets` of `group` and leaves its others alone. Topic and group
+/// names are at most 249 bytes (checked by the caller).
+pub fn commit_record(group: &str, at_ms: i64, offsets: &[(String, u32, u64)]) -> Vec<u8> {
+    let mut r = vec![0u8; 8];
+    r.extend_from_slice(&[MAGIC, KIND_COMMIT, 0]);
+    r.extend_from_slice(&at_ms.to_le_bytes());
+    r.push(group.len() as u8);
+    r.extend_from_slice(group.as_bytes());
+    let mut runs: BTreeMap<&str, Vec<(u32, u64)>> = BTreeMap::new();
+    for (t, p, o) in offsets {
+        runs.entry(t.as_str()).or_default().push((*p, *o));
+    }
+    r.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+    for (t, list) in runs {
+        r.push(t.len() as u8);
+        r.extend_from_slice(t.as_bytes());
+        r.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        for (p, o) in list {
+            r.extend_from_slice(&p.to_le_bytes());
+            r.extend_from_slice(&o.to_le_bytes());
+        }
+    }
+    let len = (r.len() as u32).to_le_bytes();
+    let mut h = crc32fast::Hasher::new();
+    h.update(&len);
+    h.update(r.get(8..).unwrap_or_default());
+    let crc = h.finalize().to_le_bytes();
+    for (i, b) in len.into_iter().chain(crc).enumerate() {
+        if let Some(slot) = r.get_mut(i) {
+            *slot = b;
+        }
+    }
+    r
+}
+
+const KIND_COMMIT: u8 = 1;
+
 /// `n` of `shard-<i>-of-<n>.log`.
 fn shard_count(name: &str) -> Option<usize> {
     let rest = name.strip_prefix("shard-")?.strip_suffix(".log")?;
@@ -286,6 +373,24 @@ mod tests {
         let mut body = vec![key.len() as u8];
         body.extend_from_slice(key.as_bytes());
         record(5, group, &body)
+    }
+
+    #[test]
+    fn a_commit_record_decodes_and_merges() {
+        let mut log = commit("a", false);
+        log.extend(owner("a", "q3x7k2m5w4a6b2cd"));
+        log.extend(super::commit_record(
+            "a",
+            9,
+            &[("u".into(), 2, 40), ("v".into(), 0, 7), ("u".into(), 0, 1)],
+        ));
+        let mut out = Read::default();
+        assert_eq!(apply_log(&log, &mut out), None);
+        let a = &out.groups["a"];
+        assert_eq!(a.len(), 4, "the commit added to what was there: {a:?}");
+        assert_eq!(a[&("t".to_string(), 0)], 5);
+        assert_eq!(a[&("u".to_string(), 2)], 40);
+        assert_eq!(out.owners["a"], "q3x7k2m5w4a6b2cd", "the owner stays");
     }
 
     #[test]

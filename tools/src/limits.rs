@@ -4,6 +4,19 @@
 /// recovery reads the same amount (`SCAN_CHUNK_BYTES`).
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
+/// Buffer of a segment copied into or out of an archive (dump's reads,
+/// its archive writes, restore's segment writes): a few large syscalls
+/// per segment instead of one per 8 KiB (std's copy buffer).
+pub const COPY_BUFFER_BYTES: usize = 1 << 20;
+
+/// Bytes of an entry hashed as one piece by the SHA-256 thread (sha.rs):
+/// an entry smaller than this is hashed without a thread.
+pub const HASH_CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunks waiting for the SHA-256 thread: the memory a stream's hashing
+/// may hold, (this + 2) x HASH_CHUNK_BYTES.
+pub const HASH_QUEUE_CHUNKS: usize = 4;
+
 /// Buffer in front of an archive being read (and what gzip detection peeks).
 pub const ARCHIVE_BUFFER_BYTES: usize = 1 << 20;
 
@@ -20,6 +33,11 @@ pub const GROUPS_RECORD_BYTES_MAX: usize = 64 << 20;
 /// `INDEX_INTERVAL_BYTES_DEFAULT`), so a restored index is byte for byte
 /// what the broker writes.
 pub const INDEX_INTERVAL_BYTES: u32 = 4096;
+
+/// zstd's compression level for `dump --compress zstd`: its default, a
+/// few hundred MB/s per core with a ratio near gzip's default.
+#[cfg(feature = "zstd")]
+pub const ZSTD_LEVEL: i32 = 3;
 
 /// Seconds between two progress lines on stderr of a long dump or restore.
 pub const PROGRESS_INTERVAL_SECS: u64 = 1;

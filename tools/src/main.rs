@@ -9,12 +9,16 @@
 //!   partition as recovery does (`partition.rs`, `index_check.rs`).
 //! - `dump`, `verify`, `restore`: a data dir as one tar archive and back
 //!   (`archive.rs` the format, `dump_plan.rs` + `dump_range.rs` +
-//!   `dump_exact.rs` + `dump.rs`,
-//!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs`,
+//!   `dump_exact.rs` + `dump.rs`, `dump_jsonl.rs` for `--format jsonl`,
+//!   `archive_read.rs` + `verify.rs`, `restore.rs` + `restore_entry.rs` +
+//!   `merge.rs` (`--merge`),
 //!   `staged.rs` and `durable.rs` for the crash-safe writes).
+//! - `key create|list|revoke`: API keys of a stopped broker's dir, offline
+//!   (`key.rs`, over es-keys, the broker's own key format and key file).
 //!
 //! Shared: every bound (`limits.rs`), the data dir's layout and lock (`datadir.rs`), the groups'
-//! committed offsets (`groups.rs`), reports (`report.rs`), a segment read
+//! committed offsets (`groups.rs`), reports (`report.rs`), entries' SHA-256
+//! beside the copy (`sha.rs`), a segment read
 //! with std I/O (`source.rs`, `segscan.rs`), bytes shown (`show.rs`).
 //!
 //! Exit codes: 0 clean; 1 problems found, with the report; 2 usage, I/O,
@@ -29,6 +33,7 @@ mod check;
 mod datadir;
 mod dump;
 mod dump_exact;
+mod dump_jsonl;
 mod dump_log;
 mod dump_plan;
 mod dump_range;
@@ -36,12 +41,15 @@ mod durable;
 mod fail;
 mod groups;
 mod index_check;
+mod key;
 mod limits;
+mod merge;
 mod partition;
 mod report;
 mod restore;
 mod restore_entry;
 mod segscan;
+mod sha;
 mod show;
 mod source;
 mod staged;
@@ -51,7 +59,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, KeyCommand};
 use crate::fail::{Fail, Outcome, FAIL_EXIT};
 
 fn main() -> ExitCode {
@@ -64,6 +72,7 @@ fn main() -> ExitCode {
         Command::Dump(a) => {
             let o = dump::DumpOptions {
                 data_dir: a.data_dir,
+                format: a.format,
                 cold_dir: a.cold_dir,
                 output: a.output,
                 selection: dump_plan::Selection {
@@ -95,10 +104,14 @@ fn main() -> ExitCode {
                 cold_dir: a.cold_dir,
                 topics: a.topics,
                 renames: a.renames,
+                merge: a.merge,
                 json: a.json,
             };
             restore::run(&o, &mut out)
         }
+        Command::Key(KeyCommand::Create(a)) => key::create(&a.data_dir, &a.name, a.json, &mut out),
+        Command::Key(KeyCommand::List(a)) => key::list(&a.data_dir, a.json, &mut out),
+        Command::Key(KeyCommand::Revoke(a)) => key::revoke(&a.data_dir, &a.id, a.json, &mut out),
     };
     match result {
         Ok(outcome) => outcome.exit_code(),

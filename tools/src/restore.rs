@@ -36,10 +36,14 @@ pub struct RestoreOptions {
     pub cold_dir: Option<PathBuf>,
     pub topics: Vec<String>,
     pub renames: Vec<(String, String)>,
+    pub merge: bool,
     pub json: bool,
 }
 
 pub fn run(o: &RestoreOptions, out: &mut dyn Write) -> Result<Outcome, Fail> {
+    if o.merge && !datadir::names(&o.data_dir)?.is_empty() {
+        return crate::merge::run(o, out);
+    }
     let started = Instant::now();
     let cold = o.cold_dir.as_ref().filter(|c| **c != o.data_dir.join("cold"));
     if let Some(c) = cold {
@@ -62,7 +66,13 @@ pub fn run(o: &RestoreOptions, out: &mut dyn Write) -> Result<Outcome, Fail> {
     let cold_root = cold
         .as_ref()
         .map_or_else(|| data.staging.join("cold"), |c| c.staging.clone());
-    let (st, problems) = match fill(o, &data.staging, &cold_root) {
+    let filled = fill(o, &data.staging, &cold_root, Default::default()).and_then(|(st, problems)| {
+        if problems.is_empty() {
+            st.write_extras()?;
+        }
+        Ok((st, problems))
+    });
+    let (st, problems) = match filled {
         Ok(x) => x,
         Err(f) => {
             abandon(&cold);
@@ -107,13 +117,15 @@ fn settle_cold(cold: &std::path::Path, data: &std::path::Path) -> Result<(), Fai
     }
 }
 
-/// Reads the archive into the staging dirs: the staging state and the problems.
-fn fill(
+/// Reads the archive into the staging dirs: the staging state and the
+/// problems. The archive's topics `exists` names (as restored) are left out.
+pub fn fill(
     o: &RestoreOptions,
     staging: &std::path::Path,
     cold: &std::path::Path,
+    exists: std::collections::BTreeSet<String>,
 ) -> Result<(Staging, Vec<String>), Fail> {
-    let mut st = Staging::new(staging, cold, &o.topics, &o.renames)?;
+    let mut st = Staging::new(staging, cold, &o.topics, &o.renames, exists)?;
     let reader = archive_read::open(&o.input)?;
     let seen = archive_read::read(reader, |path, r| st.entry(path, r));
     if let Some(f) = st.io_error.take() {

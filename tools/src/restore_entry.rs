@@ -18,7 +18,7 @@ use crate::datadir::{self, DirLock};
 use crate::durable;
 use crate::fail::Fail;
 use crate::groups::GroupFile;
-use crate::limits::{INDEX_INTERVAL_BYTES, JSON_BYTES_MAX};
+use crate::limits::{COPY_BUFFER_BYTES, INDEX_INTERVAL_BYTES, JSON_BYTES_MAX};
 use crate::segscan::scan_file;
 
 /// The staging dir being filled.
@@ -37,6 +37,20 @@ pub struct Staging {
     pub io_error: Option<Fail>,
     /// A summary per partition restored.
     pub partitions: Vec<Value>,
+    /// Topics (as restored) the target already holds: left out (`--merge`).
+    exists: BTreeSet<String>,
+    /// Topics of the archive left out because the target holds them.
+    pub skipped: BTreeSet<String>,
+    /// Topics (as restored) written into the staging dir.
+    pub added: BTreeSet<String>,
+    /// The groups' commits on the topics restored, each group's owner.
+    pub groups: Vec<GroupCommits>,
+    /// The archive's producer registry.
+    pub registry: Option<Value>,
+    /// The archive's API keys, checked.
+    pub keys: Option<Vec<es_keys::file::KeyRecord>>,
+    /// The largest producer id in a batch header restored (-1: none).
+    pub largest_producer_id: i64,
     /// For the progress line on stderr.
     entries: u64,
     started: std::time::Instant,
@@ -49,6 +63,7 @@ impl Staging {
         cold: &Path,
         topics: &[String],
         renames: &[(String, String)],
+        exists: BTreeSet<String>,
     ) -> Result<Staging, Fail> {
         Ok(Staging {
             root: root.to_path_buf(),
@@ -58,6 +73,13 @@ impl Staging {
             renames: renames.iter().cloned().collect(),
             written: BTreeMap::new(),
             done: BTreeSet::new(),
+            exists,
+            skipped: BTreeSet::new(),
+            added: BTreeSet::new(),
+            groups: Vec::new(),
+            registry: None,
+            keys: None,
+            largest_producer_id: -1,
             io_error: None,
             partitions: Vec::new(),
             entries: 0,
@@ -72,6 +94,12 @@ impl Staging {
 
     fn renamed<'a>(&'a self, topic: &'a str) -> &'a str {
         self.renames.get(topic).map_or(topic, String::as_str)
+    }
+
+    /// Whether the archive's `topic` is restored: selected, and not held
+    /// by the target under its restored name.
+    fn wanted(&self, topic: &str) -> bool {
+        self.selected(topic) && !self.exists.contains(self.renamed(topic))
     }
 
     /// Writes the entry at `path`; `Err` is a problem with the archive (an
@@ -108,10 +136,16 @@ impl Staging {
                 .join(&to)
                 .join(p.to_string())
                 .join(log_name(base));
-            let mut f = durable::create(&file)?;
+            // Written back as it is written, fsynced with the whole tree
+            // before anything is renamed into place (durable.rs).
+            let mut f = std::io::BufWriter::with_capacity(
+                COPY_BUFFER_BYTES,
+                durable::Writeback::new(durable::create(&file)?),
+            );
             std::io::copy(r, &mut f)
                 .map_err(|e| Stop::Problem(format!("archive damaged in entry {path}: {e}")))?;
-            f.sync_all().map_err(|e| Fail::io(&file, e))?;
+            let f = f.into_inner().map_err(|e| Fail::io(&file, e.into_error()))?;
+            durable::start_writeback(&f.file);
             self.written
                 .entry((tier.to_string(), to, p))
                 .or_default()
@@ -147,20 +181,20 @@ impl Staging {
                 if !valid_topic(&g.name) || file.strip_suffix(".json") != Some(g.name.as_str()) {
                     return Err(Stop::Problem(format!("entry {path}: not a group file")));
                 }
-                let offsets: Vec<Value> = g
+                let offsets: Vec<(String, u32, u64)> = g
                     .offsets
                     .iter()
-                    .filter(|o| self.selected(&o.topic))
-                    .map(|o| json!({"topic": self.renamed(&o.topic), "partition": o.partition, "offset": o.offset}))
+                    .filter(|o| self.wanted(&o.topic))
+                    .map(|o| (self.renamed(&o.topic).to_string(), o.partition, o.offset))
                     .collect();
-                if offsets.is_empty() {
-                    return Ok(());
+                if !offsets.is_empty() {
+                    self.groups.push(GroupCommits {
+                        name: g.name,
+                        offsets,
+                        owner: g.owner,
+                    });
                 }
-                let file = match &g.owner {
-                    Some(owner) => json!({"name": g.name, "offsets": offsets, "owner": owner}),
-                    None => json!({"name": g.name, "offsets": offsets}),
-                };
-                self.json(&format!("groups/{}.json", g.name), &file)
+                Ok(())
             }
             ["producers", topic, file] => {
                 let (_, Some(to)) = self.topic(topic)? else {
@@ -173,9 +207,21 @@ impl Staging {
                 let v = read_json(path, r)?;
                 self.json(&format!("producers/{to}/{p}.json"), &v)
             }
-            ["producers", "registry.json"] | ["api_keys.json"] => {
-                let v = read_json(path, r)?;
-                self.json(rest, &v)
+            ["producers", "registry.json"] => {
+                self.registry = Some(read_json(path, r)?);
+                Ok(())
+            }
+            ["api_keys.json"] => {
+                // Checked by the broker's own rules, written as the broker
+                // writes it: private (0600), durably.
+                let mut bytes = Vec::new();
+                r.take(es_keys::limits::KEY_FILE_BYTES_MAX)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| Stop::Problem(format!("archive damaged in entry {path}: {e}")))?;
+                let keys = es_keys::file::parse(&bytes)
+                    .map_err(|e| Stop::Problem(format!("entry {path} does not parse: {e}")))?;
+                self.keys = Some(keys);
+                Ok(())
             }
             _ => Ok(()), // an entry a later version added: hashed, not restored
         }
@@ -191,12 +237,47 @@ impl Staging {
     }
 
     /// `(name in the archive, name restored or None when not selected)`.
-    fn topic(&self, topic: &str) -> Result<(String, Option<String>), Stop> {
-        let to = self.renamed(topic);
-        if !valid_topic(topic) || !valid_topic(to) {
+    fn topic(&mut self, topic: &str) -> Result<(String, Option<String>), Stop> {
+        let to = self.renamed(topic).to_string();
+        if !valid_topic(topic) || !valid_topic(&to) {
             return Err(Stop::Problem(format!("{topic:?} is not a topic name")));
         }
-        Ok((topic.to_string(), self.selected(topic).then(|| to.to_string())))
+        if self.selected(topic) && self.exists.contains(&to) {
+            self.skipped.insert(topic.to_string());
+        }
+        let wanted = self.wanted(topic);
+        if wanted {
+            self.added.insert(to.clone());
+        }
+        Ok((topic.to_string(), wanted.then_some(to)))
+    }
+
+    /// Writes what was gathered from the archive for a data dir of its
+    /// own: the groups' commits as `groups/<g>.json` (which the broker
+    /// folds into its groups log at start), the producer registry, the
+    /// API keys (0600, as the broker writes them).
+    pub fn write_extras(&self) -> Result<(), Fail> {
+        for g in &self.groups {
+            let offsets: Vec<Value> = g
+                .offsets
+                .iter()
+                .map(|(t, p, o)| json!({"topic": t, "partition": p, "offset": o}))
+                .collect();
+            let file = match &g.owner {
+                Some(owner) => json!({"name": g.name, "offsets": offsets, "owner": owner}),
+                None => json!({"name": g.name, "offsets": offsets}),
+            };
+            self.json(&format!("groups/{}.json", g.name), &file)
+                .map_err(Stop::into_fail)?;
+        }
+        if let Some(v) = &self.registry {
+            self.json("producers/registry.json", v).map_err(Stop::into_fail)?;
+        }
+        if let Some(keys) = &self.keys {
+            es_keys::file::write(&self.root, keys)
+                .map_err(|e| Fail::io(&es_keys::file::path(&self.root), e))?;
+        }
+        Ok(())
     }
 
     fn json(&self, rel: &str, v: &Value) -> Result<(), Stop> {
@@ -239,6 +320,7 @@ impl Staging {
                 let mut ix = IndexBuilder::new(base, INDEX_INTERVAL_BYTES);
                 let mut bad = None;
                 let (mut batches, mut records) = (0u64, 0u64);
+                let mut largest = self.largest_producer_id;
                 let scanned = scan_file(
                     &log,
                     base,
@@ -247,6 +329,7 @@ impl Staging {
                         end: None,
                     },
                     |h, pos| {
+                        largest = largest.max(h.producer.producer_id);
                         batches += 1;
                         records += h.record_count as u64;
                         if let Err(e) = ix.note(h, pos) {
@@ -263,7 +346,8 @@ impl Staging {
                         scanned.reason().or(bad.as_deref()).unwrap_or("length differs")
                     )));
                 }
-                durable::write(&dir.join(index_name(base)), &ix.finish(Some(Offset(end))))?;
+                self.largest_producer_id = largest;
+                durable::write_unsynced(&dir.join(index_name(base)), &ix.finish(Some(Offset(end))))?;
                 total[0] += 1;
                 total[1] += batches;
                 total[2] += records;
@@ -310,10 +394,27 @@ impl Staging {
     }
 }
 
+/// The commits of one group on the topics restored (renamed), and its
+/// owner.
+pub struct GroupCommits {
+    pub name: String,
+    pub offsets: Vec<(String, u32, u64)>,
+    pub owner: Option<String>,
+}
+
 /// Why an entry stopped the restore.
 enum Stop {
     Problem(String),
     Io(Fail),
+}
+
+impl Stop {
+    fn into_fail(self) -> Fail {
+        match self {
+            Stop::Problem(p) => Fail(p),
+            Stop::Io(f) => f,
+        }
+    }
 }
 
 impl From<Fail> for Stop {

@@ -35,6 +35,14 @@ impl FileSource {
     /// `len` bytes at `pos` (fewer only where the file ends).
     pub fn read_at(&self, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
+        let done = self.read_into(pos, &mut buf)?;
+        buf.truncate(done);
+        Ok(buf)
+    }
+
+    /// Fills `buf` from `pos`; how much was read (less only where the
+    /// file ends).
+    fn read_into(&self, pos: u64, buf: &mut [u8]) -> std::io::Result<usize> {
         let mut done = 0;
         while let Some(rest) = buf.get_mut(done..) {
             if rest.is_empty() {
@@ -47,8 +55,7 @@ impl FileSource {
                 Err(e) => return Err(e),
             }
         }
-        buf.truncate(done);
-        Ok(buf)
+        Ok(done)
     }
 }
 
@@ -65,7 +72,13 @@ impl Source for FileSource {
         let held = pos >= self.at && pos + want as u64 <= self.at + self.buf.len() as u64;
         if !held {
             let read = want.max(READ_CHUNK_BYTES).min(left as usize);
-            self.buf = self.read_at(pos, read)?;
+            // The window's buffer is reused: no allocation nor zeroing
+            // per chunk once it has its size.
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.resize(read, 0);
+            let got = self.read_into(pos, &mut buf)?;
+            buf.truncate(got);
+            self.buf = buf;
             self.at = pos;
             if self.buf.len() < want {
                 return Err(std::io::Error::new(

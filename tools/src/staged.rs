@@ -65,9 +65,13 @@ impl Staged {
 
 /// Removes `<name>.restoring-<pid>` dirs in `parent` whose process is gone.
 fn remove_dead(parent: &Path, name: &str) -> Result<(), Fail> {
-    let prefix = format!("{name}.restoring-");
+    remove_dead_runs(parent, &format!("{name}.restoring-"))
+}
+
+/// Removes `<prefix><pid>` dirs in `parent` whose process is gone.
+pub fn remove_dead_runs(parent: &Path, prefix: &str) -> Result<(), Fail> {
     for n in datadir::names(parent)? {
-        let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<i32>().ok()) else {
+        let Some(pid) = n.strip_prefix(prefix).and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
         // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether the pid exists.

@@ -57,8 +57,7 @@ fn admin_only(shard: &Shard, p: &Principal) -> Result<(), ApiError> {
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
-    let ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    if name.is_empty() || name.len() > limits::KEY_NAME_CHARS_MAX || !name.bytes().all(ok) {
+    if !es_keys::file::valid_name(name) {
         return Err(ApiError::invalid(format!(
             "a key name is 1-{} characters of A-Z, a-z, 0-9, '.', '_' and '-', not {name:?}",
             limits::KEY_NAME_CHARS_MAX

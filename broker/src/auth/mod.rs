@@ -11,9 +11,9 @@ pub mod quota; // per-key GCRA buckets: produce and fetch bytes per second
 pub mod reload; // SIGHUP: read api_keys.json again
 pub mod store; // api_keys.json: parse, render, durable private writes
 pub mod table; // the shared table (ArcSwap), authentication, revocation
-pub mod token; // the key format: esk_<id>_<secret>_<crc>
 
-mod base32;
+/// The key format (esk_<id>_<secret>_<crc>): es-keys', shared with es-tools.
+pub use es_keys::token;
 
 pub use principal::Principal;
 pub use table::{AuthMode, Keys};

@@ -8,21 +8,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::grants::{Grant, Operation, Resource};
 use super::quota::KeyRuntime;
 use super::token::{self, Digest, Malformed};
 
-/// A key's quota, stored and shown, enforced per broker by its
-/// `KeyRuntime` (quota.rs, docs/security.md "Quotas"). `None`: the
-/// `--quota-*-default`, unlimited by default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quota {
-    pub produce_bytes_per_sec: Option<u64>,
-    pub fetch_bytes_per_sec: Option<u64>,
-}
+/// A key's quota, stored and shown (es-keys' type, as api_keys.json holds
+/// it), enforced per broker by its `KeyRuntime` (quota.rs,
+/// docs/security.md "Quotas").
+pub use es_keys::file::Quota;
 
 /// One key, as the table holds it. Shared (`Arc`) by every connection that
 /// authenticated with it; `revoked` reaches them all.

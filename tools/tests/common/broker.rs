@@ -137,6 +137,18 @@ impl Broker {
     pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         http(self.http_port, method, path, body.as_ref())
     }
+
+    /// [`Broker::call`] with an API key.
+    pub fn call_as(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http_as(self.http_port, Some(key), method, path, body.as_ref())
+    }
+
+    /// [`Broker::ok`] with an API key.
+    pub fn ok_as(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.call_as(key, method, path, body);
+        assert!((200..300).contains(&status), "{method} {path}: {status} {v}");
+        v
+    }
 }
 
 impl Drop for Broker {
@@ -147,13 +159,21 @@ impl Drop for Broker {
 
 /// One HTTP/1.1 request with `Connection: close`.
 pub fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    http_as(port, None, method, path, body)
+}
+
+/// [`http`] with `Authorization: Bearer KEY` when a key is given.
+pub fn http_as(port: u16, key: Option<&str>, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, Value::Null);
     };
     let _ = s.set_read_timeout(Some(wait::hang_guard().min(Duration::from_secs(60))));
     let body = body.map(Value::to_string).unwrap_or_default();
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     if s.write_all(req.as_bytes()).is_err() {
@@ -197,17 +217,25 @@ pub fn wait_until<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
 
 /// Every record of `topic`/`p` from its log start to its high watermark.
 pub fn all_records(b: &Broker, topic: &str, p: u32) -> Vec<Value> {
-    let d = b.ok("GET", &format!("/v1/topics/{topic}"), None);
+    all_records_as(b, None, topic, p)
+}
+
+/// [`all_records`] with an API key.
+pub fn all_records_as(b: &Broker, key: Option<&str>, topic: &str, p: u32) -> Vec<Value> {
+    let get = |path: &str| {
+        let (status, v) = http_as(b.http_port, key, "GET", path, None);
+        assert!((200..300).contains(&status), "GET {path}: {status} {v}");
+        v
+    };
+    let d = get(&format!("/v1/topics/{topic}"));
     let part = &d["partitions"][p as usize];
     let mut offset = part["log_start_offset"].as_u64().unwrap();
     let hw = part["high_watermark"].as_u64().unwrap();
     let mut out = Vec::new();
     while offset < hw {
-        let v = b.ok(
-            "GET",
-            &format!("/v1/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=1000"),
-            None,
-        );
+        let v = get(&format!(
+            "/v1/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=1000"
+        ));
         out.extend(v["records"].as_array().unwrap().iter().cloned());
         let next = v["next_offset"].as_u64().unwrap();
         assert!(next > offset, "a read moves forward: {v}");

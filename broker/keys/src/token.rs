@@ -13,7 +13,7 @@
 
 use ring::rand::SecureRandom;
 
-use super::base32;
+use crate::base32;
 
 pub const PREFIX: &str = "esk_";
 /// Characters of the id: 10 random bytes (80 bits).

@@ -3,6 +3,12 @@
 
 const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
+/// The character of the low 5 bits of `v`.
+fn symbol(v: u32) -> char {
+    // Five bits index the 32 entries: `get` never misses.
+    ALPHABET.get((v & 31) as usize).map_or('a', |&b| char::from(b))
+}
+
 /// `bytes` in lowercase base32 without padding: 8 characters per 5 bytes,
 /// the last group cut to the characters its bits need.
 pub fn encode(bytes: &[u8]) -> String {
@@ -13,12 +19,12 @@ pub fn encode(bytes: &[u8]) -> String {
         bits += 8;
         while bits >= 5 {
             bits -= 5;
-            out.push(char::from(ALPHABET[((acc >> bits) & 31) as usize]));
+            out.push(symbol(acc >> bits));
         }
         acc &= (1 << bits) - 1;
     }
     if bits > 0 {
-        out.push(char::from(ALPHABET[((acc << (5 - bits)) & 31) as usize]));
+        out.push(symbol(acc << (5 - bits)));
     }
     out
 }
