@@ -10,15 +10,24 @@
 //! - `membership`: a membership as bytes (control batches, images).
 //! - `mem_store`: an in-memory log store and state machine (tests, and the
 //!   reference the storage conformance suite is checked against).
+//! - `log_store`: `LogStore`, the Raft log over a partition log.
+//! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
+//! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 
 pub mod entry;
+pub mod log_store;
 pub mod mem_store;
 pub mod membership;
+pub mod meta;
+pub mod partition_sm;
 pub mod runtime;
 pub mod snapshot;
 pub mod types;
 
 pub use entry::{Applied, EntryBatch, EsEntry, EsPayload, Proposal};
+pub use log_store::LogStore;
+pub use meta::RaftMeta;
+pub use partition_sm::PartitionSm;
 pub use runtime::{set_raft_task_queue, GlommioRuntime};
 pub use snapshot::EsSnapshot;
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};

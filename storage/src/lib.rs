@@ -54,6 +54,7 @@ pub use io::dirs::{
     sync_dir,
 };
 pub use io::disk_threads::start_disk_threads;
+pub use io::files::{read_file, write_file_atomic};
 pub use io::nudge::Nudge;
 pub use io::page_buf::PAGE_BYTES;
 pub use io::segment_files::{open_segment_files, set_open_segments_max};
