@@ -173,6 +173,8 @@ fn v2(b: EntryBatch) -> (BatchBuf, bool) {
     }
 }
 
+// openraft's StorageError is what its storage traits return.
+#[allow(clippy::result_large_err)]
 fn body_of(payload: EsPayload) -> StorageResult<EntryBody> {
     Ok(match payload {
         EsPayload::Blank => EntryBody::Control {

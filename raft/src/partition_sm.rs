@@ -85,6 +85,8 @@ fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64
 impl PartitionSm {
     /// The state machine of the replica whose metadata is `meta`: what
     /// its last snapshot says was applied (openraft re-applies the rest).
+    // openraft's StorageError is what its storage traits return.
+    #[allow(clippy::result_large_err)]
     pub fn new(meta: Rc<RaftMeta>) -> StorageResult<PartitionSm> {
         let mut state = State::default();
         if let Some(bytes) = meta.snapshot() {
