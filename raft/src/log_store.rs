@@ -12,7 +12,7 @@
 //! Truncating an uncommitted suffix reopens the log (`truncate_at`); the
 //! store holds the one handle that is replaced.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -37,12 +37,18 @@ struct Loc {
     segment: Offset,
     position: u64,
     len: u64,
+    /// The offset after the entry.
+    next_offset: u64,
 }
 
 struct Inner {
     log: RefCell<PartitionLog>,
     meta: Rc<RaftMeta>,
     table: RefCell<BTreeMap<u64, Loc>>,
+    /// The log's high watermark and cleanup limit, set again on the log
+    /// a truncation reopens.
+    committed: Cell<u64>,
+    cleanup_limit: Cell<u64>,
 }
 
 /// A replica's Raft log over its partition log; clones share it.
@@ -76,7 +82,10 @@ impl LogStore {
             let Some(r) = p.header.raft else { continue };
             let len = p.header.batch_len as u64;
             match &mut open {
-                Some((index, loc)) if *index == r.index => loc.len += len,
+                Some((index, loc)) if *index == r.index => {
+                    loc.len += len;
+                    loc.next_offset = p.header.next_offset().0;
+                }
                 _ => {
                     open = Some((
                         r.index,
@@ -85,6 +94,7 @@ impl LogStore {
                             segment: p.segment,
                             position: p.position,
                             len,
+                            next_offset: p.header.next_offset().0,
                         },
                     ))
                 }
@@ -98,13 +108,22 @@ impl LogStore {
         if let Some((&last, _)) = table.last_key_value() {
             log.resume_entries(last);
         }
+        // Cleanup may touch what Raft purged, nothing after it.
+        let mut cleanup_limit = 0;
         if let Some(purged) = meta.purged() {
+            cleanup_limit = table
+                .range(..=purged.index)
+                .next_back()
+                .map_or(log.hot_start_offset().0, |(_, l)| l.next_offset);
             table = table.split_off(&(purged.index + 1));
         }
+        log.set_cleanup_limit(Offset(cleanup_limit));
         Ok(LogStore(Rc::new(Inner {
             log: RefCell::new(log),
             meta,
             table: RefCell::new(table),
+            committed: Cell::new(0),
+            cleanup_limit: Cell::new(cleanup_limit),
         })))
     }
 
@@ -116,6 +135,12 @@ impl LogStore {
     /// The partition log (the handle changes when a suffix is truncated).
     pub fn log(&self) -> PartitionLog {
         self.0.log.borrow().clone()
+    }
+
+    /// Raises the log's high watermark (the state machine applied up to it).
+    pub fn set_committed(&self, offset: u64) {
+        self.0.committed.set(self.0.committed.get().max(offset));
+        self.log().set_committed(Offset(offset));
     }
 
     /// The log ids of the entries held, in order.
@@ -289,6 +314,7 @@ impl RaftLogStorage<EsRaft> for LogStore {
                     segment: placed.segment,
                     position: placed.position,
                     len: placed.len,
+                    next_offset: placed.next_offset.0,
                 },
             );
             last = Some(index);
@@ -322,6 +348,10 @@ impl RaftLogStorage<EsRaft> for LogStore {
         if from.index > 0 {
             log.resume_entries(from.index - 1);
         }
+        log.set_cleanup_limit(Offset(self.0.cleanup_limit.get()));
+        if self.0.committed.get() > 0 {
+            log.set_committed(Offset(self.0.committed.get()));
+        }
         *self.0.log.borrow_mut() = log;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
@@ -329,9 +359,17 @@ impl RaftLogStorage<EsRaft> for LogStore {
 
     async fn purge(&mut self, upto: LogId) -> StorageResult<()> {
         self.0.meta.save_purged(&upto).await?;
-        let mut table = self.0.table.borrow_mut();
-        let keep = table.split_off(&(upto.index + 1));
-        *table = keep;
+        let limit = {
+            let mut table = self.0.table.borrow_mut();
+            let limit = table.range(..=upto.index).next_back().map(|(_, l)| l.next_offset);
+            let keep = table.split_off(&(upto.index + 1));
+            *table = keep;
+            limit
+        };
+        if let Some(limit) = limit.filter(|&l| l > self.0.cleanup_limit.get()) {
+            self.0.cleanup_limit.set(limit);
+            self.log().set_cleanup_limit(Offset(limit));
+        }
         Ok(())
     }
 }

@@ -17,6 +17,7 @@ use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta, StorageError, Stora
 use serde_json::{json, Value};
 
 use crate::entry::{Applied, EsEntry, EsPayload};
+use crate::log_store::LogStore;
 use crate::membership;
 use crate::meta::RaftMeta;
 use crate::snapshot::EsSnapshot;
@@ -34,6 +35,8 @@ struct State {
 struct Inner {
     state: RefCell<State>,
     meta: Rc<RaftMeta>,
+    /// The log whose high watermark applying raises.
+    store: LogStore,
 }
 
 /// A partition replica's state machine; clones share it.
@@ -83,11 +86,12 @@ fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64
 }
 
 impl PartitionSm {
-    /// The state machine of the replica whose metadata is `meta`: what
-    /// its last snapshot says was applied (openraft re-applies the rest).
+    /// The state machine of the replica whose log is `store`: what its
+    /// last snapshot says was applied (openraft re-applies the rest).
     // openraft's StorageError is what its storage traits return.
     #[allow(clippy::result_large_err)]
-    pub fn new(meta: Rc<RaftMeta>) -> StorageResult<PartitionSm> {
+    pub fn new(store: &LogStore) -> StorageResult<PartitionSm> {
+        let meta = store.meta();
         let mut state = State::default();
         if let Some(bytes) = meta.snapshot() {
             let (m, end) = read_descriptor(&bytes).ok_or_else(|| bad("bad snapshot descriptor"))?;
@@ -95,9 +99,13 @@ impl PartitionSm {
             state.membership = m.last_membership;
             state.end_offset = end;
         }
+        if state.end_offset > 0 {
+            store.set_committed(state.end_offset);
+        }
         Ok(PartitionSm(Rc::new(Inner {
             state: RefCell::new(state),
             meta,
+            store: store.clone(),
         })))
     }
 
@@ -173,6 +181,9 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
                 EsPayload::Command(_) => return Err(bad("a partition applies no controller command")),
             });
         }
+        let end = s.end_offset;
+        drop(s);
+        self.0.store.set_committed(end);
         Ok(out)
     }
 
@@ -198,6 +209,8 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
         s.end_offset = end;
+        drop(s);
+        self.0.store.set_committed(end);
         Ok(())
     }
 

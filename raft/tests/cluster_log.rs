@@ -63,7 +63,7 @@ impl Node {
         )
         .await
         .expect("open the replica");
-        let sm = PartitionSm::new(store.meta()).expect("state machine");
+        let sm = PartitionSm::new(&store).expect("state machine");
         (store, sm)
     }
 }
@@ -151,6 +151,11 @@ fn replicas_hold_byte_identical_logs() {
         wait_applied(&router, &IDS, last).await;
         for (i, up) in ups.iter().enumerate() {
             assert_eq!(up.sm.committed_offset(), next, "node {}'s high watermark", i + 1);
+            assert_eq!(
+                up.store.log().committed_offset().0,
+                next,
+                "the log serves up to it"
+            );
         }
         for (id, up) in IDS.iter().zip(&ups) {
             stop(&router, *id, up).await;

@@ -27,7 +27,7 @@ impl StoreBuilder<EsRaft, LogStore, PartitionSm, TempDir> for Disk {
             FsyncBatcher::new(),
         )
         .await?;
-        let sm = PartitionSm::new(store.meta())?;
+        let sm = PartitionSm::new(&store)?;
         Ok((dir, store, sm))
     }
 }

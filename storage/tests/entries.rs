@@ -250,3 +250,59 @@ fn recovery_trims_an_incomplete_trailing_entry() {
         });
     }
 }
+
+#[test]
+fn cleanup_never_passes_the_limit_and_the_high_watermark_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            segment_bytes: 600,
+            cleanup: es_storage::CleanupPolicy {
+                retention_bytes: Some(1),
+                ..es_storage::CleanupPolicy::default()
+            },
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap()
+            .0;
+        assert_eq!(
+            log.cleanup_limit(),
+            Offset(u64::MAX),
+            "a standalone log is unlimited"
+        );
+        assert_eq!(
+            log.committed_offset(),
+            log.durable_offset(),
+            "standalone: committed is durable"
+        );
+        write_entries(&log).await;
+        log.set_committed(Offset(9));
+        log.set_committed(Offset(6));
+        assert_eq!(
+            log.committed_offset(),
+            Offset(9),
+            "the high watermark never goes back"
+        );
+        let placed = log.placed_batches().await.unwrap();
+        let segments: Vec<Offset> = {
+            let mut s: Vec<Offset> = placed.iter().map(|p| p.segment).collect();
+            s.dedup();
+            s
+        };
+        assert!(segments.len() >= 3, "{segments:?}");
+        // Nothing purged: retention may delete nothing.
+        log.set_cleanup_limit(Offset(0));
+        let (report, r) = log.cleanup(0).await;
+        r.unwrap();
+        assert_eq!(report.segments_deleted, 0);
+        // Purged through the end of the second segment: the first two go.
+        log.set_cleanup_limit(segments[2]);
+        let (report, r) = log.cleanup(0).await;
+        r.unwrap();
+        assert_eq!(report.segments_deleted, 2);
+        assert_eq!(log.hot_start_offset(), segments[2]);
+        log.close().await.unwrap();
+    });
+}

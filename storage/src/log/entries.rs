@@ -164,6 +164,38 @@ impl PartitionLog {
         }
     }
 
+    /// The high watermark: every record below it may be served. A
+    /// replicated log's is set by its state machine
+    /// ([`set_committed`](Self::set_committed)); a standalone log's is
+    /// [`durable_offset`](Self::durable_offset).
+    pub fn committed_offset(&self) -> Offset {
+        match self.shared.committed.get() {
+            Some(c) => Offset(c),
+            None => self.durable_offset(),
+        }
+    }
+
+    /// Raises a replicated log's high watermark to `offset` (the offset
+    /// after the last applied entry). Never lowers it: truncation never
+    /// cuts a committed entry.
+    pub fn set_committed(&self, offset: Offset) {
+        let now = self.shared.committed.get().unwrap_or(0);
+        self.shared.committed.set(Some(now.max(offset.0)));
+    }
+
+    /// Limits retention, compaction and tiering to segments that end at or
+    /// below `offset` (the end of the last entry purged from the Raft log):
+    /// cleanup never touches an entry Raft may still read or truncate.
+    pub fn set_cleanup_limit(&self, offset: Offset) {
+        self.shared.cleanup_limit.set(offset.0);
+    }
+
+    /// See [`set_cleanup_limit`](Self::set_cleanup_limit); `u64::MAX` when
+    /// unlimited (a standalone log).
+    pub fn cleanup_limit(&self) -> Offset {
+        Offset(self.shared.cleanup_limit.get())
+    }
+
     /// Every entry with an index below this is written.
     pub fn written_index(&self) -> u64 {
         self.shared.written_index.get()

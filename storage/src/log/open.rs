@@ -141,6 +141,8 @@ impl PartitionLog {
             durable: Watermark::new(next.0),
             written_index: Watermark::new(0),
             durable_index: Watermark::new(0),
+            committed: std::cell::Cell::new(None),
+            cleanup_limit: std::cell::Cell::new(u64::MAX),
             rewound: Watermark::new(0),
             batcher,
             maintenance: glommio::sync::Semaphore::new(1),

@@ -90,6 +90,14 @@ pub(crate) struct LogState {
     /// entries are tracked by index. 0 in a log without entries.
     pub(crate) written_index: Watermark,
     pub(crate) durable_index: Watermark,
+    /// A replicated log's high watermark: the offset after the last
+    /// applied entry, set by its state machine (`entries.rs`); `None` for
+    /// a standalone log, whose high watermark is `durable`.
+    pub(crate) committed: std::cell::Cell<Option<u64>>,
+    /// Retention, compaction and tiering touch only segments that end at or
+    /// below this offset (a replicated log's purge point); `u64::MAX` for a
+    /// standalone log.
+    pub(crate) cleanup_limit: std::cell::Cell<u64>,
     /// Rewinds finished (`Inner::rewinds_begun` counts those started).
     pub(super) rewound: Watermark,
     pub(super) batcher: FsyncBatcher,
