@@ -4,6 +4,7 @@
 //! stays here (docs/design/raft-storage.md). Table of contents:
 //!
 //! - `types`: `EsRaft`, the type configuration, and the id types.
+//! - `config`: openraft's configuration for a partition group.
 //! - `runtime`: `GlommioRuntime`, openraft's runtime on a glommio shard.
 //! - `entry`: `EsEntry`, what a client proposes and what it gets back.
 //! - `snapshot`: `EsSnapshot`, a snapshot's data.
@@ -14,6 +15,7 @@
 //! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 
+pub mod config;
 pub mod entry;
 pub mod log_store;
 pub mod mem_store;
@@ -24,6 +26,7 @@ pub mod runtime;
 pub mod snapshot;
 pub mod types;
 
+pub use config::partition_config;
 pub use entry::{Applied, EntryBatch, EsEntry, EsPayload, Proposal};
 pub use log_store::LogStore;
 pub use meta::RaftMeta;

@@ -204,6 +204,15 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         if m.last_log_id != meta.last_log_id {
             return Err(bad("the snapshot's descriptor is not its meta's"));
         }
+        // A descriptor carries no records: installing one whose records
+        // this log lacks would claim data the replica does not have.
+        // (Streaming the committed segments with it is phase 3.)
+        let next = self.0.store.log().next_offset().0;
+        if end > next {
+            return Err(bad(&format!(
+                "the snapshot ends at offset {end}, this log at {next}: its records were not transferred"
+            )));
+        }
         self.0.meta.save_snapshot(snapshot.image().to_vec()).await?;
         let mut s = self.0.state.borrow_mut();
         s.last_applied = meta.last_log_id;

@@ -306,3 +306,45 @@ fn cleanup_never_passes_the_limit_and_the_high_watermark_is_set() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn an_entry_is_placed_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            batch_bytes_max: 400,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap()
+            .0;
+        let big = {
+            let recs = vec![Record {
+                key: Some(b"k".to_vec()),
+                value: vec![7; 500],
+                timestamp_ms: 1,
+            }];
+            let mut out = Vec::new();
+            encode_v2(
+                Offset(0),
+                &recs,
+                ProducerStamp::NONE,
+                RaftStamp::default(),
+                &mut out,
+            );
+            BatchBuf::from(out)
+        };
+        let body = EntryBody::Batches(vec![batch("ok", 1), big], Stamping::Leader);
+        assert!(
+            log.append_entry(1, 1, body).is_err(),
+            "its second batch is too large"
+        );
+        assert_eq!(log.next_offset(), Offset(0), "nothing of it was placed");
+        let body = EntryBody::Batches(vec![batch("ok", 1)], Stamping::Leader);
+        log.append_entry(1, 1, body).unwrap();
+        log.wait_durable_index(1).await.unwrap();
+        assert_eq!(log.placed_batches().await.unwrap().len(), 1);
+        log.close().await.unwrap();
+    });
+}

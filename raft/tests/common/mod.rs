@@ -52,14 +52,7 @@ pub fn run_with_tokio_timer<T>(fut: impl Future<Output = T>) -> T {
 /// openraft's config for the tests: timeouts generous for a loaded 2-core
 /// machine running three nodes on one thread.
 pub fn config() -> Arc<Config> {
-    let c = Config {
-        cluster_name: "es-test".into(),
-        heartbeat_interval: 50,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
-        ..Config::default()
-    };
-    Arc::new(c.validate().expect("valid config"))
+    Arc::new(es_raft::partition_config("es-test", 50, 400).expect("valid config"))
 }
 
 #[derive(Default)]

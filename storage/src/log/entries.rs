@@ -99,6 +99,25 @@ impl PartitionLog {
         }
         let total: u64 = parts.iter().map(|(b, _, _)| b.len() as u64).sum();
         let count: u64 = parts.iter().map(|(_, c, _)| *c as u64).sum();
+        // Whatever would refuse one batch refuses the entry before any of
+        // it is placed: an entry is placed whole or not at all.
+        {
+            let inner = self.shared.inner.borrow();
+            if inner.closed || inner.failure.is_some() || inner.rewinding.is_some() {
+                drop(inner);
+                return Err(self.shared.refusal());
+            }
+            let config = self.shared.config.borrow();
+            if parts.iter().any(|(b, _, _)| b.len() > config.batch_bytes_max) {
+                return Err(invalid(format!(
+                    "a batch exceeds batch_bytes_max {}",
+                    config.batch_bytes_max
+                )));
+            }
+            if config.cleanup.compact && parts.iter().any(|(_, _, keyless)| *keyless) {
+                return Err(invalid("a compacted log needs a key on every record".into()));
+            }
+        }
         self.roll_for_entry(total, count);
         let n = parts.len();
         let mut placed: Option<PlacedEntry> = None;
