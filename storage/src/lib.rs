@@ -54,18 +54,22 @@ pub use io::dirs::{
     sync_dir,
 };
 pub use io::disk_threads::start_disk_threads;
+pub use io::files::{read_file, write_file_atomic};
 pub use io::nudge::{kicks as executor_kicks, Nudge};
 pub use io::page_buf::PAGE_BYTES;
 pub use io::segment_files::{open_segment_files, set_open_segments_max};
 pub use io::thread_slice::ask_thread_slice_us;
+pub use log::entries::{EntryBody, PlacedEntry, Stamping};
 pub use log::faults::{FaultPoint, NoSpaceAt};
 pub use log::fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use log::partition::{Appended, OpenReport, PartitionLog};
 pub use log::recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
+pub use log::truncate::{apply_truncate_step, truncation_plan, TruncateStep};
 pub use log::watermark::{WaitError, Watermark};
 pub use log::write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use offset::Offset;
+pub use read::entries::PlacedBatch;
 pub use read::fetch::{BatchesRead, LimitedRecords, RecordsRead};
 pub use read::scan::RawBatch;
 pub use record::{ProducerStamp, Record, StoredRecord};

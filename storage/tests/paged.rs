@@ -210,3 +210,72 @@ fn a_joined_write_larger_than_one_direct_write_reads_back() {
         });
     }
 }
+
+/// A version 2 batch (a replicated log's) of `n` records, stamp 0.
+fn produced_v2(seed: u8, n: usize) -> (Vec<Record>, Vec<u8>) {
+    let (records, _) = produced(seed, n);
+    let mut out = Vec::new();
+    es_storage::batch::encode_v2(
+        es_storage::Offset(0),
+        &records,
+        ProducerStamp::NONE,
+        es_storage::batch::RaftStamp::default(),
+        &mut out,
+    );
+    (records, out)
+}
+
+#[test]
+fn paged_v2_entries_with_control_batches_read_back_as_ordinary_ones() {
+    use es_storage::{EntryBody, Stamping};
+    for (end, threads) in ENDS.into_iter().flat_map(|e| DISK_THREAD_MODES.map(|t| (e, t))) {
+        for guess_right in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let what = format!("v2, log ending at {end}, {threads} disk threads, guess right: {guess_right}");
+            run_with_disk_threads(threads, async {
+                let log = open(dir.path()).await;
+                let mut model = Vec::new();
+                let mut index = 0;
+                let blank = |log: &PartitionLog, index: &mut u64| {
+                    *index += 1;
+                    let body = EntryBody::Control {
+                        kind: es_storage::batch::CONTROL_BLANK,
+                        body: Vec::new(),
+                    };
+                    log.append_entry(1, *index, body).unwrap();
+                };
+                // A first control entry that ends the log at byte `end`.
+                index += 1;
+                let pad = EntryBody::Control {
+                    kind: es_storage::batch::CONTROL_BLANK,
+                    body: vec![0; end as usize - es_storage::batch::HEADER_V2_BYTES - 1],
+                };
+                log.append_entry(1, index, pad).unwrap();
+                for (seed, step) in [(3u8, 4096), (5, 1000), (7, 1 << 20)] {
+                    // A paged batch, and an ordinary one after it, as one entry.
+                    let (records, bytes) = produced_v2(seed, 150);
+                    let expected = log.next_in_page_offset(bytes.len());
+                    if seed == 3 {
+                        assert_eq!(expected as u64, end % 4096, "where the log ends in its page");
+                    }
+                    let in_page = if guess_right { expected } else { expected + 8 };
+                    let paged = receive(in_page, &bytes, step).finish();
+                    let (small, small_bytes) = produced_v2(seed + 1, 2);
+                    index += 1;
+                    let body = EntryBody::Batches(vec![paged, small_bytes.into()], Stamping::Leader);
+                    let placed = log.append_entry(2, index, body).unwrap();
+                    assert_eq!(placed.bases[0].0, model.len() as u64, "{what}");
+                    expect(&mut model, &records);
+                    expect(&mut model, &small);
+                    blank(&log, &mut index);
+                    log.wait_durable_index(index).await.unwrap();
+                    assert_eq!(contents(&log).await, model, "from memory, seed {seed}: {what}");
+                }
+                log.close().await.unwrap();
+                let log = open(dir.path()).await;
+                assert_eq!(contents(&log).await, model, "from the file: {what}");
+                log.close().await.unwrap();
+            });
+        }
+    }
+}

@@ -173,5 +173,28 @@ mod tests {
                 let _ = records(&h, &buf);
             }
         }
+
+        #[test]
+        fn arbitrary_v2_header_with_valid_crc_never_panics(
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+            count in 0u32..8, delta in 0u32..8, attributes in any::<u8>(),
+        ) {
+            let len = HEADER_V2_BYTES + body.len();
+            let mut buf = vec![0u8; HEADER_V2_BYTES];
+            buf[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+            buf[16] = MAGIC_V2;
+            buf[17] = attributes;
+            buf[20..24].copy_from_slice(&count.to_le_bytes());
+            buf[24..28].copy_from_slice(&delta.to_le_bytes());
+            buf.extend_from_slice(&body);
+            let crc = checksum(&buf);
+            buf[12..16].copy_from_slice(&crc.to_le_bytes());
+            if let Ok(h) = check(&buf) {
+                let _ = records(&h, &buf);
+                let _ = control_body(&h, &buf);
+                let _ = Records::new(&buf, 0, u64::MAX).count();
+                let _ = validate(&buf, 1, 0, u64::MAX);
+            }
+        }
     }
 }

@@ -5,8 +5,8 @@
 //! [`BatchBuilder`](crate::batch::BatchBuilder) are built on it.
 
 use crate::builder::BatchBuilder;
-use crate::header::BatchHeader;
-use crate::layout::{CRC_FIELD, HEADER_BYTES, RECORD_OVERHEAD_BYTES};
+use crate::header::{BatchHeader, RaftStamp};
+use crate::layout::{CRC_FIELD, HEADER_BYTES, HEADER_V2_BYTES, RECORD_OVERHEAD_BYTES};
 use crate::limits::BATCH_BYTES_MAX;
 use crate::{Offset, ProducerStamp, Record, RecordRef, StoredRecord};
 
@@ -35,6 +35,105 @@ pub fn encode(base_offset: Offset, records: &[Record], producer: ProducerStamp, 
     }
     draft.finish(out, base_offset, producer);
     debug_assert_eq!(out.len() - draft.start, len);
+}
+
+/// Encodes `records` (at least one) as a version 2 batch of the Raft entry
+/// `stamp` (a data batch: `stamp.control` must be false), appending the
+/// bytes to `out`.
+pub fn encode_v2(
+    base_offset: Offset,
+    records: &[Record],
+    producer: ProducerStamp,
+    stamp: RaftStamp,
+    out: &mut Vec<u8>,
+) {
+    assert!(!records.is_empty(), "a batch holds at least one record");
+    assert!(!stamp.control, "a data batch");
+    let len = encoded_len(records) + HEADER_V2_BYTES - HEADER_BYTES;
+    assert!(len <= BATCH_BYTES_MAX, "caller checks the batch size");
+    let mut draft = Draft::begin_v2(out, len, stamp);
+    for (delta, r) in records.iter().enumerate() {
+        draft.push(out, delta as u32, r.timestamp_ms, r.key.as_deref(), &r.value);
+    }
+    draft.finish(out, base_offset, producer);
+    debug_assert_eq!(out.len() - draft.start, len);
+}
+
+/// Encodes a zero-width control batch at `base_offset` (the offset the
+/// next record will get) for the Raft entry `(term, index)`: `kind`
+/// (`layout::CONTROL_BLANK`, `CONTROL_MEMBERSHIP`) then `body`. It ends its
+/// entry (a control entry is one batch).
+pub fn encode_control(base_offset: Offset, term: u64, index: u64, kind: u8, body: &[u8], out: &mut Vec<u8>) {
+    let len = HEADER_V2_BYTES + 1 + body.len();
+    assert!(len <= BATCH_BYTES_MAX, "caller checks the body size");
+    let start = out.len();
+    out.resize(start + HEADER_V2_BYTES, 0);
+    out.push(kind);
+    out.extend_from_slice(body);
+    let header = BatchHeader {
+        base_offset,
+        batch_len: len as u32,
+        crc: 0,
+        record_count: 0,
+        last_offset_delta: 0,
+        first_timestamp_ms: 0,
+        max_timestamp_ms: 0,
+        producer: ProducerStamp::NONE,
+        raft: Some(RaftStamp {
+            term,
+            index,
+            control: true,
+            entry_end: true,
+        }),
+    };
+    let Some(batch) = out.get_mut(start..) else {
+        return;
+    };
+    if let Some(room) = batch.get_mut(..HEADER_V2_BYTES) {
+        room.copy_from_slice(&header.to_bytes_v2());
+    }
+    let crc = crate::checksum::checksum(batch);
+    if let Some(field) = batch.get_mut(CRC_FIELD) {
+        field.copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// A control batch's kind and body (`None` for a data batch or one too
+/// short to have a kind).
+pub fn control_body<'a>(header: &BatchHeader, batch: &'a [u8]) -> Option<(u8, &'a [u8])> {
+    if !header.is_control() {
+        return None;
+    }
+    let body = batch.get(HEADER_V2_BYTES..header.batch_len as usize)?;
+    let (&kind, rest) = body.split_first()?;
+    Some((kind, rest))
+}
+
+/// A version 1 batch as version 2 (a copy: the header grows by 16 bytes),
+/// with Raft stamp `stamp`; a version 2 batch is copied and restamped.
+/// `batch` must have passed [`check`](crate::batch::check).
+pub fn upgrade(batch: &[u8], stamp: RaftStamp) -> Vec<u8> {
+    let Ok(h) = BatchHeader::parse(batch) else {
+        return batch.to_vec();
+    };
+    let records = batch
+        .get(h.header_len()..h.batch_len as usize)
+        .unwrap_or_default();
+    let len = HEADER_V2_BYTES + records.len();
+    let mut out = Vec::with_capacity(len);
+    let header = BatchHeader {
+        batch_len: len as u32,
+        crc: 0,
+        raft: Some(stamp),
+        ..h
+    };
+    out.extend_from_slice(&header.to_bytes_v2());
+    out.extend_from_slice(records);
+    let crc = crate::checksum::checksum(&out);
+    if let Some(field) = out.get_mut(CRC_FIELD) {
+        field.copy_from_slice(&crc.to_le_bytes());
+    }
+    out
 }
 
 /// Re-encodes what is left of a batch after compaction: `records` (at least
@@ -95,6 +194,8 @@ pub fn encode_refs(base_offset: u64, records: &[RecordRef<'_>], out: &mut Vec<u8
 pub(crate) struct Draft {
     /// Where the batch starts in the buffer.
     pub start: usize,
+    /// Version 2: the batch's Raft stamp (and a 72-byte header).
+    raft: Option<RaftStamp>,
     pub count: u32,
     last_delta: u32,
     first_ts: i64,
@@ -105,11 +206,26 @@ impl Draft {
     /// Starts a batch at the end of `out` with room for its header, and
     /// room reserved for `len` bytes in all.
     pub(crate) fn begin(out: &mut Vec<u8>, len: usize) -> Draft {
+        Self::begin_with(out, len, None)
+    }
+
+    /// Like [`begin`](Self::begin), for a version 2 batch of `stamp`'s entry.
+    pub(crate) fn begin_v2(out: &mut Vec<u8>, len: usize, stamp: RaftStamp) -> Draft {
+        Self::begin_with(out, len, Some(stamp))
+    }
+
+    fn begin_with(out: &mut Vec<u8>, len: usize, raft: Option<RaftStamp>) -> Draft {
+        let header = if raft.is_some() {
+            HEADER_V2_BYTES
+        } else {
+            HEADER_BYTES
+        };
         let start = out.len();
-        out.reserve(len.max(HEADER_BYTES));
-        out.resize(start + HEADER_BYTES, 0);
+        out.reserve(len.max(header));
+        out.resize(start + header, 0);
         Draft {
             start,
+            raft,
             count: 0,
             last_delta: 0,
             first_ts: 0,
@@ -162,8 +278,13 @@ impl Draft {
             first_timestamp_ms: self.first_ts,
             max_timestamp_ms: self.max_ts,
             producer,
+            raft: self.raft,
         };
-        if let Some(room) = batch.get_mut(..HEADER_BYTES) {
+        if self.raft.is_some() {
+            if let Some(room) = batch.get_mut(..HEADER_V2_BYTES) {
+                room.copy_from_slice(&header.to_bytes_v2());
+            }
+        } else if let Some(room) = batch.get_mut(..HEADER_BYTES) {
             room.copy_from_slice(&header.to_bytes());
         }
         let crc = crate::checksum::checksum(batch);

@@ -22,6 +22,22 @@
 //!            value_len u32, value
 //! ```
 //!
+//!
+//! **Version 2** (magic 2, [`HEADER_V2_BYTES`] = 72), written only by
+//! replicated partitions (the partition's log is its Raft log): the same
+//! 56 bytes, then
+//!
+//! ```text
+//!  56   8  term               u64  Raft term of the entry the batch belongs to
+//!  64   8  index              u64  Raft index of that entry
+//!  72      records (data) | kind u8 + body (CONTROL)
+//! ```
+//!
+//! and `attributes` bit 0 `CONTROL` (a zero-width batch: a blank or
+//! membership entry, `record_count` = `last_offset_delta` = 0, no offset),
+//! bit 1 `ENTRY_END` (the last batch of its entry); the other bits must be
+//! 0. An entry is a run of batches with the same `(term, index)`.
+//!
 //! The checksum covers every byte but its own, so a flipped bit anywhere
 //! (base offset and length included) is caught. Offset deltas increase
 //! strictly within a batch; compaction may leave gaps between them, and the
@@ -35,7 +51,25 @@ pub const HEADER_BYTES: usize = 56;
 pub const RECORD_OVERHEAD_BYTES: usize = 20;
 /// Format version written in `magic`.
 pub const MAGIC: u8 = 1;
+/// Format version 2: a replicated partition's batch (its Raft stamp).
+pub const MAGIC_V2: u8 = 2;
+/// Size of a version 2 header.
+pub const HEADER_V2_BYTES: usize = 72;
+/// Where `attributes` lies.
+pub const ATTRIBUTES_AT: usize = 17;
+/// Where a version 2 header keeps the term, then the index.
+pub const TERM_AT: usize = 56;
+pub const INDEX_AT: usize = 64;
+/// `attributes` bit: a zero-width control batch (no records).
+pub const ATTR_CONTROL: u8 = 1;
+/// `attributes` bit: the last batch of its Raft entry.
+pub const ATTR_ENTRY_END: u8 = 2;
+/// Control batch kinds (the body's first byte).
+pub const CONTROL_BLANK: u8 = 0;
+pub const CONTROL_MEMBERSHIP: u8 = 1;
+
 /// Where the checksum lies in a batch; it covers every other byte.
 pub const CRC_FIELD: Range<usize> = 12..16;
 
 const _: () = assert!(CRC_FIELD.end <= HEADER_BYTES, "the checksum lies in the header");
+const _: () = assert!(TERM_AT == HEADER_BYTES && INDEX_AT + 8 == HEADER_V2_BYTES);

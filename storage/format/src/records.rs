@@ -9,7 +9,6 @@
 
 use crate::cursor::Cursor;
 use crate::header::{self, BatchHeader};
-use crate::layout::HEADER_BYTES;
 use crate::{BatchError, RecordRef, StoredRecord};
 
 /// One record's fields, borrowed from its batch, and where it ends.
@@ -62,7 +61,11 @@ pub(crate) fn walk<'a>(
     let end = header.batch_len as usize;
     let batch = batch.get(..end).unwrap_or(batch);
     let bad = |what: &str| BatchError::Malformed(format!("record framing: {what}"));
-    let mut at = HEADER_BYTES;
+    if header.is_control() {
+        // A control batch's body is its kind and payload: no records.
+        return Ok(());
+    }
+    let mut at = header.header_len();
     let mut prev_delta: Option<u32> = None;
     for _ in 0..header.record_count {
         let rec = read_record(batch, at).map_err(bad)?;
@@ -100,7 +103,8 @@ pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<StoredRecord>, 
 #[derive(Clone, Debug)]
 pub struct Records<'a> {
     bytes: &'a [u8],
-    /// Start of the current batch, and of the next record in it.
+    /// Start of the current batch, and of the next record in it (0: the
+    /// batch's header is not read yet).
     batch: usize,
     at: usize,
     from: u64,
@@ -114,7 +118,7 @@ impl<'a> Records<'a> {
         Records {
             bytes,
             batch: 0,
-            at: HEADER_BYTES,
+            at: 0,
             from,
             below,
         }
@@ -130,9 +134,13 @@ impl<'a> Iterator for Records<'a> {
             let (h, _) = header::read(rest)?;
             let len = (h.batch_len as usize).min(rest.len());
             let batch = rest.get(..len)?;
+            if self.at == 0 {
+                // A control batch's body holds no records: skip it.
+                self.at = if h.is_control() { len } else { h.header_len() };
+            }
             if self.at >= len {
                 self.batch += len.max(1);
-                self.at = HEADER_BYTES;
+                self.at = 0;
                 continue;
             }
             let rec = read_record(batch, self.at).ok()?;

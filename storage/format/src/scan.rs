@@ -16,12 +16,20 @@
 //!   no valid batch after it: what a crash in the middle of a write leaves;
 //! - **corruption**: valid-looking batches after the damage, or any damage
 //!   in a segment that has a successor.
+//!
+//! Version 2 batches (a replicated partition's) are Raft entries: runs of
+//! batches with one `(term, index)`, the last marked `ENTRY_END`. Their
+//! stamps never go backwards (a stamp below the last one stops the scan as
+//! a bad checksum would), and a run cut short by a crash is no entry: the
+//! scan ends after the last whole entry, and in the last segment what
+//! follows is a torn tail ("incomplete entry"). Its batches are not handed
+//! to `note`.
 
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::batch::{check, BatchError, BatchHeader, HEADER_BYTES};
+use crate::batch::{check, BatchError, BatchHeader, HEADER_BYTES, HEADER_V2_BYTES};
 use crate::Offset;
 
 pub use crate::scan_damage::Lost;
@@ -138,12 +146,16 @@ pub async fn scan<S: Source>(
     let mut pos = 0u64; // end of the last valid batch
     let mut next = base;
     let mut gaps = false;
+    // Version 2: the last stamp seen, and the batches of an entry whose
+    // `ENTRY_END` is not seen yet (noted once it is).
+    let mut last_stamp: Option<(u64, u64, bool)> = None;
+    let mut open_entry: Vec<(BatchHeader, u64)> = Vec::new();
+    let mut entry_start = (0u64, base);
     let stop_reason: Option<String> = loop {
         if pos == len {
             break None;
         }
-        let have = (len - pos).min(HEADER_BYTES as u64) as usize;
-        let needed = match BatchHeader::parse(src.get(pos, have).await?) {
+        let needed = match parse_at(src, pos).await? {
             Ok(h) => h.batch_len as u64,
             Err(BatchError::Incomplete { needed, .. }) => needed as u64,
             Err(BatchError::Malformed(reason)) => break Some(reason),
@@ -165,8 +177,22 @@ pub async fn scan<S: Source>(
                 if h.next_offset().0 - base.0 > u32::MAX as u64 {
                     break Some("batch offsets do not fit the segment".into());
                 }
-                gaps |= h.base_offset > next || h.record_count <= h.last_offset_delta;
-                note(&h, pos);
+                if let Err(reason) = stamp_follows(last_stamp, &h) {
+                    break Some(reason);
+                }
+                gaps |= !h.is_control() && (h.base_offset > next || h.record_count <= h.last_offset_delta);
+                if h.ends_entry() {
+                    for (b, at) in open_entry.drain(..) {
+                        note(&b, at);
+                    }
+                    note(&h, pos);
+                } else {
+                    if open_entry.is_empty() {
+                        entry_start = (pos, next);
+                    }
+                    open_entry.push((h, pos));
+                }
+                last_stamp = h.raft.map(|r| (r.term, r.index, r.entry_end));
                 next = h.next_offset();
                 pos += h.batch_len as u64;
             }
@@ -179,6 +205,29 @@ pub async fn scan<S: Source>(
         Some(_) if is_padding(src, pos).await? => Tail::Padding,
         Some(reason) => crate::scan_damage::classify(src, next, pos, reason, shape).await?,
     };
+    if let Some((first, _)) = open_entry.first() {
+        // A crash cut an entry short: the log ends before it.
+        let stamp = first.raft.unwrap_or_default();
+        let reason = format!(
+            "incomplete entry: term {} index {} has {} batches without ENTRY_END",
+            stamp.term,
+            stamp.index,
+            open_entry.len()
+        );
+        (pos, next) = entry_start;
+        let tail = match tail {
+            Tail::Damaged { .. } => tail,
+            _ if shape.last => Tail::Torn(reason),
+            _ => crate::scan_damage::classify(src, next, pos, reason, shape).await?,
+        };
+        return Ok(Scanned {
+            end: pos,
+            file_len: len,
+            tail,
+            next_offset: next,
+            gaps,
+        });
+    }
     Ok(Scanned {
         end: pos,
         file_len: len,
@@ -186,6 +235,52 @@ pub async fn scan<S: Source>(
         next_offset: next,
         gaps,
     })
+}
+
+/// The header at `pos`, parsed from as many bytes as its version needs.
+async fn parse_at<S: Source>(src: &mut S, pos: u64) -> Result<Result<BatchHeader, BatchError>, S::Error> {
+    let len = src.len();
+    let have = (len - pos).min(HEADER_BYTES as u64) as usize;
+    match BatchHeader::parse(src.get(pos, have).await?) {
+        Err(BatchError::Incomplete { needed, .. })
+            if needed <= HEADER_V2_BYTES && pos + needed as u64 <= len =>
+        {
+            Ok(BatchHeader::parse(src.get(pos, needed).await?))
+        }
+        other => Ok(other),
+    }
+}
+
+/// Whether a batch's Raft stamp may follow `last` (term, index, entry end
+/// of the batch before it): stamps never go backwards, a batch after an
+/// unfinished entry belongs to it, and version 1 batches are not mixed in
+/// an entry. Version 1 batches after version 1 batches always may.
+fn stamp_follows(last: Option<(u64, u64, bool)>, h: &BatchHeader) -> Result<(), String> {
+    let Some(r) = h.raft else {
+        return match last {
+            Some((t, i, false)) => Err(format!("a version 1 batch inside entry {t}/{i}")),
+            _ => Ok(()),
+        };
+    };
+    let Some((term, index, ended)) = last else {
+        return Ok(());
+    };
+    let bad = |why: &str| {
+        Err(format!(
+            "raft stamp {}/{} after {term}/{index}: {why}",
+            r.term, r.index
+        ))
+    };
+    if !ended {
+        if (r.term, r.index) != (term, index) {
+            return bad("the entry before it did not end");
+        }
+        return Ok(());
+    }
+    if r.index <= index || r.term < term {
+        return bad("stamps go backwards");
+    }
+    Ok(())
 }
 
 /// `v` rounded down to a page boundary.
@@ -198,7 +293,7 @@ pub(crate) async fn header<S: Source>(src: &mut S, pos: u64) -> Result<Option<Ba
     if pos + HEADER_BYTES as u64 > src.len() {
         return Ok(None);
     }
-    Ok(BatchHeader::parse(src.get(pos, HEADER_BYTES).await?).ok())
+    Ok(parse_at(src, pos).await?.ok())
 }
 
 /// The whole, checksum-valid batch at `pos`, if there is one.

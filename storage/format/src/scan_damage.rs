@@ -14,6 +14,7 @@
 //! offsets fit the ones the damage took (see `find_after`).
 
 use crate::batch::{BatchHeader, HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES};
+use crate::layout::MAGIC_V2;
 use crate::scan::{batch, header, is_writers_end, Shape, Source, Tail};
 use crate::Offset;
 
@@ -165,7 +166,7 @@ async fn search<S: Source>(
         }
         let mut candidate = None;
         for i in 0..starts {
-            if chunk.get(i + 16) != Some(&MAGIC) {
+            if !matches!(chunk.get(i + 16), Some(&MAGIC | &MAGIC_V2)) {
                 continue;
             }
             let Some(Ok(h)) = chunk.get(i..).map(BatchHeader::parse) else {

@@ -248,10 +248,11 @@ impl PartitionLog {
 fn closed_segments(shared: &LogState) -> (Vec<Input>, Offset) {
     let segments = shared.segments();
     let last = segments.active().base;
+    let limit = shared.cleanup_limit.get();
     let mut out = Vec::new();
     for seg in segments.iter() {
         let base = seg.base;
-        if base == last || !seg.sealed {
+        if base == last || !seg.sealed || seg.next_offset.0 > limit {
             return (out, base);
         }
         out.push(Input {

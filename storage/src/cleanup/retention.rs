@@ -76,8 +76,9 @@ impl PartitionLog {
                 let segments = shared.segments();
                 let total = segments.written_bytes();
                 let mut it = segments.iter();
+                let limit = shared.cleanup_limit.get();
                 match (it.next(), it.next()) {
-                    (Some(first), Some(_)) if first.sealed => {
+                    (Some(first), Some(_)) if first.sealed && first.next_offset.0 <= limit => {
                         let go = expired(first.max_timestamp_ms, policy.retention_ms, now_ms)
                             || policy.retention_bytes.is_some_and(|b| total > b);
                         go.then_some((first.base, first.written_bytes))

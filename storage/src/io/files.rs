@@ -171,3 +171,33 @@ pub(crate) async fn read_index(path: &Path, footer: &Footer) -> Option<SparseInd
     let _ = file.close().await;
     SparseIndex::decode_entries(&bytes?, footer)
 }
+/// Replaces `dir/name` with `bytes` atomically and durably: written to
+/// `name.tmp`, fdatasynced, renamed over `name`, the directory fsynced. A
+/// crash leaves the old file or the new one (a replicated log's vote and
+/// metadata files).
+pub async fn write_file_atomic(dir: &Path, name: &str, bytes: Vec<u8>) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    write_file_synced(&tmp, bytes).await?;
+    glommio::io::rename(&tmp, dir.join(name))
+        .await
+        .map_err(|e| StorageError::io(&tmp, e))?;
+    crate::io::dirs::sync_dir(dir).await
+}
+
+/// The bytes of the file `path`; `None` if there is no such file.
+pub async fn read_file(path: &Path) -> Result<Option<Vec<u8>>> {
+    let file = match BufferedFile::open(path).await {
+        Ok(f) => f,
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            return Err(StorageError::io(path, e));
+        }
+    };
+    let len = file.file_size().await.map_err(|e| StorageError::io(path, e))?;
+    let bytes = read_exact(&file, path, 0, len as usize).await;
+    let _ = file.close().await;
+    bytes.map(Some)
+}

@@ -72,6 +72,7 @@ impl PartitionLog {
             header.record_count as usize,
             keyless,
             early,
+            Placing::Batch,
             |base| {
                 let mut batch = batch;
                 batch::rebase(&mut batch, base);
@@ -140,7 +141,7 @@ impl PartitionLog {
         }
         let keyless = records.iter().any(|r| r.key.is_none());
         let len = batch::encoded_len(records);
-        self.place_with(len, records.len(), keyless, None, |base| {
+        self.place_with(len, records.len(), keyless, None, Placing::Batch, |base| {
             let mut out = Vec::with_capacity(len);
             batch::encode(base, records, producer, &mut out);
             BatchBuf::from(out)
@@ -150,13 +151,16 @@ impl PartitionLog {
     /// Places a batch of `len` bytes holding `count` records, which
     /// `make(base_offset)` returns, on the pending write. Ends any early
     /// write under way; `early` names the batch's own, whose pages are then
-    /// not written again if it landed where they went.
+    /// not written again if it landed where they went. `placing`: a batch
+    /// of its own, or one of a Raft entry (`entries.rs`), whose roll was
+    /// decided for the whole entry.
     pub(super) fn place_with(
         &self,
         len: usize,
         count: usize,
         keyless: bool,
         early: Option<EarlyTicket>,
+        placing: Placing,
         make: impl FnOnce(Offset) -> BatchBuf,
     ) -> Result<Appended> {
         let shared = &self.shared;
@@ -186,7 +190,7 @@ impl PartitionLog {
         }
         let base = inner.next_offset;
         let count = count as u64;
-        let roll = {
+        let roll = matches!(placing, Placing::Batch) && {
             let active = inner.segments.active();
             !active.is_empty()
                 && (must_roll(active, len as u64, &config)
@@ -222,6 +226,7 @@ impl PartitionLog {
                 appends: 0,
                 prewritten,
                 mark: segments.active().mark(),
+                end_index: 0,
             });
         }
         let job = pending.back_mut().expect("just pushed");
@@ -233,6 +238,9 @@ impl PartitionLog {
         segments.place_batch(&header, position, config.index_interval_bytes);
         job.end = header.next_offset();
         job.appends += 1;
+        if let Placing::EntryBatch { end_index: Some(i) } = placing {
+            job.end_index = i;
+        }
         inner.next_offset = header.next_offset();
         // The log ends where its active segment does (`segment_set.rs`).
         debug_assert_eq!(inner.segments.active().next_offset, inner.next_offset);
@@ -250,6 +258,16 @@ impl PartitionLog {
             next_offset: header.next_offset(),
         })
     }
+}
+
+/// How a batch is placed.
+#[derive(Copy, Clone, Debug)]
+pub(super) enum Placing {
+    /// On its own: it may roll the log.
+    Batch,
+    /// As part of a Raft entry, whose roll was decided before its first
+    /// batch; the entry's last batch carries the index after the entry.
+    EntryBatch { end_index: Option<u64> },
 }
 
 /// Whether a batch of `len` bytes must start a new segment after `active`

@@ -40,6 +40,12 @@ impl PartitionLog {
                 Err(WaitError::Failed(_)) => return Err(shared.refusal()),
             }
         }
+        // A zero-width control batch moves no offset: wait for the entries
+        // placed to be written too.
+        let placed_index = shared.inner.borrow().placed_index;
+        if shared.written_index.wait_for(placed_index).await.is_err() {
+            return Err(shared.refusal());
+        }
         // A poisoned log is never sealed: sealing would let the next open
         // trust bytes whose fsync failed. Recovery decides at restart.
         if shared.inner.borrow().failure.is_some() {
@@ -51,6 +57,11 @@ impl PartitionLog {
         }
         shared.written.fail("partition closed");
         shared.durable.fail("partition closed");
+        shared
+            .durable_index
+            .advance_to_at_least(shared.written_index.get());
+        shared.written_index.fail("partition closed");
+        shared.durable_index.fail("partition closed");
         Ok(())
     }
 }

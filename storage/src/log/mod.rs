@@ -4,12 +4,15 @@
 //! - `partition`: the handle, its state (`LogState`, `Inner`) and its queries.
 //! - `open`: opening a partition directory (recovery of each segment).
 //! - `append`: placing batches (offsets and file positions) and closing.
+//! - `entries`: a replicated log's Raft entries (version 2 batches) and
+//!   their index marks.
 //! - `write_loop`: the task that writes placed batches and hands the
 //!   partition to the fsync batcher; rolls to a new segment.
 //! - `rewind`: a write refused for want of room or descriptors.
 //! - `segment`: one segment's accounting (offsets, bytes, sparse index).
 //! - `segment_set`: the partition's segments, changed only through named
 //!   mutations that assert the set's invariants.
+//! - `truncate`: cutting a replicated log's uncommitted suffix.
 //! - `recovery`: scanning a segment at open, trimming a torn tail.
 //! - `fsync`: the shard's fsync batcher (group commit): the log's
 //!   `durable` stage, so it lives with the log it advances.
@@ -23,6 +26,7 @@
 
 mod append;
 mod close;
+pub(crate) mod entries;
 pub(crate) mod faults;
 pub(crate) mod fsync;
 mod open;
@@ -31,6 +35,7 @@ pub(crate) mod recovery;
 mod rewind;
 pub(crate) mod segment;
 pub(crate) mod segment_set;
+pub(crate) mod truncate;
 pub(crate) mod watermark;
 pub(crate) mod write_failure;
 mod write_loop;

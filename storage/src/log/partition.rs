@@ -84,6 +84,20 @@ pub(crate) struct LogState {
     pub(super) inner: RefCell<Inner>,
     pub(crate) written: Watermark,
     pub(crate) durable: Watermark,
+    /// A replicated log's Raft entries (`entries.rs`): every entry with an
+    /// index below `written_index` is written, below `durable_index`
+    /// fsynced. A zero-width control batch moves no offset mark, so
+    /// entries are tracked by index. 0 in a log without entries.
+    pub(crate) written_index: Watermark,
+    pub(crate) durable_index: Watermark,
+    /// A replicated log's high watermark: the offset after the last
+    /// applied entry, set by its state machine (`entries.rs`); `None` for
+    /// a standalone log, whose high watermark is `durable`.
+    pub(crate) committed: std::cell::Cell<Option<u64>>,
+    /// Retention, compaction and tiering touch only segments that end at or
+    /// below this offset (a replicated log's purge point); `u64::MAX` for a
+    /// standalone log.
+    pub(crate) cleanup_limit: std::cell::Cell<u64>,
     /// Rewinds finished (`Inner::rewinds_begun` counts those started).
     pub(super) rewound: Watermark,
     pub(super) batcher: FsyncBatcher,
@@ -116,6 +130,8 @@ pub(super) struct Inner {
     pub(super) rewinds_begun: u64,
     /// The early write of a batch still arriving, if any (`early.rs`).
     pub(super) early: EarlyState,
+    /// The index after the last Raft entry placed (0: none, `entries.rs`).
+    pub(super) placed_index: u64,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
@@ -132,6 +148,8 @@ pub(super) struct Pending {
     /// The segment's accounting before the first batch: where a rewind
     /// goes back to if this write is refused.
     pub(crate) mark: Mark,
+    /// The index after the last Raft entry that ends in this write (0: none).
+    pub(crate) end_index: u64,
 }
 
 impl PartitionLog {
@@ -322,6 +340,8 @@ impl LogState {
         drop(inner);
         self.written.fail(&reason);
         self.durable.fail(&reason);
+        self.written_index.fail(&reason);
+        self.durable_index.fail(&reason);
     }
 }
 

@@ -127,9 +127,14 @@ impl Segment {
             position: position as u32,
             max_timestamp_ms: self.max_timestamp_ms,
         };
-        let mut rule = self.rule;
-        rule.note(self.loaded_index_mut(), entry, h.batch_len, interval);
-        self.rule = rule;
+        // A zero-width control batch shares its offset with the batch
+        // after it: it gets no index entry (a lookup by offset never wants
+        // it; a scan forward from the entry before passes over it).
+        if !h.is_control() {
+            let mut rule = self.rule;
+            rule.note(self.loaded_index_mut(), entry, h.batch_len, interval);
+            self.rule = rule;
+        }
         self.next_offset = h.next_offset();
         self.dirty_bytes += h.batch_len as u64;
     }

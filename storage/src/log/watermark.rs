@@ -50,6 +50,13 @@ impl Watermark {
         self.value.get()
     }
 
+    /// Moves the mark up to `value` if it is below (a no-op otherwise).
+    pub fn advance_to_at_least(&self, value: u64) {
+        if value > self.value.get() {
+            self.advance(value);
+        }
+    }
+
     /// Moves the mark up to `value` and wakes everyone waiting for it.
     pub fn advance(&self, value: u64) {
         assert!(value >= self.value.get(), "watermark moved backwards");

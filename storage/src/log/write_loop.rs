@@ -23,7 +23,7 @@ use super::partition::{LogState, Pending};
 impl SyncTarget for LogState {
     fn sync(self: Rc<Self>) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
-            let (file, writer, path, upto) = {
+            let (file, writer, path, upto, upto_index) = {
                 let inner = self.inner.borrow();
                 if inner.failure.is_some() {
                     return;
@@ -34,9 +34,12 @@ impl SyncTarget for LogState {
                     seg.writer.clone(),
                     seg.log_path.clone(),
                     self.written.get(),
+                    self.written_index.get(),
                 )
             };
-            if upto <= self.durable.get() {
+            // A zero-width control batch moves no offset: a replicated
+            // log also syncs for entries written since the last sync.
+            if upto <= self.durable.get() && upto_index <= self.durable_index.get() {
                 return;
             }
             let file = file.expect("a created active segment is open");
@@ -46,20 +49,25 @@ impl SyncTarget for LogState {
                 Some(threads) => threads.fdatasync().await,
                 None => file.fdatasync().await.map_err(std::io::Error::from),
             };
-            self.synced(&path, upto, synced);
+            self.synced(&path, upto, upto_index, synced);
         })
     }
 }
 
 impl LogState {
     /// The end of a sync that started once everything up to offset `upto`
-    /// was written: `durable` reaches `upto`, or the partition is poisoned.
-    pub(super) fn synced(&self, path: &Path, upto: u64, result: std::io::Result<()>) {
+    /// (and Raft index `upto_index`) was written: `durable` reaches `upto`
+    /// (`durable_index`, `upto_index`), or the partition is poisoned.
+    pub(super) fn synced(&self, path: &Path, upto: u64, upto_index: u64, result: std::io::Result<()>) {
         match result {
             Ok(()) => {
                 if upto > self.durable.get() && self.inner.borrow().failure.is_none() {
                     assert!(upto <= self.written.get(), "durable <= written");
                     self.durable.advance(upto);
+                }
+                if upto_index > self.durable_index.get() && self.inner.borrow().failure.is_none() {
+                    assert!(upto_index <= self.written_index.get(), "durable <= written");
+                    self.durable_index.advance(upto_index);
                 }
             }
             Err(e) => {
@@ -270,12 +278,16 @@ pub(super) async fn write_loop(shared: Rc<LogState>) {
             assert!(job.end <= next, "written <= next offset");
         }
         shared.written.advance(job.end.0);
+        if job.end_index > shared.written_index.get() {
+            shared.written_index.advance(job.end_index);
+        }
         match sync_started {
             // Only this loop starts this partition's syncs: none started
             // while the write ran.
             Some(synced) => {
                 let (owner, path, upto) = (shared.clone(), writer.path().to_path_buf(), job.end.0);
-                let sync = async move { owner.synced(&path, upto, synced.ended().await) };
+                let upto_index = shared.written_index.get();
+                let sync = async move { owner.synced(&path, upto, upto_index, synced.ended().await) };
                 shared.batcher.adopt(target, job.appends, Box::pin(sync));
             }
             None => shared.batcher.mark_dirty(target, job.appends),

@@ -383,7 +383,7 @@ impl PartitionLog {
 
 /// What `LogState::reader` hands a read: the file, its path, the byte range
 /// to read and the base of the next segment.
-type Reader = (
+pub(crate) type Reader = (
     Held,
     PathBuf,
     u64,
@@ -401,7 +401,11 @@ impl LogState {
     /// A file handle and the readable byte range of segment `base`, starting
     /// where `start` says, and the base of the segment after it. `None` if
     /// the segment was replaced or removed meanwhile.
-    async fn reader(&self, base: Offset, start: impl Fn(&Segment) -> u64) -> Result<Option<Reader>> {
+    pub(crate) async fn reader(
+        &self,
+        base: Offset,
+        start: impl Fn(&Segment) -> u64,
+    ) -> Result<Option<Reader>> {
         let (file, path, id) = {
             let segments = self.segments();
             let Some(seg) = segments.get(base) else {

@@ -7,5 +7,6 @@
 //!   local file, its recent writes, or a cold segment), and the damage a
 //!   read met.
 
+pub(crate) mod entries;
 pub(crate) mod fetch;
 pub(crate) mod scan;

@@ -1,0 +1,40 @@
+//! es-raft: replication for es, everything that faces openraft.
+//!
+//! openraft 0.9.25 lives behind this crate only, so that a move to 0.10
+//! stays here (docs/design/raft-storage.md). Table of contents:
+//!
+//! - `types`: `EsRaft`, the type configuration, and the id types.
+//! - `config`: openraft's configuration for a partition group.
+//! - `runtime`: `GlommioRuntime`, openraft's runtime on a glommio shard.
+//! - `entry`: `EsEntry`, what a client proposes and what it gets back.
+//! - `snapshot`: `EsSnapshot`, a snapshot's data.
+//! - `membership`: a membership as bytes (control batches, images).
+//! - `mem_store`: an in-memory log store and state machine (tests, and the
+//!   reference the storage conformance suite is checked against).
+//! - `log_store`: `LogStore`, the Raft log over a partition log.
+//! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
+//! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
+
+pub mod config;
+pub mod entry;
+pub mod log_store;
+pub mod mem_store;
+pub mod membership;
+pub mod meta;
+pub mod partition_sm;
+pub mod runtime;
+pub mod snapshot;
+pub mod types;
+
+pub use config::partition_config;
+pub use entry::{Applied, EntryBatch, EsEntry, EsPayload, Proposal};
+pub use log_store::LogStore;
+pub use meta::RaftMeta;
+pub use partition_sm::PartitionSm;
+pub use runtime::{set_raft_task_queue, GlommioRuntime};
+pub use snapshot::EsSnapshot;
+pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};
+
+/// openraft, re-exported: callers outside this crate name its types
+/// through here, so that the version stays one line of `raft/Cargo.toml`.
+pub use openraft;

@@ -1,0 +1,383 @@
+//! `LogStore`: openraft's log storage over a partition's log. The segment
+//! log is the Raft log (docs/design/raft-storage.md): an entry is placed
+//! with `PartitionLog::append_entry` as version 2 batches stamped with its
+//! `(term, index)`, and reported flushed when the log's `durable_index`
+//! passes it (group commit, as for any append).
+//!
+//! Entries are found by index through an in-memory table (index → term,
+//! segment, position, length), built at open by reading the log once and
+//! kept as entries are placed, truncated and purged. (The spec's index v2,
+//! a sparse on-disk lookup by raft index, replaces it later.)
+//!
+//! Truncating an uncommitted suffix reopens the log (`truncate_at`); the
+//! store holds the one handle that is replaced.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use es_storage::batch::{self, RaftStamp, CONTROL_BLANK, CONTROL_MEMBERSHIP, MAGIC_V2};
+use es_storage::{BatchBuf, EntryBody, FsyncBatcher, LogConfig, Offset, PartitionLog, Stamping};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{RaftLogReader, StorageError, StorageIOError};
+
+use crate::entry::{EntryBatch, EsEntry, EsPayload};
+use crate::membership;
+use crate::meta::RaftMeta;
+use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, Vote};
+
+/// Where an entry lies in the log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Loc {
+    term: u64,
+    segment: Offset,
+    position: u64,
+    len: u64,
+    /// The offset after the entry.
+    next_offset: u64,
+}
+
+struct Inner {
+    log: RefCell<PartitionLog>,
+    meta: Rc<RaftMeta>,
+    table: RefCell<BTreeMap<u64, Loc>>,
+    /// The log's high watermark and cleanup limit, set again on the log
+    /// a truncation reopens.
+    committed: Cell<u64>,
+    cleanup_limit: Cell<u64>,
+}
+
+/// A replica's Raft log over its partition log; clones share it.
+#[derive(Clone)]
+pub struct LogStore(Rc<Inner>);
+
+fn read_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::read_logs(&std::io::Error::other(e.to_string())).into()
+}
+
+fn write_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write_logs(&std::io::Error::other(e.to_string())).into()
+}
+
+impl LogStore {
+    /// Opens the partition log in `log_dir` and the replica's metadata in
+    /// `meta_dir`, and finds every entry the log holds.
+    pub async fn open(
+        log_dir: &Path,
+        meta_dir: &Path,
+        config: LogConfig,
+        batcher: FsyncBatcher,
+    ) -> StorageResult<LogStore> {
+        let (log, _report) = PartitionLog::open(log_dir, config, batcher)
+            .await
+            .map_err(read_err)?;
+        let meta = Rc::new(RaftMeta::open(meta_dir).await?);
+        let mut table = BTreeMap::new();
+        let mut open: Option<(u64, Loc)> = None;
+        for p in log.placed_batches().await.map_err(read_err)? {
+            let Some(r) = p.header.raft else { continue };
+            let len = p.header.batch_len as u64;
+            match &mut open {
+                Some((index, loc)) if *index == r.index => {
+                    loc.len += len;
+                    loc.next_offset = p.header.next_offset().0;
+                }
+                _ => {
+                    open = Some((
+                        r.index,
+                        Loc {
+                            term: r.term,
+                            segment: p.segment,
+                            position: p.position,
+                            len,
+                            next_offset: p.header.next_offset().0,
+                        },
+                    ))
+                }
+            }
+            if r.entry_end {
+                if let Some((index, loc)) = open.take() {
+                    table.insert(index, loc);
+                }
+            }
+        }
+        if let Some((&last, _)) = table.last_key_value() {
+            log.resume_entries(last);
+        }
+        // Cleanup may touch what Raft purged, nothing after it.
+        let mut cleanup_limit = 0;
+        if let Some(purged) = meta.purged() {
+            cleanup_limit = table
+                .range(..=purged.index)
+                .next_back()
+                .map_or(log.hot_start_offset().0, |(_, l)| l.next_offset);
+            table = table.split_off(&(purged.index + 1));
+        }
+        log.set_cleanup_limit(Offset(cleanup_limit));
+        Ok(LogStore(Rc::new(Inner {
+            log: RefCell::new(log),
+            meta,
+            table: RefCell::new(table),
+            committed: Cell::new(0),
+            cleanup_limit: Cell::new(cleanup_limit),
+        })))
+    }
+
+    /// The replica's metadata (its state machine shares it).
+    pub fn meta(&self) -> Rc<RaftMeta> {
+        self.0.meta.clone()
+    }
+
+    /// The partition log (the handle changes when a suffix is truncated).
+    pub fn log(&self) -> PartitionLog {
+        self.0.log.borrow().clone()
+    }
+
+    /// Raises the log's high watermark (the state machine applied up to it).
+    pub fn set_committed(&self, offset: u64) {
+        self.0.committed.set(self.0.committed.get().max(offset));
+        self.log().set_committed(Offset(offset));
+    }
+
+    /// The log ids of the entries held, in order.
+    pub fn log_ids(&self) -> Vec<LogId> {
+        self.0
+            .table
+            .borrow()
+            .iter()
+            .map(|(&i, l)| log_id(l.term, i))
+            .collect()
+    }
+
+    /// Closes the partition log (a replica stopping).
+    pub async fn close(&self) -> StorageResult<()> {
+        self.log().close().await.map_err(write_err)
+    }
+
+    async fn read_entry(&self, index: u64, loc: Loc) -> StorageResult<EsEntry> {
+        let raws = self
+            .log()
+            .read_at(loc.segment, loc.position, loc.position + loc.len)
+            .await
+            .map_err(read_err)?;
+        let id = log_id(loc.term, index);
+        let bad = |why: &str| read_err(format!("entry {id}: {why}"));
+        let first = raws
+            .first()
+            .ok_or_else(|| bad("no batch where the entry was placed"))?;
+        for b in &raws {
+            let r = b.header.raft.ok_or_else(|| bad("a version 1 batch"))?;
+            if (r.term, r.index) != (loc.term, index) {
+                return Err(bad("the batch there has another stamp"));
+            }
+        }
+        let payload = match batch::control_body(&first.header, &first.bytes) {
+            Some((CONTROL_BLANK, _)) => EsPayload::Blank,
+            Some((CONTROL_MEMBERSHIP, body)) => {
+                EsPayload::Membership(membership::decode(body).ok_or_else(|| bad("bad membership"))?)
+            }
+            Some((kind, _)) => return Err(bad(&format!("unknown control kind {kind}"))),
+            None => EsPayload::Batches(raws.into_iter().map(|b| EntryBatch::Shared(b.bytes)).collect()),
+        };
+        Ok(EsEntry { log_id: id, payload })
+    }
+}
+
+/// A version 2 batch from what openraft hands the store.
+fn v2(b: EntryBatch) -> (BatchBuf, bool) {
+    match b {
+        // A leader's: as produced; a version 1 batch is copied into v2.
+        EntryBatch::Owned(b) if b.get(16) == Some(&MAGIC_V2) => (b, false),
+        EntryBatch::Owned(b) => (BatchBuf::from(batch::upgrade(&b, RaftStamp::default())), false),
+        // Read from a log (the leader's, sent on): stamped already.
+        EntryBatch::Shared(b) => (BatchBuf::from(b.to_vec()), true),
+    }
+}
+
+// openraft's StorageError is what its storage traits return.
+#[allow(clippy::result_large_err)]
+fn body_of(payload: EsPayload) -> StorageResult<EntryBody> {
+    Ok(match payload {
+        EsPayload::Blank => EntryBody::Control {
+            kind: CONTROL_BLANK,
+            body: Vec::new(),
+        },
+        EsPayload::Membership(m) => EntryBody::Control {
+            kind: CONTROL_MEMBERSHIP,
+            body: membership::encode(&m),
+        },
+        EsPayload::Batches(bs) => {
+            let mut stamped = false;
+            let bufs = bs
+                .into_iter()
+                .map(|b| {
+                    let (buf, s) = v2(b);
+                    stamped |= s;
+                    buf
+                })
+                .collect();
+            let stamping = if stamped {
+                Stamping::Verify
+            } else {
+                Stamping::Leader
+            };
+            EntryBody::Batches(bufs, stamping)
+        }
+        EsPayload::Command(_) => return Err(write_err("a partition log takes no controller command")),
+    })
+}
+
+impl RaftLogReader<EsRaft> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<EsEntry>> {
+        let locs: Vec<(u64, Loc)> = {
+            let table = self.0.table.borrow();
+            let lo = match range.start_bound() {
+                Bound::Included(&i) => Bound::Included(i),
+                Bound::Excluded(&i) => Bound::Excluded(i),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let hi = match range.end_bound() {
+                Bound::Included(&i) => Bound::Included(i),
+                Bound::Excluded(&i) => Bound::Excluded(i),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            table.range((lo, hi)).map(|(&i, &l)| (i, l)).collect()
+        };
+        let mut out = Vec::with_capacity(locs.len());
+        for (index, loc) in locs {
+            out.push(self.read_entry(index, loc).await?);
+        }
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<EsRaft> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<EsRaft>> {
+        let purged = self.0.meta.purged();
+        let last = self
+            .0
+            .table
+            .borrow()
+            .last_key_value()
+            .map(|(&i, l)| log_id(l.term, i));
+        Ok(LogState {
+            last_purged_log_id: purged,
+            last_log_id: last.or(purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> LogStore {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> StorageResult<()> {
+        self.0.meta.save_vote(vote).await
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote>> {
+        Ok(self.0.meta.vote())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> StorageResult<()> {
+        self.0.meta.note_committed(committed);
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId>> {
+        Ok(self.0.meta.committed())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<EsRaft>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = EsEntry>,
+    {
+        let log = self.log();
+        let mut last = None;
+        for e in entries {
+            let (term, index) = (e.log_id.leader_id.term, e.log_id.index);
+            let placed = log
+                .append_entry(term, index, body_of(e.payload)?)
+                .map_err(write_err)?;
+            self.0.table.borrow_mut().insert(
+                index,
+                Loc {
+                    term,
+                    segment: placed.segment,
+                    position: placed.position,
+                    len: placed.len,
+                    next_offset: placed.next_offset.0,
+                },
+            );
+            last = Some(index);
+        }
+        match last {
+            None => callback.log_io_completed(Ok(())),
+            Some(last) => {
+                glommio::spawn_local(async move {
+                    let flushed = log.wait_durable_index(last).await.map_err(std::io::Error::other);
+                    callback.log_io_completed(flushed);
+                })
+                .detach();
+            }
+        }
+        Ok(())
+    }
+
+    async fn truncate(&mut self, from: LogId) -> StorageResult<()> {
+        let first = {
+            let table = self.0.table.borrow();
+            table.range(from.index..).next().map(|(_, &l)| l)
+        };
+        let Some(loc) = first else {
+            return Ok(());
+        };
+        let log = self.log();
+        let log = log
+            .truncate_at(loc.segment, loc.position)
+            .await
+            .map_err(write_err)?;
+        if from.index > 0 {
+            log.resume_entries(from.index - 1);
+        }
+        log.set_cleanup_limit(Offset(self.0.cleanup_limit.get()));
+        if self.0.committed.get() > 0 {
+            log.set_committed(Offset(self.0.committed.get()));
+        }
+        *self.0.log.borrow_mut() = log;
+        self.0.table.borrow_mut().split_off(&from.index);
+        Ok(())
+    }
+
+    async fn purge(&mut self, upto: LogId) -> StorageResult<()> {
+        self.0.meta.save_purged(&upto).await?;
+        let limit = {
+            let mut table = self.0.table.borrow_mut();
+            let limit = table.range(..=upto.index).next_back().map(|(_, l)| l.next_offset);
+            let keep = table.split_off(&(upto.index + 1));
+            *table = keep;
+            limit
+        };
+        if let Some(limit) = limit.filter(|&l| l > self.0.cleanup_limit.get()) {
+            self.0.cleanup_limit.set(limit);
+            self.log().set_cleanup_limit(Offset(limit));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of each batch of a data entry, for tests and the transport.
+pub fn batch_bytes(e: &EsEntry) -> Vec<Bytes> {
+    match &e.payload {
+        EsPayload::Batches(bs) => bs.iter().map(|b| Bytes::copy_from_slice(b.bytes())).collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,187 @@
+//! `RaftMeta`: what a replica keeps besides its log, in its own directory
+//! (`data/raft/<topic>/<partition>/`, the spec's §1.7):
+//!
+//! - `vote`: the last vote, durable before openraft is told it is saved
+//!   (written to a temporary file, fdatasynced, renamed, directory
+//!   fsynced): a replica that forgot its vote could vote twice in a term.
+//! - `purged`: the last log id purged (same protocol; rare).
+//! - `snapshot`: the last snapshot's descriptor (same protocol).
+//!
+//! Each file is its payload followed by its CRC-32; a file that fails its
+//! CRC is refused (the replica does not start), never guessed at.
+//!
+//! The committed log id is kept in memory only (openraft learns it again
+//! from its leader, and a restarted replica re-applies from its snapshot).
+
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+
+use openraft::{StorageError, StorageIOError};
+
+use crate::types::{log_id, LogId, NodeId, StorageResult, Vote};
+
+const VOTE: &str = "vote";
+const PURGED: &str = "purged";
+const SNAPSHOT: &str = "snapshot";
+
+/// A replica's vote, purge point and snapshot descriptor, on disk and
+/// cached.
+pub struct RaftMeta {
+    dir: PathBuf,
+    vote: Cell<Option<Vote>>,
+    purged: Cell<Option<LogId>>,
+    committed: Cell<Option<LogId>>,
+    snapshot: RefCell<Option<Vec<u8>>>,
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write(&std::io::Error::other(format!("{}: {e}", path.display()))).into()
+}
+
+/// `payload ++ crc32(payload)`.
+fn seal(mut payload: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    payload
+}
+
+/// The payload of a sealed file, `None` if its CRC fails.
+fn unseal(bytes: &[u8]) -> Option<&[u8]> {
+    let (payload, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
+    (crc32fast::hash(payload).to_le_bytes() == crc).then_some(payload)
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn encode_vote(v: &Vote) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.extend_from_slice(&v.leader_id.term.to_le_bytes());
+    out.extend_from_slice(&v.leader_id.voted_for.unwrap_or(u64::MAX).to_le_bytes());
+    out.push(v.committed as u8);
+    out
+}
+
+fn decode_vote(b: &[u8]) -> Option<Vote> {
+    let term = u64_at(b, 0)?;
+    let node = u64_at(b, 8)?;
+    let committed = *b.get(16)? != 0;
+    let mut v = Vote::new(term, node);
+    if node == u64::MAX {
+        v.leader_id.voted_for = None;
+    }
+    if committed {
+        v.commit();
+    }
+    Some(v)
+}
+
+fn encode_log_id(l: &LogId) -> Vec<u8> {
+    let mut out = l.leader_id.term.to_le_bytes().to_vec();
+    out.extend_from_slice(&l.index.to_le_bytes());
+    out
+}
+
+fn decode_log_id(b: &[u8]) -> Option<LogId> {
+    Some(log_id(u64_at(b, 0)?, u64_at(b, 8)?))
+}
+
+impl RaftMeta {
+    /// Opens (creating) the metadata directory `dir` and reads its files.
+    pub async fn open(dir: &Path) -> StorageResult<RaftMeta> {
+        es_storage::create_dir_all(dir)
+            .await
+            .map_err(|e| io_err(dir, e))?;
+        let meta = RaftMeta {
+            dir: dir.to_path_buf(),
+            vote: Cell::new(None),
+            purged: Cell::new(None),
+            committed: Cell::new(None),
+            snapshot: RefCell::new(None),
+        };
+        meta.vote.set(meta.read(VOTE, decode_vote).await?);
+        meta.purged.set(meta.read(PURGED, decode_log_id).await?);
+        *meta.snapshot.borrow_mut() = meta.read(SNAPSHOT, |b| Some(b.to_vec())).await?;
+        Ok(meta)
+    }
+
+    async fn read<T>(&self, name: &str, decode: impl Fn(&[u8]) -> Option<T>) -> StorageResult<Option<T>> {
+        let path = self.dir.join(name);
+        let Some(bytes) = es_storage::read_file(&path).await.map_err(|e| io_err(&path, e))? else {
+            return Ok(None);
+        };
+        let value = unseal(&bytes)
+            .and_then(decode)
+            .ok_or_else(|| io_err(&path, "fails its checksum: refusing to guess"))?;
+        Ok(Some(value))
+    }
+
+    async fn write(&self, name: &str, payload: Vec<u8>) -> StorageResult<()> {
+        es_storage::write_file_atomic(&self.dir, name, seal(payload))
+            .await
+            .map_err(|e| io_err(&self.dir.join(name), e))
+    }
+
+    pub fn vote(&self) -> Option<Vote> {
+        self.vote.get()
+    }
+
+    /// Saves `v`, durable when this returns.
+    pub async fn save_vote(&self, v: &Vote) -> StorageResult<()> {
+        self.write(VOTE, encode_vote(v)).await?;
+        self.vote.set(Some(*v));
+        Ok(())
+    }
+
+    pub fn purged(&self) -> Option<LogId> {
+        self.purged.get()
+    }
+
+    /// Saves the purge point, durable when this returns.
+    pub async fn save_purged(&self, l: &LogId) -> StorageResult<()> {
+        self.write(PURGED, encode_log_id(l)).await?;
+        self.purged.set(Some(*l));
+        Ok(())
+    }
+
+    pub fn committed(&self) -> Option<LogId> {
+        self.committed.get()
+    }
+
+    pub fn note_committed(&self, c: Option<LogId>) {
+        self.committed.set(c);
+    }
+
+    /// The last snapshot descriptor saved.
+    pub fn snapshot(&self) -> Option<Vec<u8>> {
+        self.snapshot.borrow().clone()
+    }
+
+    /// Saves a snapshot descriptor, durable when this returns.
+    pub async fn save_snapshot(&self, descriptor: Vec<u8>) -> StorageResult<()> {
+        self.write(SNAPSHOT, descriptor.clone()).await?;
+        *self.snapshot.borrow_mut() = Some(descriptor);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn votes_and_log_ids_round_trip_and_a_bad_crc_is_refused() {
+        let mut v = Vote::new(7, 3);
+        assert_eq!(decode_vote(&encode_vote(&v)), Some(v));
+        v.commit();
+        assert_eq!(decode_vote(&encode_vote(&v)), Some(v));
+        let l = log_id(4, 99);
+        assert_eq!(decode_log_id(&encode_log_id(&l)), Some(l));
+        let mut sealed = seal(encode_log_id(&l));
+        assert!(unseal(&sealed).is_some());
+        sealed[3] ^= 1;
+        assert!(unseal(&sealed).is_none());
+        assert!(unseal(&[1, 2]).is_none());
+    }
+}

@@ -1,0 +1,236 @@
+//! `PartitionSm`: a partition replica's state machine. The records are in
+//! the log already (the log is the Raft log): applying an entry only moves
+//! what the replica may serve, its high watermark (`committed_offset`: the
+//! offset after the last applied entry), and answers each batch's base
+//! offset to its producer.
+//!
+//! A snapshot is a descriptor of the applied prefix, built in O(1): its
+//! last log id, membership and end offset, saved durably in the replica's
+//! metadata. (Streaming the committed segments to a late replica, and the
+//! idempotent producers' table, come with the spec's phase 3.)
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError};
+use serde_json::{json, Value};
+
+use crate::entry::{Applied, EsEntry, EsPayload};
+use crate::log_store::LogStore;
+use crate::membership;
+use crate::meta::RaftMeta;
+use crate::snapshot::EsSnapshot;
+use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct State {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    /// The offset after the last applied batch: the high watermark.
+    end_offset: u64,
+    snapshots: u64,
+}
+
+struct Inner {
+    state: RefCell<State>,
+    meta: Rc<RaftMeta>,
+    /// The log whose high watermark applying raises.
+    store: LogStore,
+}
+
+/// A partition replica's state machine; clones share it.
+#[derive(Clone)]
+pub struct PartitionSm(Rc<Inner>);
+
+fn bad(what: &str) -> StorageError<NodeId> {
+    StorageIOError::read_state_machine(&std::io::Error::other(what.to_string())).into()
+}
+
+fn id_json(l: &Option<LogId>) -> Value {
+    l.map_or(Value::Null, |l| json!([l.leader_id.term, l.index]))
+}
+
+fn id_of(v: &Value) -> Option<Option<LogId>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    let a = v.as_array()?;
+    Some(Some(log_id(a.first()?.as_u64()?, a.get(1)?.as_u64()?)))
+}
+
+/// A snapshot descriptor: `{"last_applied","membership_log_id","membership","end_offset","id"}`.
+fn descriptor(s: &State, id: &str) -> Vec<u8> {
+    json!({
+        "last_applied": id_json(&s.last_applied),
+        "membership_log_id": id_json(s.membership.log_id()),
+        "membership": membership::to_json(s.membership.membership()),
+        "end_offset": s.end_offset,
+        "id": id,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let meta = SnapshotMeta {
+        last_log_id: id_of(v.get("last_applied")?)?,
+        last_membership: StoredMembership::new(
+            id_of(v.get("membership_log_id")?)?,
+            membership::from_json(v.get("membership")?)?,
+        ),
+        snapshot_id: v.get("id")?.as_str()?.to_string(),
+    };
+    Some((meta, v.get("end_offset")?.as_u64()?))
+}
+
+impl PartitionSm {
+    /// The state machine of the replica whose log is `store`: what its
+    /// last snapshot says was applied (openraft re-applies the rest).
+    // openraft's StorageError is what its storage traits return.
+    #[allow(clippy::result_large_err)]
+    pub fn new(store: &LogStore) -> StorageResult<PartitionSm> {
+        let meta = store.meta();
+        let mut state = State::default();
+        if let Some(bytes) = meta.snapshot() {
+            let (m, end) = read_descriptor(&bytes).ok_or_else(|| bad("bad snapshot descriptor"))?;
+            state.last_applied = m.last_log_id;
+            state.membership = m.last_membership;
+            state.end_offset = end;
+        }
+        if state.end_offset > 0 {
+            store.set_committed(state.end_offset);
+        }
+        Ok(PartitionSm(Rc::new(Inner {
+            state: RefCell::new(state),
+            meta,
+            store: store.clone(),
+        })))
+    }
+
+    /// The high watermark: every record below it is committed and applied.
+    pub fn committed_offset(&self) -> u64 {
+        self.0.state.borrow().end_offset
+    }
+
+    /// The last applied log id.
+    pub fn last_applied(&self) -> Option<LogId> {
+        self.0.state.borrow().last_applied
+    }
+}
+
+impl RaftSnapshotBuilder<EsRaft> for PartitionSm {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<EsRaft>> {
+        let (meta, bytes) = {
+            let mut s = self.0.state.borrow_mut();
+            s.snapshots += 1;
+            let id = format!(
+                "{}-{}-{}",
+                s.last_applied.map_or(0, |l| l.leader_id.term),
+                s.last_applied.map_or(0, |l| l.index),
+                s.snapshots
+            );
+            let meta = SnapshotMeta {
+                last_log_id: s.last_applied,
+                last_membership: s.membership.clone(),
+                snapshot_id: id.clone(),
+            };
+            (meta, descriptor(&s, &id))
+        };
+        self.0.meta.save_snapshot(bytes.clone()).await?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(EsSnapshot::Image(bytes)),
+        })
+    }
+}
+
+impl RaftStateMachine<EsRaft> for PartitionSm {
+    type SnapshotBuilder = PartitionSm;
+
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId>, StoredMembership)> {
+        let s = self.0.state.borrow();
+        Ok((s.last_applied, s.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Applied>>
+    where
+        I: IntoIterator<Item = EsEntry>,
+    {
+        let mut s = self.0.state.borrow_mut();
+        let mut out = Vec::new();
+        for e in entries {
+            s.last_applied = Some(e.log_id);
+            out.push(match e.payload {
+                EsPayload::Blank => Applied::None,
+                EsPayload::Membership(m) => {
+                    s.membership = StoredMembership::new(Some(e.log_id), m);
+                    Applied::None
+                }
+                EsPayload::Batches(bs) => {
+                    let mut bases = Vec::with_capacity(bs.len());
+                    for b in &bs {
+                        let h = es_storage::batch::BatchHeader::parse(b.bytes())
+                            .map_err(|e| bad(&e.to_string()))?;
+                        bases.push(h.base_offset.0);
+                        s.end_offset = s.end_offset.max(h.next_offset().0);
+                    }
+                    Applied::Offsets(bases)
+                }
+                EsPayload::Command(_) => return Err(bad("a partition applies no controller command")),
+            });
+        }
+        let end = s.end_offset;
+        drop(s);
+        self.0.store.set_committed(end);
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> PartitionSm {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<EsSnapshot>> {
+        Ok(Box::new(EsSnapshot::Image(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, EmptyNode>,
+        snapshot: Box<EsSnapshot>,
+    ) -> StorageResult<()> {
+        let (m, end) = read_descriptor(snapshot.image()).ok_or_else(|| bad("bad snapshot descriptor"))?;
+        if m.last_log_id != meta.last_log_id {
+            return Err(bad("the snapshot's descriptor is not its meta's"));
+        }
+        // A descriptor carries no records: installing one whose records
+        // this log lacks would claim data the replica does not have.
+        // (Streaming the committed segments with it is phase 3.)
+        let next = self.0.store.log().next_offset().0;
+        if end > next {
+            return Err(bad(&format!(
+                "the snapshot ends at offset {end}, this log at {next}: its records were not transferred"
+            )));
+        }
+        self.0.meta.save_snapshot(snapshot.image().to_vec()).await?;
+        let mut s = self.0.state.borrow_mut();
+        s.last_applied = meta.last_log_id;
+        s.membership = meta.last_membership.clone();
+        s.end_offset = end;
+        drop(s);
+        self.0.store.set_committed(end);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<EsRaft>>> {
+        let Some(bytes) = self.0.meta.snapshot() else {
+            return Ok(None);
+        };
+        let (meta, _) = read_descriptor(&bytes).ok_or_else(|| bad("bad snapshot descriptor"))?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(EsSnapshot::Image(bytes)),
+        }))
+    }
+}

@@ -1,0 +1,350 @@
+//! Raft entries in a partition log (format v2): placed whole, stamped,
+//! zero-width control batches, entries never split across segments, a
+//! follower's copy byte-identical to the leader's, index marks that a blank
+//! entry moves, and recovery that keeps whole entries only.
+
+mod common;
+
+use std::path::Path;
+
+use common::run;
+use es_storage::batch::{encode_v2, RaftStamp, CONTROL_BLANK, CONTROL_MEMBERSHIP};
+use es_storage::{
+    BatchBuf, EntryBody, FsyncBatcher, LogConfig, Offset, PartitionLog, PlacedBatch, ProducerStamp, Record,
+    Stamping,
+};
+
+/// A produced version 2 batch of `n` records (stamp 0, offsets from 0).
+fn batch(tag: &str, n: usize) -> BatchBuf {
+    let recs: Vec<Record> = (0..n)
+        .map(|i| Record {
+            key: Some(format!("k{i}").into_bytes()),
+            value: format!("{tag}-{i}").into_bytes(),
+            timestamp_ms: 7,
+        })
+        .collect();
+    let mut out = Vec::new();
+    encode_v2(
+        Offset(0),
+        &recs,
+        ProducerStamp::NONE,
+        RaftStamp::default(),
+        &mut out,
+    );
+    BatchBuf::from(out)
+}
+
+/// The entries every test writes: `(term, index, batches)`; 0 batches =
+/// a control entry.
+const ENTRIES: &[(u64, u64, usize)] = &[(1, 1, 0), (1, 2, 3), (2, 3, 0), (2, 4, 1), (2, 5, 4), (3, 6, 2)];
+
+async fn open(dir: &Path, segment_bytes: u64) -> PartitionLog {
+    let config = LogConfig {
+        segment_bytes,
+        ..LogConfig::default()
+    };
+    PartitionLog::open(dir, config, FsyncBatcher::new())
+        .await
+        .unwrap()
+        .0
+}
+
+async fn write_entries(log: &PartitionLog) {
+    for &(term, index, batches) in ENTRIES {
+        let body = if batches == 0 {
+            let kind = if index == 1 {
+                CONTROL_MEMBERSHIP
+            } else {
+                CONTROL_BLANK
+            };
+            EntryBody::Control {
+                kind,
+                body: b"{}".to_vec(),
+            }
+        } else {
+            let bs = (0..batches).map(|b| batch(&format!("{index}/{b}"), 3)).collect();
+            EntryBody::Batches(bs, Stamping::Leader)
+        };
+        log.append_entry(term, index, body).unwrap();
+    }
+    log.wait_durable_index(6).await.unwrap();
+}
+
+/// Checks the placed batches against ENTRIES: stamps, dense offsets,
+/// zero-width control batches, each entry in one segment.
+fn check_entries(placed: &[PlacedBatch], upto_index: u64) {
+    let mut it = placed.iter();
+    let mut next = 0u64;
+    for &(term, index, batches) in ENTRIES.iter().filter(|e| e.1 <= upto_index) {
+        let mut segment = None;
+        for b in 0..batches.max(1) {
+            let p = it
+                .next()
+                .unwrap_or_else(|| panic!("entry {index} batch {b} is missing"));
+            let r = p.header.raft.expect("a v2 batch");
+            assert_eq!((r.term, r.index), (term, index));
+            assert_eq!(
+                r.entry_end,
+                b + 1 == batches.max(1),
+                "ENTRY_END on the last batch only"
+            );
+            assert_eq!(r.control, batches == 0);
+            assert_eq!(p.header.base_offset, Offset(next), "offsets are dense");
+            next = p.header.next_offset().0;
+            assert!(
+                segment.is_none_or(|s| s == p.segment),
+                "entry {index} spans segments"
+            );
+            segment = Some(p.segment);
+        }
+    }
+    assert!(it.next().is_none(), "no batch after entry {upto_index}");
+}
+
+#[test]
+fn entries_are_placed_whole_and_read_back_by_position() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), 1 << 20).await;
+        assert_eq!((log.written_index(), log.durable_index()), (0, 0));
+        write_entries(&log).await;
+        assert_eq!(log.durable_index(), 7);
+        assert_eq!(log.next_offset(), Offset(3 * 10), "10 data batches of 3 records");
+        let placed = log.placed_batches().await.unwrap();
+        check_entries(&placed, 6);
+        // Reading an entry by its position gives its batches.
+        let first = &placed[1];
+        let bytes = log
+            .read_at(first.segment, first.position, first.position + 1_000_000)
+            .await
+            .unwrap();
+        assert_eq!(bytes.len(), placed.len() - 1);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_blank_entry_alone_is_made_durable_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), 1 << 20).await;
+        let body = EntryBody::Control {
+            kind: CONTROL_BLANK,
+            body: Vec::new(),
+        };
+        let placed = log.append_entry(1, 1, body).unwrap();
+        assert_eq!(placed.next_offset, Offset(0), "zero width");
+        log.wait_durable_index(1).await.unwrap();
+        assert_eq!(log.durable_index(), 2);
+        assert_eq!(log.durable_offset(), Offset(0), "no offset moved");
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn an_entry_is_never_split_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        // Segments of 600 bytes: most entries roll the log; the 4-batch
+        // entry is larger than a segment and gets one of its own.
+        let log = open(dir.path(), 600).await;
+        write_entries(&log).await;
+        assert!(log.segment_count() > 2, "the log rolled");
+        check_entries(&log.placed_batches().await.unwrap(), 6);
+        log.close().await.unwrap();
+        let log = open(dir.path(), 600).await;
+        check_entries(&log.placed_batches().await.unwrap(), 6);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_follower_copy_is_byte_identical() {
+    let (leader, follower) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(async {
+        let log = open(leader.path(), 700).await;
+        write_entries(&log).await;
+        let copy = open(follower.path(), 700).await;
+        let placed = log.placed_batches().await.unwrap();
+        let mut i = 0;
+        while i < placed.len() {
+            // One entry: its batches up to ENTRY_END.
+            let first = &placed[i];
+            let mut j = i;
+            while !placed[j].header.ends_entry() {
+                j += 1;
+            }
+            let last = &placed[j];
+            let end = last.position + last.header.batch_len as u64;
+            let raws = log.read_at(first.segment, first.position, end).await.unwrap();
+            let r = first.header.raft.unwrap();
+            let body = if first.header.is_control() {
+                let (kind, b) = es_storage::batch::control_body(&raws[0].header, &raws[0].bytes).unwrap();
+                EntryBody::Control {
+                    kind,
+                    body: b.to_vec(),
+                }
+            } else {
+                let bs = raws
+                    .into_iter()
+                    .map(|b| BatchBuf::from(b.bytes.to_vec()))
+                    .collect();
+                EntryBody::Batches(bs, Stamping::Verify)
+            };
+            copy.append_entry(r.term, r.index, body).unwrap();
+            i = j + 1;
+        }
+        copy.wait_durable_index(6).await.unwrap();
+        // A batch that does not carry the expected stamp is refused.
+        let stray = EntryBody::Batches(vec![batch("x", 1)], Stamping::Verify);
+        assert!(copy.append_entry(4, 7, stray).is_err());
+        log.close().await.unwrap();
+        copy.close().await.unwrap();
+    });
+    let files = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        v.sort();
+        v.iter().map(|p| std::fs::read(p).unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        files(leader.path()),
+        files(follower.path()),
+        "replica logs are byte-identical"
+    );
+}
+
+#[test]
+fn recovery_trims_an_incomplete_trailing_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let placed = run(async {
+        let log = open(dir.path(), 1 << 20).await;
+        write_entries(&log).await;
+        let placed = log.placed_batches().await.unwrap();
+        log.close().await.unwrap();
+        placed
+    });
+    // Cut the log after each whole batch of the last two entries (a crash
+    // between the writes of one entry's batches), and reopen.
+    let path = es_storage::log_path(dir.path(), Offset(0));
+    let whole = std::fs::read(&path).unwrap();
+    for p in placed.iter().filter(|p| p.header.raft.unwrap().index >= 5) {
+        let cut = p.position + p.header.batch_len as u64;
+        std::fs::write(&path, &whole[..cut as usize]).unwrap();
+        let _ = std::fs::remove_file(es_storage::index_path(dir.path(), Offset(0)));
+        let r = p.header.raft.unwrap();
+        let kept = if r.entry_end { r.index } else { r.index - 1 };
+        run(async {
+            let log = open(dir.path(), 1 << 20).await;
+            check_entries(&log.placed_batches().await.unwrap(), kept);
+            let expected: u64 = ENTRIES
+                .iter()
+                .filter(|e| e.1 <= kept)
+                .map(|e| e.2 as u64 * 3)
+                .sum();
+            assert_eq!(log.next_offset(), Offset(expected), "cut after {cut}");
+            log.close().await.unwrap();
+        });
+    }
+}
+
+#[test]
+fn cleanup_never_passes_the_limit_and_the_high_watermark_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            segment_bytes: 600,
+            cleanup: es_storage::CleanupPolicy {
+                retention_bytes: Some(1),
+                ..es_storage::CleanupPolicy::default()
+            },
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap()
+            .0;
+        assert_eq!(
+            log.cleanup_limit(),
+            Offset(u64::MAX),
+            "a standalone log is unlimited"
+        );
+        assert_eq!(
+            log.committed_offset(),
+            log.durable_offset(),
+            "standalone: committed is durable"
+        );
+        write_entries(&log).await;
+        log.set_committed(Offset(9));
+        log.set_committed(Offset(6));
+        assert_eq!(
+            log.committed_offset(),
+            Offset(9),
+            "the high watermark never goes back"
+        );
+        let placed = log.placed_batches().await.unwrap();
+        let segments: Vec<Offset> = {
+            let mut s: Vec<Offset> = placed.iter().map(|p| p.segment).collect();
+            s.dedup();
+            s
+        };
+        assert!(segments.len() >= 3, "{segments:?}");
+        // Nothing purged: retention may delete nothing.
+        log.set_cleanup_limit(Offset(0));
+        let (report, r) = log.cleanup(0).await;
+        r.unwrap();
+        assert_eq!(report.segments_deleted, 0);
+        // Purged through the end of the second segment: the first two go.
+        log.set_cleanup_limit(segments[2]);
+        let (report, r) = log.cleanup(0).await;
+        r.unwrap();
+        assert_eq!(report.segments_deleted, 2);
+        assert_eq!(log.hot_start_offset(), segments[2]);
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn an_entry_is_placed_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            batch_bytes_max: 400,
+            ..LogConfig::default()
+        };
+        let log = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap()
+            .0;
+        let big = {
+            let recs = vec![Record {
+                key: Some(b"k".to_vec()),
+                value: vec![7; 500],
+                timestamp_ms: 1,
+            }];
+            let mut out = Vec::new();
+            encode_v2(
+                Offset(0),
+                &recs,
+                ProducerStamp::NONE,
+                RaftStamp::default(),
+                &mut out,
+            );
+            BatchBuf::from(out)
+        };
+        let body = EntryBody::Batches(vec![batch("ok", 1), big], Stamping::Leader);
+        assert!(
+            log.append_entry(1, 1, body).is_err(),
+            "its second batch is too large"
+        );
+        assert_eq!(log.next_offset(), Offset(0), "nothing of it was placed");
+        let body = EntryBody::Batches(vec![batch("ok", 1)], Stamping::Leader);
+        log.append_entry(1, 1, body).unwrap();
+        log.wait_durable_index(1).await.unwrap();
+        assert_eq!(log.placed_batches().await.unwrap().len(), 1);
+        log.close().await.unwrap();
+    });
+}
