@@ -153,6 +153,7 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str, extra: &[String]) -> Chi
         .open(&log_path)
         .expect("broker log");
     let child = Command::new(broker_path())
+        .args(["--registry-addr", "disabled"])
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])

@@ -60,6 +60,7 @@ impl Broker {
             .open(&self.log)
             .expect("broker log");
         let mut cmd = Command::new(broker_bin::broker_bin());
+        cmd.args(["--registry-addr", "disabled"]);
         cmd.arg("--data-dir")
             .arg(&self.data)
             .args(["--http-addr", &format!("127.0.0.1:{}", self.http_port)])
