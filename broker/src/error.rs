@@ -363,8 +363,16 @@ mod tests {
             assert_eq!(c.wire(), s, "the binary frame carries the same code");
             assert!((400..600).contains(&c.http_status()), "{s}");
             let confluent = c.confluent();
-            let status = if confluent >= 10_000 { confluent / 100 } else { confluent };
-            assert_eq!(status, c.http_status() as u32, "{s}: Confluent's code leads with its status");
+            let status = if confluent >= 10_000 {
+                confluent / 100
+            } else {
+                confluent
+            };
+            assert_eq!(
+                status,
+                c.http_status() as u32,
+                "{s}: Confluent's code leads with its status"
+            );
         }
     }
 }

@@ -517,7 +517,10 @@ pub const REGISTRY_LOAD_POLL_MS: u64 = 20;
 const _: () = assert!(REGISTRY_BODY_BYTES_PER_SCHEMA_BYTE >= 2);
 // An append step may pass its bound by one largest record, and still fit
 // a batch.
-const _: () = assert!(REGISTRY_APPEND_BATCH_BYTES + 6 * REGISTRY_SCHEMA_BYTES_MAX_LIMIT + REGISTRY_BODY_BYTES_SLACK <= BATCH_BYTES_MAX);
+const _: () = assert!(
+    REGISTRY_APPEND_BATCH_BYTES + 6 * REGISTRY_SCHEMA_BYTES_MAX_LIMIT + REGISTRY_BODY_BYTES_SLACK
+        <= BATCH_BYTES_MAX
+);
 const _: () = assert!(REGISTRY_SCHEMA_BYTES_MAX_DEFAULT <= REGISTRY_SCHEMA_BYTES_MAX_LIMIT);
 // A subject name's limit is the grants' (auth/grants.rs).
 const _: () = assert!(SUBJECT_NAME_BYTES_MAX == 255);

@@ -22,7 +22,10 @@ fn registry(b: &Broker) -> Client {
 }
 
 fn register(r: &Client, subject: &str, schema: &str) -> u64 {
-    let (status, body) = r.post(&format!("/subjects/{subject}/versions"), json!({"schema": schema}));
+    let (status, body) = r.post(
+        &format!("/subjects/{subject}/versions"),
+        json!({"schema": schema}),
+    );
     assert_eq!(status, 200, "{body}");
     body["id"].as_u64().expect("an id")
 }
@@ -45,9 +48,18 @@ fn ids_versions_and_configs_survive_kill_9() {
     assert_eq!(r.delete("/subjects/gone-value").0, 200);
     assert_eq!(r.delete("/subjects/gone-value?permanent=true").0, 200);
     assert_eq!(r.delete("/subjects/shipments-value").0, 200, "soft only");
-    assert_eq!(r.request("PUT", "/config", Some(br#"{"compatibility":"FULL"}"#)).0, 200);
     assert_eq!(
-        r.request("PUT", "/config/orders-value", Some(br#"{"compatibility":"NONE"}"#)).0,
+        r.request("PUT", "/config", Some(br#"{"compatibility":"FULL"}"#))
+            .0,
+        200
+    );
+    assert_eq!(
+        r.request(
+            "PUT",
+            "/config/orders-value",
+            Some(br#"{"compatibility":"NONE"}"#)
+        )
+        .0,
         200
     );
 
@@ -59,11 +71,20 @@ fn ids_versions_and_configs_survive_kill_9() {
     assert_eq!(r.get("/subjects/orders-value/versions/2").1["id"], 2);
     assert_eq!(r.get("/schemas/ids/2").1["schema"], V2);
     assert_eq!(r.get("/subjects").1, json!(["audit-value", "orders-value"]));
-    assert_eq!(r.get("/subjects?deleted=true").1, json!(["audit-value", "orders-value", "shipments-value"]));
-    assert_eq!(r.get("/subjects/shipments-value/versions?deleted=true").1, json!([1]));
+    assert_eq!(
+        r.get("/subjects?deleted=true").1,
+        json!(["audit-value", "orders-value", "shipments-value"])
+    );
+    assert_eq!(
+        r.get("/subjects/shipments-value/versions?deleted=true").1,
+        json!([1])
+    );
     assert_eq!(code(&r.get("/schemas/ids/4")), (404, 40403));
     assert_eq!(r.get("/config").1, json!({"compatibilityLevel": "FULL"}));
-    assert_eq!(r.get("/config/orders-value").1, json!({"compatibilityLevel": "NONE"}));
+    assert_eq!(
+        r.get("/config/orders-value").1,
+        json!({"compatibilityLevel": "NONE"})
+    );
     assert_eq!(
         register(&r, "new-value", r#"{"type":"enum","name":"E","symbols":["A"]}"#),
         5,
@@ -84,11 +105,23 @@ fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
     assert_eq!(register(&r, "s", V1), 1);
     let post = |path: &str, body: &[u8]| r.request("POST", path, Some(body));
     // Invalid Avro, and bodies that hold no schema.
-    for bad in [r#"{"schema":"{\"type\":\"record\"}"}"#, r#"{"schema":"{"}"#, r#"{"schema":""}"#, r#"{"schema":1}"#] {
-        assert_eq!(code(&post("/subjects/s/versions", bad.as_bytes())), (422, 42201), "{bad}");
+    for bad in [
+        r#"{"schema":"{\"type\":\"record\"}"}"#,
+        r#"{"schema":"{"}"#,
+        r#"{"schema":""}"#,
+        r#"{"schema":1}"#,
+    ] {
+        assert_eq!(
+            code(&post("/subjects/s/versions", bad.as_bytes())),
+            (422, 42201),
+            "{bad}"
+        );
     }
     assert_eq!(
-        code(&post("/subjects/s/versions", br#"{"schema":"\"int\"","schemaType":"XML"}"#)),
+        code(&post(
+            "/subjects/s/versions",
+            br#"{"schema":"\"int\"","schemaType":"XML"}"#
+        )),
         (422, 42201)
     );
     // A 2 MiB schema: its field padded with a 2 MiB doc.
@@ -100,7 +133,11 @@ fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
     );
     // Versions that are not versions.
     for v in ["0", "abc", "-2", "99999999999"] {
-        assert_eq!(code(&r.get(&format!("/subjects/s/versions/{v}"))), (422, 42202), "{v}");
+        assert_eq!(
+            code(&r.get(&format!("/subjects/s/versions/{v}"))),
+            (422, 42202),
+            "{v}"
+        );
     }
     assert_eq!(code(&r.get("/subjects/s/versions/7")), (404, 40402));
     assert_eq!(code(&r.get("/subjects/nope/versions/1")), (404, 40401));
@@ -113,9 +150,18 @@ fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
         code(&r.request("PUT", "/config/s", Some(br#"{"compatibility":"backward"}"#))),
         (422, 42203)
     );
-    assert_eq!(code(&r.request("PUT", "/mode", Some(br#"{"mode":"SIDEWAYS"}"#))), (422, 42204));
+    assert_eq!(
+        code(&r.request("PUT", "/mode", Some(br#"{"mode":"SIDEWAYS"}"#))),
+        (422, 42204)
+    );
     // Subjects es refuses: a newline, too long, not UTF-8.
-    assert_eq!(code(&post("/subjects/a%0Ab/versions", format!("{{\"schema\":{:?}}}", V1).as_bytes())), (422, 42208));
+    assert_eq!(
+        code(&post(
+            "/subjects/a%0Ab/versions",
+            format!("{{\"schema\":{:?}}}", V1).as_bytes()
+        )),
+        (422, 42208)
+    );
     let long = "s".repeat(256);
     assert_eq!(code(&r.get(&format!("/subjects/{long}/versions"))), (422, 42208));
     assert_eq!(code(&r.get("/subjects/%FF/versions")), (422, 42208));
@@ -125,7 +171,10 @@ fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
     assert_eq!(code(&r.get("/no/such/path")), (404, 404));
     // References to nothing.
     let dangling = json!({"schema": V1, "references": [{"name": "X", "subject": "nope", "version": 1}]});
-    assert_eq!(code(&post("/subjects/t/versions", dangling.to_string().as_bytes())), (422, 42201));
+    assert_eq!(
+        code(&post("/subjects/t/versions", dangling.to_string().as_bytes())),
+        (422, 42201)
+    );
     // Nothing was written by any of it, and the broker still serves.
     assert_eq!(r.get("/").1, json!({}));
     assert_eq!(r.get("/subjects").1, json!(["s"]));
@@ -168,14 +217,31 @@ fn json_schemas_are_stored_and_checked_levels_refused_loudly() {
     let r = registry(&b);
     let json_schema = json!({"schema": r#"{"type":"object","properties":{"id":{"type":"integer"}}}"#, "schemaType": "JSON"});
     let (status, body) = r.post("/subjects/j-value/versions", json_schema.clone());
-    assert_eq!((status, body["error_code"].as_i64()), (409, Some(40901)), "{body}");
-    assert!(body["message"].as_str().unwrap().contains("not implemented"), "{body}");
-    let (status, body) = r.post("/compatibility/subjects/j-value/versions/latest?verbose=true", json_schema.clone());
+    assert_eq!(
+        (status, body["error_code"].as_i64()),
+        (409, Some(40901)),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("not implemented"),
+        "{body}"
+    );
+    let (status, body) = r.post(
+        "/compatibility/subjects/j-value/versions/latest?verbose=true",
+        json_schema.clone(),
+    );
     assert_eq!(status, 200);
     assert_eq!(body["is_compatible"], false, "{body}");
-    assert!(body["messages"][0].as_str().unwrap().contains("set compatibility NONE"), "{body}");
+    assert!(
+        body["messages"][0]
+            .as_str()
+            .unwrap()
+            .contains("set compatibility NONE"),
+        "{body}"
+    );
     assert_eq!(
-        r.request("PUT", "/config/j-value", Some(br#"{"compatibility":"NONE"}"#)).0,
+        r.request("PUT", "/config/j-value", Some(br#"{"compatibility":"NONE"}"#))
+            .0,
         200
     );
     let (status, body) = r.post("/subjects/j-value/versions", json_schema);
@@ -191,19 +257,29 @@ fn json_schemas_are_stored_and_checked_levels_refused_loudly() {
 fn references_resolve_and_a_referenced_version_cannot_be_deleted() {
     let b = Broker::start(2);
     let r = registry(&b);
-    let item = r#"{"type":"record","name":"Item","namespace":"shop","fields":[{"name":"sku","type":"string"}]}"#;
+    let item =
+        r#"{"type":"record","name":"Item","namespace":"shop","fields":[{"name":"sku","type":"string"}]}"#;
     assert_eq!(register(&r, "item-value", item), 1);
     let order = r#"{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"item","type":"shop.Item"}]}"#;
     let body = json!({"schema": order, "references": [{"name": "shop.Item", "subject": "item-value", "version": 1}]});
     let (status, got) = r.post("/subjects/order-value/versions", body);
     assert_eq!(status, 200, "{got}");
     assert_eq!(got["id"], 2);
-    assert_eq!(r.get("/subjects/item-value/versions/1/referencedby").1, json!([2]));
-    assert_eq!(r.get("/schemas/ids/2").1["references"][0]["subject"], "item-value");
+    assert_eq!(
+        r.get("/subjects/item-value/versions/1/referencedby").1,
+        json!([2])
+    );
+    assert_eq!(
+        r.get("/schemas/ids/2").1["references"][0]["subject"],
+        "item-value"
+    );
     assert_eq!(code(&r.delete("/subjects/item-value/versions/1")), (422, 42206));
     assert_eq!(code(&r.delete("/subjects/item-value")), (422, 42206));
     // Without the reference the named type is unknown.
-    assert_eq!(code(&r.post("/subjects/x-value/versions", json!({"schema": order}))), (422, 42201));
+    assert_eq!(
+        code(&r.post("/subjects/x-value/versions", json!({"schema": order}))),
+        (422, 42201)
+    );
 }
 
 #[test]
@@ -242,10 +318,20 @@ fn basic_auth_and_subject_grants_guard_the_registry() {
     };
     let mine = basic(&id, &key);
     let schema = json!({"schema": V1});
-    let (s, _, v, _) = call(Some(&mine), "POST", "/subjects/orders-value/versions", Some(&schema));
+    let (s, _, v, _) = call(
+        Some(&mine),
+        "POST",
+        "/subjects/orders-value/versions",
+        Some(&schema),
+    );
     assert_eq!(s, 200, "{v}");
     let admin_basic = format!("Bearer {admin}");
-    let (s, _, _, _) = call(Some(&admin_basic), "POST", "/subjects/secret-value/versions", Some(&json!({"schema": OTHER})));
+    let (s, _, _, _) = call(
+        Some(&admin_basic),
+        "POST",
+        "/subjects/secret-value/versions",
+        Some(&json!({"schema": OTHER})),
+    );
     assert_eq!(s, 200);
     // No key, a wrong key: 401 40101 with the registry's challenge.
     let (s, c, _, challenge) = call(None, "GET", "/subjects", None);
@@ -254,25 +340,71 @@ fn basic_auth_and_subject_grants_guard_the_registry() {
     let wrong = basic(&id, &format!("{}x", &key[..key.len() - 1]));
     assert_eq!(call(Some(&wrong), "GET", "/subjects", None).1, 40101);
     // A subject outside the grant: 403 40301, before it is looked up.
-    assert_eq!(call(Some(&mine), "GET", "/subjects/secret-value/versions", None).1, 40301);
-    assert_eq!(call(Some(&mine), "GET", "/subjects/nothing-here/versions", None).1, 40301);
-    assert_eq!(call(Some(&mine), "POST", "/subjects/secret-value/versions", Some(&schema)).1, 40301);
+    assert_eq!(
+        call(Some(&mine), "GET", "/subjects/secret-value/versions", None).1,
+        40301
+    );
+    assert_eq!(
+        call(Some(&mine), "GET", "/subjects/nothing-here/versions", None).1,
+        40301
+    );
+    assert_eq!(
+        call(
+            Some(&mine),
+            "POST",
+            "/subjects/secret-value/versions",
+            Some(&schema)
+        )
+        .1,
+        40301
+    );
     // By id: only through a subject the key may read.
     assert_eq!(call(Some(&mine), "GET", "/schemas/ids/1", None).0, 200);
     assert_eq!(call(Some(&mine), "GET", "/schemas/ids/2", None).1, 40301);
     // Lists show only what the key may see; global config is not its.
-    assert_eq!(call(Some(&mine), "GET", "/subjects", None).2, json!(["orders-value"]));
-    assert_eq!(call(Some(&mine), "PUT", "/config", Some(&json!({"compatibility": "NONE"}))).1, 40301);
-    assert_eq!(call(Some(&mine), "PUT", "/mode", Some(&json!({"mode": "READONLY"}))).1, 40301);
+    assert_eq!(
+        call(Some(&mine), "GET", "/subjects", None).2,
+        json!(["orders-value"])
+    );
+    assert_eq!(
+        call(
+            Some(&mine),
+            "PUT",
+            "/config",
+            Some(&json!({"compatibility": "NONE"}))
+        )
+        .1,
+        40301
+    );
+    assert_eq!(
+        call(Some(&mine), "PUT", "/mode", Some(&json!({"mode": "READONLY"}))).1,
+        40301
+    );
     // `_schemas` through the topic API: reads follow grants, writes and
     // deletes are an admin's even with a grant on every topic.
-    let topic = |method: &str, path: &str, body: Option<&Value>| auth_common::call(&b, method, path, &key, body).status;
-    assert_eq!(topic("GET", "/v1/topics/_schemas/partitions/0/records", None), 200);
+    let topic = |method: &str, path: &str, body: Option<&Value>| {
+        auth_common::call(&b, method, path, &key, body).status
+    };
+    assert_eq!(
+        topic("GET", "/v1/topics/_schemas/partitions/0/records", None),
+        200
+    );
     let garbage = json!({"records": [{"key": "k", "value": "v"}]});
     assert_eq!(topic("POST", "/v1/topics/_schemas/records", Some(&garbage)), 403);
     assert_eq!(topic("DELETE", "/v1/topics/_schemas", None), 403);
-    assert_eq!(topic("PATCH", "/v1/topics/_schemas/config", Some(&json!({"segment_ms": 60000}))), 403);
-    assert_eq!(r_status(&b, &admin), 200, "an admin may read what the registry wrote");
+    assert_eq!(
+        topic(
+            "PATCH",
+            "/v1/topics/_schemas/config",
+            Some(&json!({"segment_ms": 60000}))
+        ),
+        403
+    );
+    assert_eq!(
+        r_status(&b, &admin),
+        200,
+        "an admin may read what the registry wrote"
+    );
 }
 
 fn r_status(b: &Broker, admin: &str) -> u16 {

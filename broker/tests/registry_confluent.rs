@@ -33,7 +33,9 @@ fn clients_python() -> PathBuf {
 /// Runs tests/registry/`script` against `broker`; panics with its output
 /// (and the broker's log) unless it passes.
 pub fn run_script(broker: &Broker, script: &str, env: &[(&str, &str)]) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/registry").join(script);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/registry")
+        .join(script);
     let mut cmd = Command::new(clients_python());
     cmd.arg(&path)
         .env("REGISTRY_URL", format!("http://{}", broker.registry_addr()))

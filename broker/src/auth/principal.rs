@@ -180,7 +180,12 @@ mod tests {
             revoked: Default::default(),
             runtime: Default::default(),
         }));
-        for op in [Operation::Write, Operation::Delete, Operation::Alter, Operation::Create] {
+        for op in [
+            Operation::Write,
+            Operation::Delete,
+            Operation::Alter,
+            Operation::Create,
+        ] {
             assert!(!everything.allows(op, Resource::Topic, "_schemas"), "{op:?}");
         }
         assert!(everything.allows(Operation::Read, Resource::Topic, "_schemas"));

@@ -41,8 +41,8 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
     let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener, binary_tls));
     let mut tasks = vec![server, binary];
     if let Some(registry_addr) = shard.config.registry_addr.0 {
-        let registry_listener = listener::listen(registry_addr)
-            .map_err(|e| format!("cannot listen on {registry_addr}: {e}"))?;
+        let registry_listener =
+            listener::listen(registry_addr).map_err(|e| format!("cannot listen on {registry_addr}: {e}"))?;
         let registry_tls = tls.map(|t| t.acceptor("registry"));
         tasks.push(glommio::spawn_local(registry::serve(
             shard.clone(),

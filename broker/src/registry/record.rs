@@ -34,7 +34,10 @@ pub enum Record {
         level: Option<Level>,
     },
     /// The mode (`subject` `None`: the global one), or `None`: deleted.
-    Mode { subject: Option<String>, mode: Option<Mode> },
+    Mode {
+        subject: Option<String>,
+        mode: Option<Mode>,
+    },
     /// A subject was soft-deleted up to `version` (Confluent writes it; a
     /// replay needs only the versions' own records).
     DeleteSubject { subject: String, version: Option<u32> },
@@ -176,12 +179,7 @@ impl Record {
             ),
             Record::NextId(next) => (
                 key("NOOP", Absent::Missing, None, 0),
-                next.map_or_else(Vec::new, |next_id| {
-                    json(&NextIdValue {
-                        next_id,
-                        es: FORMAT,
-                    })
-                }),
+                next.map_or_else(Vec::new, |next_id| json(&NextIdValue { next_id, es: FORMAT })),
             ),
         }
     }
@@ -189,7 +187,8 @@ impl Record {
     /// Decodes a record of `_schemas`; `Err` says why it is not one.
     pub fn decode(key: Option<&[u8]>, value: &[u8]) -> Result<Record, String> {
         let key = key.ok_or("a record without a key")?;
-        let raw: RawKey = serde_json::from_slice(key).map_err(|e| format!("key is not a registry key: {e}"))?;
+        let raw: RawKey =
+            serde_json::from_slice(key).map_err(|e| format!("key is not a registry key: {e}"))?;
         let tombstone = value.is_empty();
         let subject = raw.subject.value();
         let check_subject = |s: &Option<String>| -> Result<(), String> {
@@ -203,7 +202,10 @@ impl Record {
         match raw.keytype.as_str() {
             "SCHEMA" => {
                 let subject = subject.ok_or("a SCHEMA key without a subject")?;
-                let version = raw.version.filter(|v| *v >= 1).ok_or("a SCHEMA key without a version of 1 or more")?;
+                let version = raw
+                    .version
+                    .filter(|v| *v >= 1)
+                    .ok_or("a SCHEMA key without a version of 1 or more")?;
                 if tombstone {
                     return Ok(Record::Schema {
                         subject,
@@ -238,7 +240,11 @@ impl Record {
                 level: if tombstone {
                     None
                 } else {
-                    Some(serde_json::from_slice::<ConfigValue>(value).map_err(bad_value)?.level)
+                    Some(
+                        serde_json::from_slice::<ConfigValue>(value)
+                            .map_err(bad_value)?
+                            .level,
+                    )
                 },
             }),
             "MODE" => Ok(Record::Mode {
@@ -246,7 +252,11 @@ impl Record {
                 mode: if tombstone {
                     None
                 } else {
-                    Some(serde_json::from_slice::<ModeValue>(value).map_err(bad_value)?.mode)
+                    Some(
+                        serde_json::from_slice::<ModeValue>(value)
+                            .map_err(bad_value)?
+                            .mode,
+                    )
                 },
             }),
             "DELETE_SUBJECT" => {
@@ -254,14 +264,20 @@ impl Record {
                 let version = if tombstone {
                     None
                 } else {
-                    serde_json::from_slice::<DeleteSubjectValue>(value).map_err(bad_value)?.version
+                    serde_json::from_slice::<DeleteSubjectValue>(value)
+                        .map_err(bad_value)?
+                        .version
                 };
                 Ok(Record::DeleteSubject { subject, version })
             }
             "NOOP" => Ok(Record::NextId(if tombstone {
                 None
             } else {
-                Some(serde_json::from_slice::<NextIdValue>(value).map_err(bad_value)?.next_id)
+                Some(
+                    serde_json::from_slice::<NextIdValue>(value)
+                        .map_err(bad_value)?
+                        .next_id,
+                )
             })),
             other => Err(format!("unknown keytype {other:?}")),
         }
@@ -344,7 +360,10 @@ mod tests {
         assert_eq!(v["id"], 7);
         assert_eq!(v["es"], 1);
         assert_eq!(v["deleted"], false);
-        assert!(v.get("schemaType").is_none(), "AVRO is the absent type, as Confluent writes it");
+        assert!(
+            v.get("schemaType").is_none(),
+            "AVRO is the absent type, as Confluent writes it"
+        );
         let (k, _) = Record::Config {
             subject: None,
             level: Some(Level::Backward),
@@ -362,8 +381,14 @@ mod tests {
             (None, b"{}"),
             (Some(b"not json"), b""),
             (Some(br#"{"keytype":"SCHEMA","magic":1}"#), b""),
-            (Some(br#"{"keytype":"SCHEMA","subject":"s","version":0,"magic":1}"#), b""),
-            (Some(br#"{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}"#), b"{"),
+            (
+                Some(br#"{"keytype":"SCHEMA","subject":"s","version":0,"magic":1}"#),
+                b"",
+            ),
+            (
+                Some(br#"{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}"#),
+                b"{",
+            ),
             (
                 Some(br#"{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}"#),
                 br#"{"subject":"t","version":1,"id":1,"schema":"x"}"#,
@@ -376,11 +401,19 @@ mod tests {
                 Some(br#"{"keytype":"SCHEMA","subject":"s\n","version":1,"magic":1}"#),
                 b"",
             ),
-            (Some(br#"{"keytype":"CONFIG","subject":null,"magic":0}"#), br#"{"compatibilityLevel":"SIDEWAYS"}"#),
+            (
+                Some(br#"{"keytype":"CONFIG","subject":null,"magic":0}"#),
+                br#"{"compatibilityLevel":"SIDEWAYS"}"#,
+            ),
             (Some(br#"{"keytype":"WHAT","magic":0}"#), b""),
         ];
         for (k, v) in bad {
-            assert!(Record::decode(*k, v).is_err(), "{:?} {:?}", k.map(String::from_utf8_lossy), String::from_utf8_lossy(v));
+            assert!(
+                Record::decode(*k, v).is_err(),
+                "{:?} {:?}",
+                k.map(String::from_utf8_lossy),
+                String::from_utf8_lossy(v)
+            );
         }
     }
 

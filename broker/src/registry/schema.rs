@@ -257,8 +257,18 @@ mod tests {
     fn json_schemas_parse_and_refuse_checked_levels() {
         assert!(parse(SchemaType::Json, r#"{"type":"object"}"#, &[]).is_ok());
         assert!(parse(SchemaType::Json, "true", &[]).is_ok());
-        assert_eq!(parse(SchemaType::Json, "[1]", &[]).err().unwrap().code.confluent(), 42201);
-        assert_eq!(parse(SchemaType::Json, "{", &[]).err().unwrap().code.confluent(), 42201);
+        assert_eq!(
+            parse(SchemaType::Json, "[1]", &[])
+                .err()
+                .unwrap()
+                .code
+                .confluent(),
+            42201
+        );
+        assert_eq!(
+            parse(SchemaType::Json, "{", &[]).err().unwrap().code.confluent(),
+            42201
+        );
         let why = incompatibilities(Level::Backward, SchemaType::Json, &Parsed::Json, &[]);
         assert!(why[0].contains("not implemented"), "{why:?}");
         assert!(incompatibilities(Level::None, SchemaType::Json, &Parsed::Json, &[]).is_empty());
@@ -270,8 +280,14 @@ mod tests {
             let e = parse(SchemaType::Avro, bad, &[]).err().unwrap();
             assert_eq!(e.code.confluent(), 42201, "{bad}");
         }
-        assert_eq!(SchemaType::parse(Some("PROTOBUF")).unwrap_err().code.confluent(), 42201);
-        assert_eq!(SchemaType::parse(Some("XML")).unwrap_err().code.confluent(), 42201);
+        assert_eq!(
+            SchemaType::parse(Some("PROTOBUF")).unwrap_err().code.confluent(),
+            42201
+        );
+        assert_eq!(
+            SchemaType::parse(Some("XML")).unwrap_err().code.confluent(),
+            42201
+        );
     }
 
     #[test]
@@ -282,7 +298,11 @@ mod tests {
         assert_ne!(f(V1, false), f(V2_DEFAULT, false));
         let doc = r#"{"type":"record","name":"Order","doc":"d","fields":[{"name":"id","type":"long"}]}"#;
         assert_ne!(f(V1, false), f(doc, false));
-        assert_eq!(f(V1, true), f(doc, true), "normalize: the canonical form drops docs");
+        assert_eq!(
+            f(V1, true),
+            f(doc, true),
+            "normalize: the canonical form drops docs"
+        );
         assert_ne!(
             fingerprint(SchemaType::Json, V1, &[], None, false),
             fingerprint(SchemaType::Avro, V1, &[], None, false)

@@ -65,7 +65,9 @@ pub fn check_subject(s: &str) -> Result<(), ApiError> {
     }
     Err(ApiError::new(
         ErrorCode::InvalidSubject,
-        format!("invalid subject {s:?}: 1 to {SUBJECT_NAME_BYTES_MAX} bytes of UTF-8 without control characters"),
+        format!(
+            "invalid subject {s:?}: 1 to {SUBJECT_NAME_BYTES_MAX} bytes of UTF-8 without control characters"
+        ),
     ))
 }
 
@@ -184,7 +186,12 @@ async fn replay(shard: &Rc<Shard>) -> Result<Store, ApiError> {
             let applied = Record::decode(r.key.as_deref(), &r.value).and_then(|rec| store.apply(rec));
             if let Err(why) = applied {
                 metrics::counter!("es_registry_damaged_records_total").increment(1);
-                tracing::error!(topic = TOPIC, offset = r.offset.0, why, "a damaged registry record was skipped");
+                tracing::error!(
+                    topic = TOPIC,
+                    offset = r.offset.0,
+                    why,
+                    "a damaged registry record was skipped"
+                );
             }
         }
         if fetched.next_offset >= fetched.high_watermark {
@@ -219,11 +226,7 @@ fn read(shard: &Shard, store: &Store, op: RegistryOp, p: &Principal) -> Result<V
                 .iter()
                 .filter(|(s, vs)| {
                     let live = vs.values().any(|v| !v.deleted);
-                    let shown = if deleted_only {
-                        !live
-                    } else {
-                        live || deleted
-                    };
+                    let shown = if deleted_only { !live } else { live || deleted };
                     shown && s.starts_with(&prefix) && p.allows(Operation::Describe, Resource::Subject, s)
                 })
                 .map(|(s, _)| s)
@@ -355,8 +358,12 @@ pub(super) fn prepare(shard: &Shard, store: &Store, new: NewSchema) -> Result<Pr
     }
     let mut references = Vec::with_capacity(new.references.len());
     for r in &new.references {
-        check_subject(&r.subject)
-            .map_err(|e| ApiError::new(ErrorCode::InvalidSchema, format!("reference {:?}: {}", r.name, e.message)))?;
+        check_subject(&r.subject).map_err(|e| {
+            ApiError::new(
+                ErrorCode::InvalidSchema,
+                format!("reference {:?}: {}", r.name, e.message),
+            )
+        })?;
         let version = match r.version {
             -1 => store
                 .versions(&r.subject, false)
@@ -410,7 +417,9 @@ fn resolve(store: &Store, references: &[Reference]) -> Result<Vec<String>, ApiEr
         if seen.len() > REGISTRY_REFERENCES_MAX {
             return Err(ApiError::new(
                 ErrorCode::InvalidSchema,
-                format!("a schema may reference at most {REGISTRY_REFERENCES_MAX} schemas, counted transitively"),
+                format!(
+                    "a schema may reference at most {REGISTRY_REFERENCES_MAX} schemas, counted transitively"
+                ),
             ));
         }
         let v = store
@@ -443,7 +452,10 @@ pub(super) fn parse_versions(
             let stored = &store.schemas[&v.id];
             let referenced = resolve(store, &stored.references)?;
             let parsed = schema::parse(stored.schema_type, &stored.schema, &referenced).map_err(|e| {
-                ApiError::internal(format!("stored version {n} (id {}) no longer parses: {}", v.id, e.message))
+                ApiError::internal(format!(
+                    "stored version {n} (id {}) no longer parses: {}",
+                    v.id, e.message
+                ))
             })?;
             Ok((*n, stored.schema_type, parsed))
         })
@@ -465,7 +477,10 @@ pub fn too_large(len: usize, max: usize) -> ApiError {
 }
 
 pub(super) fn subject_not_found(subject: &str) -> ApiError {
-    ApiError::new(ErrorCode::SubjectNotFound, format!("subject {subject:?} not found"))
+    ApiError::new(
+        ErrorCode::SubjectNotFound,
+        format!("subject {subject:?} not found"),
+    )
 }
 
 fn version_not_found(subject: &str, version: VersionRef) -> ApiError {
@@ -502,11 +517,17 @@ pub(super) fn find_version(
 /// when only subjects it may not read use it, 40403 when none does.
 fn by_id<'a>(store: &'a Store, id: u32, p: &Principal) -> Result<&'a Stored, ApiError> {
     let Some(stored) = store.schemas.get(&id) else {
-        return Err(ApiError::new(ErrorCode::SchemaNotFound, format!("schema {id} not found")));
+        return Err(ApiError::new(
+            ErrorCode::SchemaNotFound,
+            format!("schema {id} not found"),
+        ));
     };
     if !p.is_admin() {
         let users = store.users_of(id, true);
-        if !users.iter().any(|(s, _)| p.allows(Operation::Read, Resource::Subject, s)) {
+        if !users
+            .iter()
+            .any(|(s, _)| p.allows(Operation::Read, Resource::Subject, s))
+        {
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
                 format!(

@@ -97,7 +97,8 @@ impl Store {
 
     fn put_version(&mut self, v: SchemaValue) -> Result<(), String> {
         if let Some(held) = self.schemas.get(&v.id) {
-            if held.schema != v.schema || held.schema_type != v.schema_type || held.references != v.references {
+            if held.schema != v.schema || held.schema_type != v.schema_type || held.references != v.references
+            {
                 return Err(format!(
                     "{:?} version {} names id {} with another schema than the one held for that id",
                     v.subject, v.version, v.id

@@ -53,7 +53,10 @@ pub async fn run(shard: &Rc<Shard>, op: RegistryOp) -> Result<Value, ApiError> {
         for r in change.records {
             if let Err(why) = store.apply(r) {
                 // plan() only makes records that apply: a bug, loudly.
-                tracing::error!(why, "a registry change did not apply in memory after it was written");
+                tracing::error!(
+                    why,
+                    "a registry change did not apply in memory after it was written"
+                );
             }
         }
         service::set_gauges(store);
@@ -172,7 +175,10 @@ fn register(
                 ));
             }
             if store.next_id == u32::MAX {
-                return Err(ApiError::new(ErrorCode::OperationNotPermitted, "every schema id has been given"));
+                return Err(ApiError::new(
+                    ErrorCode::OperationNotPermitted,
+                    "every schema id has been given",
+                ));
             }
             store.next_id
         }
@@ -209,7 +215,9 @@ fn unreferenced(store: &Store, subject: &str, version: u32) -> Result<(), ApiErr
     }
     Err(ApiError::new(
         ErrorCode::ReferenceExists,
-        format!("version {version} of subject {subject:?} is referenced by schemas {by:?}: delete those first"),
+        format!(
+            "version {version} of subject {subject:?} is referenced by schemas {by:?}: delete those first"
+        ),
     ))
 }
 
@@ -288,7 +296,12 @@ fn delete_subject(store: &Store, subject: &str, permanent: bool) -> Result<Chang
     })
 }
 
-fn delete_version(store: &Store, subject: &str, version: VersionRef, permanent: bool) -> Result<Change, ApiError> {
+fn delete_version(
+    store: &Store,
+    subject: &str,
+    version: VersionRef,
+    permanent: bool,
+) -> Result<Change, ApiError> {
     // A permanent delete names a soft-deleted version, which `latest`
     // (the newest live one) never is.
     let (n, v) = find_version(store, subject, version, permanent)?;
@@ -308,7 +321,9 @@ fn delete_version(store: &Store, subject: &str, version: VersionRef, permanent: 
     if !v.deleted {
         return Err(ApiError::new(
             ErrorCode::VersionNotSoftDeleted,
-            format!("version {n} of subject {subject:?} must be soft-deleted before it is deleted permanently"),
+            format!(
+                "version {n} of subject {subject:?} must be soft-deleted before it is deleted permanently"
+            ),
         ));
     }
     Ok(Change {

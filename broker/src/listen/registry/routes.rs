@@ -33,7 +33,11 @@ const CHALLENGE: &str = "Basic realm=\"es-registry\"";
 
 /// Answers one request, a panic in its handling contained as on the HTTP
 /// listener (`listener::guarded`).
-pub async fn route(shard: Rc<Shard>, _conn: Rc<Conn>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn route(
+    shard: Rc<Shard>,
+    _conn: Rc<Conn>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let (method, uri) = (req.method().clone(), req.uri().clone());
     let what = move || format!("{method} {}", uri.path());
     match crate::listen::listener::guarded("registry", what, routed(shard, req)).await {
@@ -42,8 +46,10 @@ pub async fn route(shard: Rc<Shard>, _conn: Rc<Conn>, req: Request<Incoming>) ->
             let mut resp = error(&ApiError::internal(
                 "the broker failed while handling this request (a bug; its log says more)",
             ));
-            resp.headers_mut()
-                .insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+            resp.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
             Ok(resp)
         }
     }
@@ -66,8 +72,10 @@ async fn routed(shard: Rc<Shard>, req: Request<Incoming>) -> Response<Body> {
     }
     if status == StatusCode::PAYLOAD_TOO_LARGE || status == StatusCode::REQUEST_TIMEOUT {
         // A body refused midway was not read to its end.
-        resp.headers_mut()
-            .insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+        resp.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
     }
     let status = status.as_u16().to_string();
     metrics::counter!("es_registry_requests_total", "endpoint" => endpoint, "status" => status).increment(1);
@@ -103,7 +111,11 @@ async fn dispatch(shard: &Rc<Shard>, p: &Principal, req: Request<Incoming>) -> H
         (["subjects"], &Method::GET) => (
             "list_subjects",
             Ok(R::Subjects {
-                prefix: q.get("subjectPrefix").or(q.get("subject")).unwrap_or("").to_string(),
+                prefix: q
+                    .get("subjectPrefix")
+                    .or(q.get("subject"))
+                    .unwrap_or("")
+                    .to_string(),
                 deleted: q.flag("deleted"),
                 deleted_only: q.flag("deleted_only") || q.flag("deletedOnly"),
             }),
@@ -168,7 +180,9 @@ async fn dispatch(shard: &Rc<Shard>, p: &Principal, req: Request<Incoming>) -> H
                 permanent: q.flag("permanent"),
             }),
         ),
-        (["schemas", "ids", id], &Method::GET) => ("schema_by_id", path::id(id).map(|id| R::SchemaById { id })),
+        (["schemas", "ids", id], &Method::GET) => {
+            ("schema_by_id", path::id(id).map(|id| R::SchemaById { id }))
+        }
         (["schemas", "ids", id, "schema"], &Method::GET) => {
             ("schema_by_id_raw", path::id(id).map(|id| R::SchemaById { id }))
         }
@@ -266,7 +280,12 @@ async fn dispatch(shard: &Rc<Shard>, p: &Principal, req: Request<Incoming>) -> H
     let value = match reply {
         Reply::Json(Ok(v)) => v,
         Reply::Json(Err(e)) | Reply::Done(Err(e)) => return (endpoint, Err(e)),
-        other => return (endpoint, Err(ApiError::internal(format!("unexpected reply {other:?}")))),
+        other => {
+            return (
+                endpoint,
+                Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+            )
+        }
     };
     if raw {
         let schema = value.get("schema").and_then(Value::as_str).unwrap_or_default();
@@ -281,7 +300,10 @@ fn subject_version(s: &str, v: &str) -> Result<(String, VersionRef), ApiError> {
 
 /// The request's body, read up to the registry's limit (a larger one is a
 /// schema too large, 42209), parsed as a JSON object.
-async fn body_object(shard: &Shard, req: Request<Incoming>) -> Result<serde_json::Map<String, Value>, ApiError> {
+async fn body_object(
+    shard: &Shard,
+    req: Request<Incoming>,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
     let schema_max = shard.config.registry_schema_bytes_max;
     let limit = schema_max * REGISTRY_BODY_BYTES_PER_SCHEMA_BYTE + REGISTRY_BODY_BYTES_SLACK;
     let too_large = |got: String| {
@@ -357,7 +379,11 @@ async fn body_schema(shard: &Shard, req: Request<Incoming>, q: &Query) -> Result
 }
 
 /// `{"compatibility": LEVEL}` (or `compatibilityLevel`) of a config change.
-async fn body_level(shard: &Shard, req: Request<Incoming>, subject: Option<String>) -> Result<RegistryOp, ApiError> {
+async fn body_level(
+    shard: &Shard,
+    req: Request<Incoming>,
+    subject: Option<String>,
+) -> Result<RegistryOp, ApiError> {
     if let Some(s) = &subject {
         crate::registry::service::check_subject(s)?;
     }
@@ -391,7 +417,10 @@ async fn body_mode(shard: &Shard, req: Request<Incoming>) -> Result<RegistryOp, 
 }
 
 fn ok(v: Value) -> Response<Body> {
-    bytes(StatusCode::OK, serde_json::to_vec(&v).expect("JSON values serialize"))
+    bytes(
+        StatusCode::OK,
+        serde_json::to_vec(&v).expect("JSON values serialize"),
+    )
 }
 
 fn bytes(status: StatusCode, body: Vec<u8>) -> Response<Body> {
@@ -405,5 +434,8 @@ fn bytes(status: StatusCode, body: Vec<u8>) -> Response<Body> {
 /// Confluent's error body, with the status its code leads with.
 fn error(e: &ApiError) -> Response<Body> {
     let body = json!({"error_code": e.code.confluent(), "message": e.message});
-    bytes(response::status(e.code), serde_json::to_vec(&body).expect("JSON values serialize"))
+    bytes(
+        response::status(e.code),
+        serde_json::to_vec(&body).expect("JSON values serialize"),
+    )
 }
