@@ -212,7 +212,7 @@ fn a_damaged_schemas_record_is_reported_and_skipped_at_start() {
 }
 
 #[test]
-fn json_schemas_are_stored_and_checked_levels_refused_loudly() {
+fn json_and_protobuf_schemas_are_stored_and_checked_levels_refused_loudly() {
     let b = Broker::start(1);
     let r = registry(&b);
     let json_schema = json!({"schema": r#"{"type":"object","properties":{"id":{"type":"integer"}}}"#, "schemaType": "JSON"});
@@ -248,9 +248,57 @@ fn json_schemas_are_stored_and_checked_levels_refused_loudly() {
     assert_eq!(status, 200, "{body}");
     let got = r.get(&format!("/schemas/ids/{}", body["id"])).1;
     assert_eq!(got["schemaType"], "JSON");
-    assert_eq!(r.get("/schemas/types").1, json!(["AVRO", "JSON"]));
-    let proto = json!({"schema": "syntax = \"proto3\";", "schemaType": "PROTOBUF"});
-    assert_eq!(code(&r.post("/subjects/p-value/versions", proto)), (422, 42201));
+    assert_eq!(r.get("/schemas/types").1, json!(["AVRO", "JSON", "PROTOBUF"]));
+
+    // PROTOBUF: compiled with its references (by import name), stored,
+    // served; NONE only.
+    let item = "syntax = \"proto3\";\npackage shop;\nmessage Item { string sku = 1; }\n";
+    let order = "syntax = \"proto3\";\npackage shop;\nimport \"item.proto\";\nmessage Order { int64 id = 1; Item item = 2; }\n";
+    let proto =
+        |schema: &str, refs: Value| json!({"schema": schema, "schemaType": "PROTOBUF", "references": refs});
+    let (status, body) = r.post("/subjects/item-value/versions", proto(item, json!([])));
+    assert_eq!(
+        (status, body["error_code"].as_i64()),
+        (409, Some(40901)),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("PROTOBUF compatibility checking is not implemented"),
+        "{body}"
+    );
+    assert_eq!(
+        r.request("PUT", "/config", Some(br#"{"compatibility":"NONE"}"#))
+            .0,
+        200
+    );
+    let (status, item_id) = r.post("/subjects/item-value/versions", proto(item, json!([])));
+    assert_eq!(status, 200, "{item_id}");
+    let refs = json!([{"name": "item.proto", "subject": "item-value", "version": 1}]);
+    let (status, body) = r.post("/subjects/order-value/versions", proto(order, refs.clone()));
+    assert_eq!(status, 200, "{body}");
+    let got = r.get(&format!("/schemas/ids/{}", body["id"])).1;
+    assert_eq!(
+        (got["schemaType"].as_str(), got["schema"].as_str()),
+        (Some("PROTOBUF"), Some(order))
+    );
+    assert_eq!(got["references"], refs);
+    // Without its import, and with a field number twice: 42201.
+    assert_eq!(
+        code(&r.post("/subjects/x-value/versions", proto(order, json!([])))),
+        (422, 42201)
+    );
+    let twice = "syntax = \"proto3\"; message A { int32 x = 1; int32 y = 1; }";
+    assert_eq!(
+        code(&r.post("/subjects/x-value/versions", proto(twice, json!([])))),
+        (422, 42201)
+    );
+    assert_eq!(
+        r.get("/subjects/item-value/versions/1/referencedby").1,
+        json!([body["id"]])
+    );
 }
 
 #[test]

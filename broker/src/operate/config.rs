@@ -694,6 +694,9 @@ mod tests {
         );
         let e = validate(&["--auth", "required", "--binary-addr", "10.0.0.1:9090"]).unwrap_err();
         assert!(e.contains("--binary-addr"), "{e}");
+        let e = validate(&["--auth", "required", "--registry-addr", "0.0.0.0:8081"]).unwrap_err();
+        assert!(e.contains("--registry-addr 0.0.0.0:8081"), "{e}");
+        assert!(validate(&["--auth", "required", "--registry-addr", "disabled"]).is_ok());
         assert!(validate(&[
             "--auth",
             "required",
@@ -737,6 +740,21 @@ mod tests {
                 e.contains("--tls-handshake-timeout-ms must be in 1..=60000"),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn the_registry_listens_on_8081_unless_disabled() {
+        let c = Config::try_parse_from(["es-broker"]).unwrap();
+        assert_eq!(c.registry_addr.0, Some("127.0.0.1:8081".parse().unwrap()));
+        assert_eq!(c.registry_schema_bytes_max, 1 << 20);
+        let c = Config::try_parse_from(["es-broker", "--registry-addr", "disabled"]).unwrap();
+        assert_eq!(c.registry_addr.0, None);
+        assert_eq!(c.registry_addr.to_string(), "disabled");
+        assert!(Config::try_parse_from(["es-broker", "--registry-addr", "nowhere"]).is_err());
+        for bad in ["0", "4194305"] {
+            let e = validate(&["--registry-schema-bytes-max", bad]).unwrap_err();
+            assert!(e.contains("--registry-schema-bytes-max"), "{e}");
         }
     }
 

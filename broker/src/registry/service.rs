@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::level::{Level, Mode};
 use super::record::{subject_is_valid, Record};
 use super::request::{NewSchema, RegistryOp, VersionRef};
-use super::schema::{self, Parsed, Reference, SchemaType};
+use super::schema::{self, Parsed, Reference, Referenced, SchemaType};
 use super::store::{Store, Stored, Version};
 use super::{write, TOPIC};
 use crate::auth::grants::{Operation, Resource};
@@ -280,6 +280,7 @@ fn read(shard: &Shard, store: &Store, op: RegistryOp, p: &Principal) -> Result<V
             let new = prepare(shard, store, schema)?;
             let level = store.level_of(&subject);
             let olds: Vec<(u32, Version)> = match version {
+                VersionRef::Latest if level == Level::None => Vec::new(),
                 VersionRef::Latest => store.versions(&subject, false),
                 VersionRef::Number(_) => vec![find_version(store, &subject, version, false)?],
             };
@@ -386,7 +387,7 @@ pub(super) fn prepare(shard: &Shard, store: &Store, new: NewSchema) -> Result<Pr
         (Parsed::Json, true) => serde_json::from_str::<Value>(&new.schema)
             .map(|v| v.to_string())
             .unwrap_or(new.schema),
-        (_, false) => new.schema,
+        (Parsed::Protobuf, true) | (_, false) => new.schema,
     };
     let fingerprint = schema::fingerprint(new.schema_type, &text, &references, Some(&parsed), false);
     Ok(Prepared {
@@ -398,15 +399,16 @@ pub(super) fn prepare(shard: &Shard, store: &Store, new: NewSchema) -> Result<Pr
     })
 }
 
-/// The texts of the schemas `references` name, transitively, each after
-/// the ones it references (what apache-avro resolves names from).
-fn resolve(store: &Store, references: &[Reference]) -> Result<Vec<String>, ApiError> {
-    let mut out: Vec<String> = Vec::new();
+/// The schemas `references` name, transitively, each after the ones it
+/// references (what apache-avro resolves names from; protox opens them by
+/// their names).
+fn resolve(store: &Store, references: &[Reference]) -> Result<Vec<Referenced>, ApiError> {
+    let mut out: Vec<Referenced> = Vec::new();
     let mut seen: Vec<(String, u32)> = Vec::new();
     fn visit(
         store: &Store,
         r: &Reference,
-        out: &mut Vec<String>,
+        out: &mut Vec<Referenced>,
         seen: &mut Vec<(String, u32)>,
     ) -> Result<(), ApiError> {
         let key = (r.subject.clone(), r.version);
@@ -432,7 +434,10 @@ fn resolve(store: &Store, references: &[Reference]) -> Result<Vec<String>, ApiEr
         for inner in &stored.references {
             visit(store, inner, out, seen)?;
         }
-        out.push(stored.schema.clone());
+        out.push(Referenced {
+            name: r.name.clone(),
+            text: stored.schema.clone(),
+        });
         Ok(())
     }
     for r in references {

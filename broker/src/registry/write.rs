@@ -8,11 +8,11 @@ use std::rc::Rc;
 
 use serde_json::{json, Value};
 
-use super::level::Mode;
+use super::level::{Level, Mode};
 use super::record::{Record, SchemaValue};
 use super::request::{RegistryOp, VersionRef};
 use super::service::{self, find_version, parse_versions, prepare, subject_not_found};
-use super::store::Store;
+use super::store::{Store, Version};
 use super::{schema, TOPIC};
 use crate::error::{ApiError, ErrorCode};
 use crate::limits::{
@@ -91,7 +91,7 @@ fn plan(shard: &Shard, store: &Store, op: RegistryOp) -> Result<Change, ApiError
                     None => {
                         return Ok(Change {
                             records: vec![],
-                            answer: json!({"compatibilityLevel": crate::registry::level::Level::DEFAULT.as_str()}),
+                            answer: json!({"compatibilityLevel": Level::DEFAULT.as_str()}),
                         })
                     }
                 });
@@ -147,7 +147,7 @@ fn register(
         ));
     }
     let level = store.level_of(&subject);
-    let olds = parse_versions(store, &live)?;
+    let olds = parse_versions(store, &checked_against(level, &live))?;
     let why = schema::incompatibilities(level, new.schema_type, &new.parsed, &olds);
     if !why.is_empty() {
         metrics::counter!("es_registry_incompatible_total").increment(1);
@@ -205,6 +205,16 @@ fn register(
         records,
         answer: json!({"id": id, "subject": subject, "version": version}),
     })
+}
+
+/// The live versions a new schema is checked against at `level`: none
+/// for NONE, the latest, or all of them for a `_TRANSITIVE` level.
+fn checked_against(level: Level, live: &[(u32, Version)]) -> Vec<(u32, Version)> {
+    match level {
+        Level::None => Vec::new(),
+        l if l.transitive() => live.to_vec(),
+        _ => live.last().copied().into_iter().collect(),
+    }
 }
 
 /// 42206 if a live schema references `subject` `version`.
