@@ -355,7 +355,11 @@ fn basic_auth_and_subject_grants_guard_the_registry() {
         if let Some(a) = auth {
             req = req.set("Authorization", a);
         }
-        let resp = match body.map_or_else(|| req.clone().call(), |v| req.clone().send_json(v.clone())) {
+        let sent = match body {
+            Some(v) => req.send_json(v.clone()),
+            None => req.call(),
+        };
+        let resp = match sent {
             Ok(r) | Err(ureq::Error::Status(_, r)) => r,
             Err(e) => panic!("{method} {path}: {e}"),
         };
