@@ -462,3 +462,48 @@ fn basic_auth_and_subject_grants_guard_the_registry() {
 fn r_status(b: &Broker, admin: &str) -> u16 {
     auth_common::call(b, "GET", "/v1/topics/_schemas", admin, None).status
 }
+
+/// Compaction of `_schemas` keeps the live state: with small segments and
+/// a quick cleanup, every superseded record (the first versions of soft-
+/// deleted subjects, a schema deleted for good) is compacted away, and
+/// after a `kill -9` the registry is whole and its next id is past the
+/// deleted one, the highest ever given: only the NOOP record remembers it.
+#[test]
+fn compaction_of_schemas_keeps_the_live_state_and_the_next_id() {
+    let mut b = Broker::start_with(&["--segment-bytes", "65536", "--cleanup-interval-ms", "100"]);
+    let r = registry(&b);
+    let doc = "d".repeat(8 << 10);
+    let schema = |i: usize| format!(r#"{{"type":"record","name":"R{i}","doc":"{doc}","fields":[]}}"#);
+    assert_eq!(r.request("PUT", "/config", Some(br#"{"compatibility":"NONE"}"#)).0, 200);
+    for i in 1..=20 {
+        assert_eq!(register(&r, &format!("s{}-value", i % 4), &schema(i)), i as u64);
+    }
+    assert_eq!(register(&r, "doomed-value", &schema(21)), 21);
+    assert_eq!(r.delete("/subjects/doomed-value").0, 200);
+    assert_eq!(r.delete("/subjects/doomed-value?permanent=true").0, 200);
+    // Soft deletes rewrite every version (8 KiB each): the segments that
+    // hold the first records close, and compaction drops those records.
+    for s in 0..2 {
+        assert_eq!(r.delete(&format!("/subjects/s{s}-value")).0, 200);
+    }
+    // Until no record of `_schemas` names id 21 (the tombstone names
+    // none).
+    common::wait_for("compaction to drop every record naming id 21", || {
+        let (status, got) = b.get("/v1/topics/_schemas/partitions/0/records?offset=0&max_records=10000&max_bytes=16777216");
+        assert_eq!(status, 200, "{got}");
+        let records = got["records"].as_array().expect("records");
+        !records.iter().any(|r| r["value"].as_str().is_some_and(|v| v.contains(r#""id":21"#)))
+    });
+    b.kill9();
+    b.restart();
+    let r = registry(&b);
+    assert_eq!(r.get("/subjects").1, json!(["s2-value", "s3-value"]));
+    for s in 0..4 {
+        let versions = r.get(&format!("/subjects/s{s}-value/versions?deleted=true")).1;
+        assert_eq!(versions.as_array().map(Vec::len), Some(5), "s{s}: {versions}");
+    }
+    assert_eq!(code(&r.get("/schemas/ids/21")), (404, 40403));
+    assert_eq!(r.get("/schemas/ids/20").1["schema"], schema(20));
+    assert_eq!(r.get("/config").1["compatibilityLevel"], "NONE");
+    assert_eq!(register(&r, "after-value", r#""string""#), 22, "id 21 is never given again");
+}
