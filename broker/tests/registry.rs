@@ -474,7 +474,11 @@ fn compaction_of_schemas_keeps_the_live_state_and_the_next_id() {
     let r = registry(&b);
     let doc = "d".repeat(8 << 10);
     let schema = |i: usize| format!(r#"{{"type":"record","name":"R{i}","doc":"{doc}","fields":[]}}"#);
-    assert_eq!(r.request("PUT", "/config", Some(br#"{"compatibility":"NONE"}"#)).0, 200);
+    assert_eq!(
+        r.request("PUT", "/config", Some(br#"{"compatibility":"NONE"}"#))
+            .0,
+        200
+    );
     for i in 1..=20 {
         assert_eq!(register(&r, &format!("s{}-value", i % 4), &schema(i)), i as u64);
     }
@@ -489,10 +493,13 @@ fn compaction_of_schemas_keeps_the_live_state_and_the_next_id() {
     // Until no record of `_schemas` names id 21 (the tombstone names
     // none).
     common::wait_for("compaction to drop every record naming id 21", || {
-        let (status, got) = b.get("/v1/topics/_schemas/partitions/0/records?offset=0&max_records=10000&max_bytes=16777216");
+        let (status, got) =
+            b.get("/v1/topics/_schemas/partitions/0/records?offset=0&max_records=10000&max_bytes=16777216");
         assert_eq!(status, 200, "{got}");
         let records = got["records"].as_array().expect("records");
-        !records.iter().any(|r| r["value"].as_str().is_some_and(|v| v.contains(r#""id":21"#)))
+        !records
+            .iter()
+            .any(|r| r["value"].as_str().is_some_and(|v| v.contains(r#""id":21"#)))
     });
     b.kill9();
     b.restart();
@@ -505,5 +512,9 @@ fn compaction_of_schemas_keeps_the_live_state_and_the_next_id() {
     assert_eq!(code(&r.get("/schemas/ids/21")), (404, 40403));
     assert_eq!(r.get("/schemas/ids/20").1["schema"], schema(20));
     assert_eq!(r.get("/config").1["compatibilityLevel"], "NONE");
-    assert_eq!(register(&r, "after-value", r#""string""#), 22, "id 21 is never given again");
+    assert_eq!(
+        register(&r, "after-value", r#""string""#),
+        22,
+        "id 21 is never given again"
+    );
 }
