@@ -48,6 +48,25 @@ pub enum ErrorCode {
     NotOwner,
     KeyNotFound,
     LastAdmin,
+    // The schema registry's (docs/registry.md): each has a Confluent
+    // error_code too (`confluent_code`).
+    SubjectNotFound,
+    VersionNotFound,
+    SchemaNotFound,
+    SubjectSoftDeleted,
+    SubjectNotSoftDeleted,
+    VersionSoftDeleted,
+    VersionNotSoftDeleted,
+    SubjectConfigNotFound,
+    IncompatibleSchema,
+    InvalidSchema,
+    InvalidVersion,
+    InvalidCompatibilityLevel,
+    InvalidMode,
+    OperationNotPermitted,
+    ReferenceExists,
+    InvalidSubject,
+    SchemaTooLarge,
 }
 
 /// One row of the table: what a code is on each transport.
@@ -100,6 +119,23 @@ impl ErrorCode {
             C::NotOwner => ("not_owner", 403),
             C::KeyNotFound => ("key_not_found", 404),
             C::LastAdmin => ("last_admin", 409),
+            C::SubjectNotFound => ("subject_not_found", 404),
+            C::VersionNotFound => ("version_not_found", 404),
+            C::SchemaNotFound => ("schema_not_found", 404),
+            C::SubjectSoftDeleted => ("subject_soft_deleted", 404),
+            C::SubjectNotSoftDeleted => ("subject_not_soft_deleted", 404),
+            C::VersionSoftDeleted => ("version_soft_deleted", 404),
+            C::VersionNotSoftDeleted => ("version_not_soft_deleted", 404),
+            C::SubjectConfigNotFound => ("subject_config_not_found", 404),
+            C::IncompatibleSchema => ("incompatible_schema", 409),
+            C::InvalidSchema => ("invalid_schema", 422),
+            C::InvalidVersion => ("invalid_version", 422),
+            C::InvalidCompatibilityLevel => ("invalid_compatibility_level", 422),
+            C::InvalidMode => ("invalid_mode", 422),
+            C::OperationNotPermitted => ("operation_not_permitted", 422),
+            C::ReferenceExists => ("reference_exists", 422),
+            C::InvalidSubject => ("invalid_subject", 422),
+            C::SchemaTooLarge => ("schema_too_large", 422),
         };
         Row { code, http_status }
     }
@@ -117,6 +153,39 @@ impl ErrorCode {
     /// The code of the binary protocol's error frame.
     pub const fn wire(self) -> &'static str {
         self.row().code
+    }
+
+    /// The `error_code` the schema registry listener answers with
+    /// (Confluent's `Errors.java`, docs/registry.md): its HTTP status is
+    /// this code's leading three digits, which is `http_status()`.
+    pub const fn confluent(self) -> u32 {
+        use ErrorCode as C;
+        match self {
+            C::SubjectNotFound => 40401,
+            C::VersionNotFound => 40402,
+            C::SchemaNotFound => 40403,
+            C::SubjectSoftDeleted => 40404,
+            C::SubjectNotSoftDeleted => 40405,
+            C::VersionSoftDeleted => 40406,
+            C::VersionNotSoftDeleted => 40407,
+            C::SubjectConfigNotFound => 40408,
+            C::IncompatibleSchema => 40901,
+            C::InvalidSchema => 42201,
+            C::InvalidVersion => 42202,
+            C::InvalidCompatibilityLevel => 42203,
+            C::InvalidMode => 42204,
+            C::OperationNotPermitted => 42205,
+            C::ReferenceExists => 42206,
+            C::InvalidSubject => 42208,
+            C::SchemaTooLarge => 42209,
+            C::Unauthenticated => 40101,
+            C::Forbidden | C::NotOwner => 40301,
+            C::Internal | C::CorruptData => 50001,
+            // The rest keep their bare HTTP status, as Confluent's server
+            // does for errors outside its table (a malformed body is 400;
+            // `unavailable` is 503, which clients retry).
+            other => other.http_status() as u32,
+        }
     }
 }
 
@@ -264,6 +333,23 @@ mod tests {
         C::NotOwner,
         C::KeyNotFound,
         C::LastAdmin,
+        C::SubjectNotFound,
+        C::VersionNotFound,
+        C::SchemaNotFound,
+        C::SubjectSoftDeleted,
+        C::SubjectNotSoftDeleted,
+        C::VersionSoftDeleted,
+        C::VersionNotSoftDeleted,
+        C::SubjectConfigNotFound,
+        C::IncompatibleSchema,
+        C::InvalidSchema,
+        C::InvalidVersion,
+        C::InvalidCompatibilityLevel,
+        C::InvalidMode,
+        C::OperationNotPermitted,
+        C::ReferenceExists,
+        C::InvalidSubject,
+        C::SchemaTooLarge,
     ];
 
     #[test]
@@ -276,6 +362,17 @@ mod tests {
             assert!(s.bytes().all(snake), "{s}");
             assert_eq!(c.wire(), s, "the binary frame carries the same code");
             assert!((400..600).contains(&c.http_status()), "{s}");
+            let confluent = c.confluent();
+            let status = if confluent >= 10_000 {
+                confluent / 100
+            } else {
+                confluent
+            };
+            assert_eq!(
+                status,
+                c.http_status() as u32,
+                "{s}: Confluent's code leads with its status"
+            );
         }
     }
 }

@@ -465,6 +465,58 @@ pub const SUBJECT_NAME_BYTES_MAX: usize = 255;
 // A grant's topic or group name is no longer than the names it matches.
 const _: () = assert!(GRANT_NAME_CHARS_MAX == TOPIC_NAME_BYTES_MAX);
 
+// --- Schema registry (registry/, docs/registry.md "Limits") -------------------
+
+/// Default `--registry-schema-bytes-max`: 1 MiB, Confluent's own default
+/// (`schema.max.bytes`); real schemas are kilobytes.
+pub const REGISTRY_SCHEMA_BYTES_MAX_DEFAULT: usize = 1 << 20;
+/// Largest `--registry-schema-bytes-max`: a schema's record (the schema
+/// JSON-escaped, at most six bytes per byte, and its fields) must fit one
+/// batch of `_schemas`.
+pub const REGISTRY_SCHEMA_BYTES_MAX_LIMIT: usize = 4 << 20;
+/// Bytes a registry request body may hold per byte of schema allowed: a
+/// schema travels JSON-escaped inside the body (a quote becomes two
+/// bytes), so a body up to this many times `--registry-schema-bytes-max`
+/// (plus [`REGISTRY_BODY_BYTES_SLACK`]) is read and its schema measured;
+/// a larger one is refused `schema_too_large` (42209) unread.
+pub const REGISTRY_BODY_BYTES_PER_SCHEMA_BYTE: usize = 4;
+/// Bytes of a registry request body beyond its schema: references,
+/// metadata and the JSON around them.
+pub const REGISTRY_BODY_BYTES_SLACK: usize = 64 << 10;
+/// Most versions one subject holds, soft-deleted ones included (the
+/// spec's bound; Confluent has none): a transitive check reads each.
+pub const REGISTRY_VERSIONS_PER_SUBJECT_MAX: usize = 1000;
+/// Most subjects the registry holds: bounds its maps and a list's answer.
+pub const REGISTRY_SUBJECTS_MAX: usize = 100_000;
+/// Most bytes of distinct schemas the registry holds in memory (each id's
+/// schema once, however many subjects share it): a register past it is
+/// refused `operation_not_permitted` (42205).
+pub const REGISTRY_STORE_BYTES_MAX: usize = 1 << 30;
+/// Most schemas one registration may reference, counted transitively:
+/// each is parsed with it.
+pub const REGISTRY_REFERENCES_MAX: usize = 100;
+/// Bytes of `_schemas` records appended in one batch by one registry
+/// change (a subject's soft delete rewrites each of its versions): a
+/// change larger than this goes in several batches, one after the other.
+pub const REGISTRY_APPEND_BATCH_BYTES: usize = 16 << 20;
+/// Bytes read per step while replaying `_schemas` at start.
+pub const REGISTRY_REPLAY_READ_BYTES: usize = 4 << 20;
+/// How often the registry's shard looks whether the shards have opened
+/// their partitions, before it replays `_schemas`.
+pub const REGISTRY_LOAD_POLL_MS: u64 = 20;
+
+// A schema at the limit, escaped, fits a body the registry reads.
+const _: () = assert!(REGISTRY_BODY_BYTES_PER_SCHEMA_BYTE >= 2);
+// An append step may pass its bound by one largest record, and still fit
+// a batch.
+const _: () = assert!(
+    REGISTRY_APPEND_BATCH_BYTES + 6 * REGISTRY_SCHEMA_BYTES_MAX_LIMIT + REGISTRY_BODY_BYTES_SLACK
+        <= BATCH_BYTES_MAX
+);
+const _: () = assert!(REGISTRY_SCHEMA_BYTES_MAX_DEFAULT <= REGISTRY_SCHEMA_BYTES_MAX_LIMIT);
+// A subject name's limit is the grants' (auth/grants.rs).
+const _: () = assert!(SUBJECT_NAME_BYTES_MAX == 255);
+
 // --- Operate: process limits, start-up, logging, memory (operate/) ------------
 
 /// Locked memory glommio requires of the process before it starts any

@@ -15,11 +15,11 @@ mod limits; // every bound, its reason, and the relations between them
 mod ops; // operations a shard runs on the partitions it owns
 mod shard; // shards, the router between them, placement, start and stop
 
-// What the broker keeps. The schema registry comes in as a room of its own
-// beside these.
+// What the broker keeps.
 mod auth; // API keys, grants, who a request runs as
 mod groups; // consumer groups, their coordinator and groups log
 mod producers; // idempotent producers: ids, windows, snapshots, expiry
+mod registry; // the schema registry: Confluent's API, kept in `_schemas`
 mod topics; // topics: metadata, catalog, controller, clean-up
 
 // The edges. Listeners depend on the core, never the core on them; the
@@ -163,10 +163,14 @@ fn start(config: config::Config) -> Result<(), String> {
     let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
+    let registry = config.registry_addr.0.map(|a| (a, "--registry-addr"));
     for (addr, flag) in [
         (config.http_addr, "--http-addr"),
         (config.binary_addr, "--binary-addr"),
-    ] {
+    ]
+    .into_iter()
+    .chain(registry)
+    {
         retry_at_start(|| {
             std::net::TcpListener::bind(addr)
                 .map(drop)

@@ -171,6 +171,10 @@ fn every_family_has_help_and_the_documented_list_is_what_is_exported() {
     assert_eq!(b.get("/v1/topics/missing").0, 404);
     let member = join(&b, "billing", &["orders"]);
     commit(&b, "billing", Some(&member), &[("orders", 0, 1)]);
+    // The schema registry's listener: its request series exist once it
+    // served one.
+    let registry = common::Client::new(b.registry_addr());
+    assert_eq!(registry.get("/subjects").0, 200);
     let c = binary(&b);
     c.produce(
         "orders",

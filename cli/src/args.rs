@@ -68,6 +68,8 @@ pub enum Command {
     /// Create, list, describe and revoke API keys (admin), or show your own (whoami).
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Register, read, check and delete schemas in the schema registry (es-broker --registry-addr).
+    Schema(SchemaArgs),
     /// Print a shell completion script, e.g. `es completions bash > ~/.local/share/bash-completion/completions/es`.
     Completions {
         /// The shell to complete for.
@@ -283,4 +285,79 @@ pub struct ResetArgs {
     /// To the first record at or after MS (milliseconds since the Unix epoch) in each partition.
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub to_timestamp: Option<i64>,
+}
+
+/// The schema registry's address, and the command.
+#[derive(Args, Debug)]
+pub struct SchemaArgs {
+    /// The schema registry's URL (es-broker --registry-addr); https:// trusts --tls-ca or the system's CAs.
+    #[arg(long, env = "ES_REGISTRY", default_value = REGISTRY_DEFAULT, value_name = "URL")]
+    pub registry: String,
+    #[command(subcommand)]
+    pub command: SchemaCommand,
+}
+
+/// The default registry URL: es-broker's default `--registry-addr`.
+pub const REGISTRY_DEFAULT: &str = "http://127.0.0.1:8081";
+
+#[derive(Subcommand, Debug)]
+pub enum SchemaCommand {
+    /// Register the schema in FILE under SUBJECT (its version and id are printed; a schema the subject has already keeps its id).
+    Register {
+        /// Subject, e.g. orders-value.
+        subject: String,
+        /// File holding the schema (an .avsc, a JSON Schema).
+        #[arg(long, value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// The schema's type.
+        #[arg(long = "type", default_value = "AVRO", value_parser = ["AVRO", "JSON", "PROTOBUF"])]
+        r#type: String,
+    },
+    /// Print the schema with id ID, its type and the subject versions using it.
+    Get {
+        /// Schema id.
+        id: u32,
+    },
+    /// List subjects (those starting with PREFIX), each with its latest version, id, type and compatibility.
+    List {
+        /// Only subjects starting with this.
+        prefix: Option<String>,
+    },
+    /// List a subject's versions with their ids and types.
+    Versions {
+        /// Subject.
+        subject: String,
+        /// Soft-deleted versions too.
+        #[arg(long)]
+        deleted: bool,
+    },
+    /// Check whether the schema in FILE could be registered under SUBJECT (exit code 1 and the reasons when not).
+    Check {
+        /// Subject.
+        subject: String,
+        /// File holding the schema.
+        #[arg(long, value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// The schema's type.
+        #[arg(long = "type", default_value = "AVRO", value_parser = ["AVRO", "JSON", "PROTOBUF"])]
+        r#type: String,
+    },
+    /// Show the compatibility level (global, or SUBJECT's), or set it to LEVEL.
+    Config {
+        /// Subject; without it, the global level.
+        subject: Option<String>,
+        /// BACKWARD, BACKWARD_TRANSITIVE, FORWARD, FORWARD_TRANSITIVE, FULL, FULL_TRANSITIVE or NONE.
+        level: Option<String>,
+    },
+    /// Soft-delete a subject (or one --version); --permanent deletes for good what was soft-deleted.
+    Delete {
+        /// Subject.
+        subject: String,
+        /// Only this version (a number, or latest).
+        #[arg(long, value_name = "V")]
+        version: Option<String>,
+        /// Delete for good (the subject or version must be soft-deleted first).
+        #[arg(long)]
+        permanent: bool,
+    },
 }

@@ -71,3 +71,19 @@ const _: () = assert!(GROUP_FOLLOW_WAIT_MS <= FOLLOW_WAIT_MS);
 const _: () = assert!(FOLLOW_WAIT_MS <= BROKER_WAIT_MS_MAX);
 const _: () = assert!(RECONNECT_BACKOFF_FIRST_MS <= RECONNECT_BACKOFF_MAX_MS);
 const _: () = assert!(PARTITION_BATCHES_INFLIGHT_MAX <= BROKER_PRODUCER_WINDOW_BATCHES);
+
+// --- es schema (the schema registry) -------------------------------------------
+
+/// The largest `--registry-schema-bytes-max` the broker takes
+/// (`REGISTRY_SCHEMA_BYTES_MAX_LIMIT` in broker/src/limits.rs): a schema
+/// file larger than this is refused before it is sent.
+pub const BROKER_REGISTRY_SCHEMA_BYTES_MAX_LIMIT: usize = 4 << 20;
+/// Largest registry answer read: a list of every subject (100,000 names of
+/// up to 255 bytes) or a largest schema, with room.
+pub const REGISTRY_ANSWER_BYTES_MAX: usize = 64 << 20;
+/// Seconds a registry connection may take to connect, or stay silent
+/// while its answer is awaited: a stuck registry fails the command.
+pub const REGISTRY_TIMEOUT_SECS: u64 = 30;
+
+// An answer holds a largest schema, escaped, with room.
+const _: () = assert!(6 * BROKER_REGISTRY_SCHEMA_BYTES_MAX_LIMIT <= REGISTRY_ANSWER_BYTES_MAX);

@@ -12,6 +12,8 @@
 //! - `group_consume`, `member`, `heartbeat`: `es consume --group`
 //! - `group`: `es group list|describe|reset|delete`
 //! - `key`: `es key create|list|describe|revoke|whoami`
+//! - `schema`, `registry_http`: `es schema ...`, over the schema registry's
+//!   HTTP API
 //! - `topic_info`, `config_value`: reading describe answers, `key=value` entries
 //! - `output`, `encoding`: tables, JSON lines, base64
 //! - `error`: messages that say what to do (and their codes, for `--json`)
@@ -40,6 +42,8 @@ mod output;
 mod partitioner;
 mod printer;
 mod produce;
+mod registry_http;
+mod schema;
 mod session;
 mod time;
 mod timeseek;
@@ -94,6 +98,7 @@ fn run(global: &args::Global, command: Command) -> error::Result<()> {
         Command::Consume(args) => consume::run(global, args),
         Command::Group(cmd) => group::run(global, cmd),
         Command::Key(cmd) => key::run(global, cmd),
+        Command::Schema(args) => schema::run(global, args),
         Command::Completions { shell } => completions(shell),
     }
 }

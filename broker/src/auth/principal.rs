@@ -43,6 +43,15 @@ impl Principal {
     }
 
     pub fn allows(&self, op: Operation, resource: Resource, name: &str) -> bool {
+        // The registry's topic: reads follow grants; anything else through
+        // the topic API takes an admin key, whatever a grant says (the
+        // broker's registry code writes it without asking).
+        if resource == Resource::Topic
+            && name == crate::registry::TOPIC
+            && !matches!(op, Operation::Read | Operation::Describe)
+        {
+            return self.is_admin();
+        }
         self.key().is_none_or(|k| k.allows(op, resource, name))
     }
 
@@ -56,7 +65,7 @@ impl Principal {
 
     /// `create` on topic `name`, or `create` on the cluster.
     pub fn require_create_topic(&self, name: &str) -> Result<(), ApiError> {
-        if self.allows(Operation::Create, Resource::Cluster, "") {
+        if name != crate::registry::TOPIC && self.allows(Operation::Create, Resource::Cluster, "") {
             return Ok(());
         }
         self.require(Operation::Create, Resource::Topic, name)
@@ -151,6 +160,38 @@ mod tests {
             "key q3x7k2m5w4a6b2cd may not write topic \"orders-eu\""
         );
         assert!(p.require_create_topic("orders.x").is_err());
+        // The registry's topic: a grant on every topic does not reach it,
+        // but for reads.
+        let everything = Principal::Key(Arc::new(KeyEntry {
+            grants: vec![Grant {
+                resource: Resource::Topic,
+                pattern: Pattern::Literal,
+                name: "*".into(),
+                operations: Operation::ALL.to_vec(),
+            }],
+            id: "q3x7k2m5w4a6b2ce".into(),
+            name: "n".into(),
+            digest: [0; 32],
+            admin: false,
+            quota: Default::default(),
+            created_at_ms: 0,
+            created_by: None,
+            revoked_at_ms: None,
+            revoked: Default::default(),
+            runtime: Default::default(),
+        }));
+        for op in [
+            Operation::Write,
+            Operation::Delete,
+            Operation::Alter,
+            Operation::Create,
+        ] {
+            assert!(!everything.allows(op, Resource::Topic, "_schemas"), "{op:?}");
+        }
+        assert!(everything.allows(Operation::Read, Resource::Topic, "_schemas"));
+        assert!(everything.allows(Operation::Write, Resource::Topic, "_schemas2"));
+        assert!(everything.require_create_topic("_schemas").is_err());
+        assert!(Principal::Anonymous.allows(Operation::Write, Resource::Topic, "_schemas"));
         assert!(p.require_admin("manage keys").is_err());
         assert!(Principal::Anonymous.require_admin("manage keys").is_ok());
     }

@@ -34,11 +34,12 @@ pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// The most connections `listener` may have open on one shard: its share
-/// of `--connections-max` (`--http-connections-max` for HTTP, the rest for
-/// binary), split evenly over shards. Each listener has its own, so idle
-/// sockets of one cannot lock the other's clients out.
+/// of `--connections-max` (`--http-connections-max` for HTTP, and as many
+/// again for the registry, counted apart; the rest for binary), split
+/// evenly over shards. Each listener has its own, so idle sockets of one
+/// cannot lock the other's clients out.
 fn per_shard_max(shard: &Shard, listener: &str) -> usize {
-    let max = if listener == "http" {
+    let max = if listener == "http" || listener == "registry" {
         shard.config.http_connections_max()
     } else {
         shard.config.binary_connections_max()

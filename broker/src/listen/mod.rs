@@ -3,12 +3,13 @@
 //! another: `listener.rs` and `watchdog.rs` are what every listener shares
 //! (accept, connection limits, contained panics, idle and stall verdicts).
 //! `tls/` is TLS to clients, which every listener speaks with `--tls-cert`.
-//! Listeners to come (Kafka's wire protocol, the schema registry) slot in
-//! beside `http/` and `binary/`.
+//! `registry/` is the schema registry's (HTTP too, Confluent's paths);
+//! Kafka's wire protocol slots in beside them.
 
 pub mod binary;
 pub mod http;
 pub mod listener;
+pub mod registry;
 pub mod tls;
 pub mod watchdog;
 
@@ -25,9 +26,9 @@ pub fn starter(tls: Option<Arc<tls::Tls>>) -> Listen {
     Arc::new(move |shard| start(shard, tls.as_deref()))
 }
 
-/// Binds this shard's client listeners (HTTP, binary) and serves each in a
-/// task of its own that ends once shutdown starts; with `tls`, each speaks
-/// TLS only.
+/// Binds this shard's client listeners (HTTP, binary, and the registry's
+/// unless `--registry-addr disabled`) and serves each in a task of its own
+/// that ends once shutdown starts; with `tls`, each speaks TLS only.
 fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<()>>, String> {
     let addr = shard.config.http_addr;
     let listener = listener::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -38,5 +39,19 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
         listener::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
     let binary_tls = tls.map(|t| t.acceptor("binary"));
     let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener, binary_tls));
-    Ok(vec![server, binary])
+    let mut tasks = vec![server, binary];
+    if let Some(registry_addr) = shard.config.registry_addr.0 {
+        let registry_listener =
+            listener::listen(registry_addr).map_err(|e| format!("cannot listen on {registry_addr}: {e}"))?;
+        let registry_tls = tls.map(|t| t.acceptor("registry"));
+        tasks.push(glommio::spawn_local(registry::serve(
+            shard.clone(),
+            registry_listener,
+            registry_tls,
+        )));
+        if shard.owner(crate::registry::TOPIC, 0) == shard.id {
+            crate::registry::service::spawn_load(shard);
+        }
+    }
+    Ok(tasks)
 }

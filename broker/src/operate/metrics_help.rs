@@ -39,8 +39,8 @@ const fn m(
 const SECONDS: Option<Unit> = Some(Unit::Seconds);
 const BYTES: Option<Unit> = Some(Unit::Bytes);
 const COUNT: Option<Unit> = Some(Unit::Count);
-const LISTENERS: &[&str] = &["http", "binary"];
-const PANIC_LISTENERS: &[&str] = &["http", "binary", "operation"];
+const LISTENERS: &[&str] = &["http", "binary", "registry"];
+const PANIC_LISTENERS: &[&str] = &["http", "binary", "registry", "operation"];
 
 /// The broker's metrics kept in the exporter's registry.
 #[rustfmt::skip]
@@ -131,6 +131,20 @@ pub const RECORDED: &[MetricHelp] = &[
         "Consumer groups deleted because they had no members for --group-offsets-retention-ms."),
     m("es_group_log_compactions_total", Counter, COUNT, &[], &[],
         "Groups logs rewritten as one snapshot per group because they had grown past twice their last snapshot."),
+    m("es_registry_requests_total", Counter, COUNT, &["endpoint", "status"], &[],
+        "Schema registry requests served, by endpoint and response status code."),
+    m("es_registry_request_duration_seconds", Histogram, SECONDS, &["endpoint"], &[],
+        "Schema registry request latency from routing to response, in seconds, by endpoint."),
+    m("es_registry_schemas", Gauge, COUNT, &[], &[],
+        "Schemas the registry holds (one per id, however many subjects use it)."),
+    m("es_registry_subjects", Gauge, COUNT, &[], &[],
+        "Subjects the registry holds with at least one version not soft-deleted."),
+    m("es_registry_registrations_total", Counter, COUNT, &[], &[],
+        "Schema versions registered (a registration of a schema the subject already has is not counted)."),
+    m("es_registry_incompatible_total", Counter, COUNT, &[], &[],
+        "Registrations refused 409 because the schema is incompatible with the subject's earlier versions at its compatibility level."),
+    m("es_registry_damaged_records_total", Counter, COUNT, &[], &[],
+        "Records of _schemas that were not registry records, or contradicted earlier ones, when the registry was loaded: logged with their offset and skipped."),
 ];
 
 /// The metrics of TLS to clients, exported only with `--tls-cert`

@@ -55,6 +55,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::AdoptConnection { .. } => "adopt_connection",
         Op::Keys(_) => "keys",
         Op::Series => "series",
+        Op::Registry { .. } => "registry",
     }
 }
 
@@ -114,6 +115,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::InitProducer(existing, caller) => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
             Reply::Producer(Box::pin(controller::init_producer(&shard, existing, &caller)).await)
+        }
+        Op::Registry { op, caller } => {
+            Reply::Json(Box::pin(crate::registry::service::run(&shard, op, &caller)).await)
         }
         Op::PatchTopic { topic, changes } => {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");

@@ -8,19 +8,20 @@ use std::cell::Cell;
 #[derive(Default)]
 pub struct Open {
     http: Cell<usize>,
+    registry: Cell<usize>,
     binary: Cell<usize>,
     /// The id of the next connection (the `conn` field of its log lines).
     next_id: Cell<u64>,
 }
 
 impl Open {
-    /// The count of `listener` (`http`, `binary`), which its listener
-    /// keeps.
+    /// The count of `listener` (`http`, `registry`, `binary`), which its
+    /// listener keeps.
     pub fn of(&self, listener: &str) -> &Cell<usize> {
-        if listener == "http" {
-            &self.http
-        } else {
-            &self.binary
+        match listener {
+            "http" => &self.http,
+            "registry" => &self.registry,
+            _ => &self.binary,
         }
     }
 
@@ -36,8 +37,8 @@ impl Open {
         id
     }
 
-    /// Open on both.
+    /// Open on every listener.
     pub fn total(&self) -> usize {
-        self.http.get() + self.binary.get()
+        self.http.get() + self.registry.get() + self.binary.get()
     }
 }

@@ -55,6 +55,8 @@ pub struct Shard {
     pub request_budget: Rc<crate::shard::budget::Budget>,
     /// Reaches 1 when this shard starts shutting down.
     pub shutdown: Watermark,
+    /// The schema registry, held by the shard that owns `_schemas/0`.
+    pub registry: crate::registry::Registry,
 }
 
 impl Shard {
@@ -106,6 +108,7 @@ impl Shard {
             connections: Default::default(),
             request_budget,
             shutdown: Watermark::new(0),
+            registry: Default::default(),
         }
     }
 

@@ -78,6 +78,12 @@ pub enum Op {
         topic: String,
         changes: serde_json::Map<String, serde_json::Value>,
     },
+    /// A schema registry request, on the shard that owns `_schemas/0`.
+    /// Replies `Json`.
+    Registry {
+        op: crate::registry::request::RegistryOp,
+        caller: crate::auth::Principal,
+    },
     /// A binary connection moving to this shard (listen/binary/affinity.rs): its
     /// socket, and the bytes read from it but not yet handled. Replies
     /// `Done` once it is served here; dropped, the socket closes.

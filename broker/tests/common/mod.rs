@@ -256,6 +256,9 @@ pub struct Broker {
     dir: TempDir,
     addr: SocketAddr,
     binary_addr: SocketAddr,
+    /// The schema registry's address (`--registry-addr`): a port of its
+    /// own, so that brokers of tests running at once never share 8081.
+    registry_addr: SocketAddr,
     shards: usize,
     extra: Vec<String>,
     child: Option<Child>,
@@ -280,6 +283,11 @@ impl Broker {
     /// The binary protocol address (`host:port`).
     pub fn binary_addr(&self) -> String {
         self.binary_addr.to_string()
+    }
+
+    /// The schema registry's address (`--registry-addr`).
+    pub fn registry_addr(&self) -> SocketAddr {
+        self.registry_addr
     }
 
     /// Starts a broker with `--shards shards` and default limits.
@@ -344,11 +352,15 @@ impl Broker {
         let binary_addr: SocketAddr = format!("127.0.0.1:{}", free_port())
             .parse()
             .expect("socket address");
+        let registry_addr: SocketAddr = format!("127.0.0.1:{}", free_port())
+            .parse()
+            .expect("socket address");
         let log_path = dir.path().join("broker.log");
         let broker = Broker {
             dir,
             addr,
             binary_addr,
+            registry_addr,
             shards,
             extra: args.iter().map(|s| s.to_string()).collect(),
             child: None,
@@ -421,6 +433,9 @@ impl Broker {
             "--shards".into(),
             self.shards.to_string(),
         ];
+        if !self.extra.iter().any(|a| a.starts_with("--registry-addr")) {
+            args.extend(["--registry-addr".into(), self.registry_addr.to_string()]);
+        }
         args.extend(self.extra.iter().cloned());
 
         let mut log = OpenOptions::new()
@@ -1140,6 +1155,7 @@ pub fn start_refused(b: &Broker) -> (Option<i32>, String) {
     let out_path = dir.path().join("out.log");
     let out = std::fs::File::create(&out_path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
+    cmd.args(["--registry-addr", "disabled"]);
     cmd.args(["--data-dir", b.data_dir().to_str().unwrap()])
         .args(["--http-addr", &b.addr().to_string()])
         .args(["--binary-addr", &b.binary_addr()])

@@ -152,7 +152,15 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str, extra: &[String]) -> Chi
         .append(true)
         .open(&log_path)
         .expect("broker log");
+    // No registry unless asked for: brokers of tests running at once
+    // would all listen on 8081.
+    let registry: &[&str] = if extra.iter().any(|a| a == "--registry-addr") {
+        &[]
+    } else {
+        &["--registry-addr", "disabled"]
+    };
     let child = Command::new(broker_path())
+        .args(registry)
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])

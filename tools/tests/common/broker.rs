@@ -60,6 +60,11 @@ impl Broker {
             .open(&self.log)
             .expect("broker log");
         let mut cmd = Command::new(broker_bin::broker_bin());
+        // No registry unless asked for: brokers of tests running at once
+        // would all listen on 8081.
+        if !self.args.iter().any(|a| a == "--registry-addr") {
+            cmd.args(["--registry-addr", "disabled"]);
+        }
         cmd.arg("--data-dir")
             .arg(&self.data)
             .args(["--http-addr", &format!("127.0.0.1:{}", self.http_port)])

@@ -74,8 +74,13 @@ impl std::ops::Deref for ReadBody {
 /// it is copied into one buffer of its size as it arrives (nothing of
 /// hyper's read buffers is kept). A body that sends nothing for
 /// `--frame-stall-ms` is 408 `request_timeout`, and its connection closes.
-pub async fn read_body(shard: &Shard, mut body: Incoming) -> Result<ReadBody, ApiError> {
-    let limit = shard.config.http_body_bytes_max;
+pub async fn read_body(shard: &Shard, body: Incoming) -> Result<ReadBody, ApiError> {
+    read_body_up_to(shard, body, shard.config.http_body_bytes_max).await
+}
+
+/// [`read_body`] with a limit of `limit` bytes (more is 413
+/// `payload_too_large`), for a listener with its own (the registry's).
+pub async fn read_body_up_to(shard: &Shard, mut body: Incoming, limit: usize) -> Result<ReadBody, ApiError> {
     let announced = body.size_hint().exact().map(|n| n as usize);
     if announced.is_some_and(|n| n > limit) {
         return Err(too_large(limit));

@@ -3,16 +3,21 @@
 //! timeout, and the watch that closes a connection whose client stopped
 //! reading its responses (listen/watchdog.rs).
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpListener;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::{Request, Response};
 
 use super::io::{GlommioTimer, HyperIo, Written};
+use super::response::Body;
 use crate::limits::HEADER_READ_TIMEOUT_MS;
 use crate::listen::tls::Acceptor;
 use crate::listen::watchdog::{Activity, Verdict};
@@ -22,14 +27,30 @@ use crate::shard::Shard;
 /// accepting and lets open connections finish their in-flight requests.
 /// With `tls`, each connection is served once its TLS handshake is done.
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener, tls: Option<Acceptor>) {
-    crate::listen::listener::accept_loop(shard, listener, "http", move |shard, stream| {
+    serve_routes(shard, listener, tls, "http", super::routes::route).await
+}
+
+/// Serves HTTP on `listener` as [`serve`] does, each request answered by
+/// `route`; `name` labels the listener's metrics and connection count
+/// (the schema registry's listener is one: listen/registry/).
+pub async fn serve_routes<R, F>(
+    shard: Rc<Shard>,
+    listener: TcpListener,
+    tls: Option<Acceptor>,
+    name: &'static str,
+    route: R,
+) where
+    R: Fn(Rc<Shard>, Rc<Conn>, Request<Incoming>) -> F + Copy + 'static,
+    F: Future<Output = Result<Response<Body>, Infallible>> + 'static,
+{
+    crate::listen::listener::accept_loop(shard, listener, name, move |shard, stream| {
         let tls = tls.clone();
         async move {
             match tls {
-                None => connection(shard, stream).await,
+                None => connection(shard, stream, name, route).await,
                 Some(tls) => {
                     if let Some(stream) = tls.accept(&shard, stream).await {
-                        connection(shard, stream).await
+                        connection(shard, stream, name, route).await
                     }
                 }
             }
@@ -44,14 +65,19 @@ pub struct Conn {
     pub written: Rc<Written>,
 }
 
-async fn connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard>, stream: S) {
+async fn connection<S, R, F>(shard: Rc<Shard>, stream: S, name: &'static str, route: R)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+    R: Fn(Rc<Shard>, Rc<Conn>, Request<Incoming>) -> F + Copy + 'static,
+    F: Future<Output = Result<Response<Body>, Infallible>> + 'static,
+{
     let activity = Activity::new();
     let written = Written::new(activity.clone());
     let conn_state = Rc::new(Conn {
         written: written.clone(),
     });
     let svc_shard = shard.clone();
-    let service = service_fn(move |req| super::routes::route(svc_shard.clone(), conn_state.clone(), req));
+    let service = service_fn(move |req| route(svc_shard.clone(), conn_state.clone(), req));
     // hyper starts this timer whenever it waits for a request's head: on a
     // new connection, and on a keep-alive one after each response.
     let head_wait = HEADER_READ_TIMEOUT_MS.min(shard.config.connection_idle_ms);
@@ -72,14 +98,14 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard
             conn.as_mut().graceful_shutdown();
             futures::select! {
                 r = conn.as_mut().fuse() => r,
-                v = watch => return stalled(v),
+                v = watch => return stalled(v, name),
             }
         }
-        v = watch => return stalled(v),
+        v = watch => return stalled(v, name),
     };
     if let Err(e) = result {
         if e.is_timeout() {
-            metrics::counter!("es_connections_idle_closed_total", "listener" => "http").increment(1);
+            metrics::counter!("es_connections_idle_closed_total", "listener" => name).increment(1);
         }
         tracing::debug!(error = %e, "connection ended with an error");
     }
@@ -87,8 +113,8 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard
 
 /// The watch's verdict on a connection, which is dropped on return: its
 /// socket closes, and the response it could not write is given back.
-fn stalled(verdict: Verdict) {
+fn stalled(verdict: Verdict, name: &'static str) {
     debug_assert_eq!(verdict, Verdict::WriteStalled, "HTTP idleness is hyper's");
-    metrics::counter!("es_connections_write_stalled_total", "listener" => "http").increment(1);
+    metrics::counter!("es_connections_write_stalled_total", "listener" => name).increment(1);
     tracing::debug!("closing an HTTP connection whose client stopped reading its response");
 }

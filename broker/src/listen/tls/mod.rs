@@ -93,9 +93,11 @@ impl Tls {
         self.cert.reload()
     }
 
-    /// The handshake of `listener` (`http` or `binary`), for one shard.
+    /// The handshake of `listener` (`http`, `registry` or `binary`), for
+    /// one shard.
     pub fn acceptor(&self, listener: &'static str) -> Acceptor {
-        let config = if listener == "http" {
+        // The registry speaks HTTP too (listen/registry/).
+        let config = if listener == "http" || listener == "registry" {
             self.http.clone()
         } else {
             self.binary.clone()
