@@ -3,11 +3,13 @@
 //! another: `listener.rs` and `watchdog.rs` are what every listener shares
 //! (accept, connection limits, contained panics, idle and stall verdicts).
 //! `tls/` is TLS to clients, which every listener speaks with `--tls-cert`.
-//! Listeners to come (Kafka's wire protocol, the schema registry) slot in
-//! beside `http/` and `binary/`.
+//! `kafka/` is Kafka's wire protocol (docs/kafka.md), off with
+//! `--kafka-addr disabled`. Listeners to come (the schema registry) slot in
+//! beside them.
 
 pub mod binary;
 pub mod http;
+pub mod kafka;
 pub mod listener;
 pub mod tls;
 pub mod watchdog;
@@ -38,5 +40,12 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
         listener::listen(binary_addr).map_err(|e| format!("cannot listen on {binary_addr}: {e}"))?;
     let binary_tls = tls.map(|t| t.acceptor("binary"));
     let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener, binary_tls));
-    Ok(vec![server, binary])
+    let mut tasks = vec![server, binary];
+    if let Some(kafka_addr) = shard.config.kafka.kafka_addr.0 {
+        let kafka_listener =
+            listener::listen(kafka_addr).map_err(|e| format!("cannot listen on {kafka_addr}: {e}"))?;
+        let kafka_tls = tls.map(|t| t.acceptor("kafka"));
+        tasks.push(glommio::spawn_local(kafka::serve(shard.clone(), kafka_listener, kafka_tls)));
+    }
+    Ok(tasks)
 }

@@ -9,22 +9,23 @@ use std::cell::Cell;
 pub struct Open {
     http: Cell<usize>,
     binary: Cell<usize>,
+    kafka: Cell<usize>,
     /// The id of the next connection (the `conn` field of its log lines).
     next_id: Cell<u64>,
 }
 
 impl Open {
-    /// The count of `listener` (`http`, `binary`), which its listener
+    /// The count of `listener` (`http`, `binary`, `kafka`), which its listener
     /// keeps.
     pub fn of(&self, listener: &str) -> &Cell<usize> {
-        if listener == "http" {
-            &self.http
-        } else {
-            &self.binary
+        match listener {
+            "http" => &self.http,
+            "kafka" => &self.kafka,
+            _ => &self.binary,
         }
     }
 
-    /// Open on `listener` (`http`, `binary`).
+    /// Open on `listener` (`http`, `binary`, `kafka`).
     pub fn get(&self, listener: &str) -> usize {
         self.of(listener).get()
     }
@@ -36,8 +37,8 @@ impl Open {
         id
     }
 
-    /// Open on both.
+    /// Open on every listener.
     pub fn total(&self) -> usize {
-        self.http.get() + self.binary.get()
+        self.http.get() + self.binary.get() + self.kafka.get()
     }
 }
