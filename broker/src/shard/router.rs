@@ -100,6 +100,7 @@ fn runs_to_completion(op: &Op) -> bool {
     match op {
         Op::Fetch(_) | Op::Describe { .. } | Op::Series | Op::ListGroups | Op::OffsetForTime { .. } => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
+        Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),
         Op::Produce { .. }
         | Op::Open { .. }
         | Op::Remove { .. }

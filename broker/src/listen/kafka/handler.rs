@@ -94,7 +94,10 @@ pub async fn handle(shard: &Rc<Shard>, conn: &Rc<Conn>, req: Req) -> (Answer, Du
             let body = Box::pin(super::topics::init_producer_id(shard, &principal, i)).await;
             (answer(key, v, cid, &body), Duration::ZERO)
         }
-        body => (Box::pin(super::groups::handle(shard, &principal, body, key, v, cid)).await, Duration::ZERO),
+        body => (
+            Box::pin(super::groups::handle(shard, &principal, body, (key, v, cid), req.client_id)).await,
+            Duration::ZERO,
+        ),
     };
     metrics::counter!("es_kafka_requests_total", "api" => api_name(key)).increment(1);
     metrics::histogram!("es_kafka_request_duration_seconds", "api" => api_name(key)).record(started.elapsed().as_secs_f64());
