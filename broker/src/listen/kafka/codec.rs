@@ -142,11 +142,10 @@ pub fn decode(mut frame: Bytes) -> Result<Req, Refusal> {
         .map_err(|e| Refusal::Close(format!("{key:?} v{version}: bad request header: {e}")))?;
     let body = decode_body(key, &mut frame, version)
         .map_err(|e| Refusal::Close(format!("{key:?} v{version}: bad request body: {e}")))?;
+    // Bytes past the body are ignored, as Kafka's brokers do (librdkafka
+    // sends some Metadata v12 requests with a few).
     if frame.has_remaining() {
-        return Err(Refusal::Close(format!(
-            "{key:?} v{version}: {} bytes past the request's end",
-            frame.remaining()
-        )));
+        tracing::debug!(api = ?key, version, extra = frame.remaining(), "bytes past a Kafka request's end");
     }
     Ok(Req {
         key,
