@@ -135,6 +135,15 @@ def admin(boot, topic):
     out({"after": sorted(a.list_topics(timeout=30).topics.keys())})
 
 
+def create(boot, topic, partitions, *extra):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient(conf(boot, extra))
+    for t, f in a.create_topics([NewTopic(topic, num_partitions=int(partitions),
+                                          replication_factor=1)]).items():
+        f.result(30)
+    out({"created": topic})
+
+
 def kp(boot, topic, group):
     """kafka-python: a producer, then a group consumer that commits; then a
     second consumer of the group resumes after the commit."""
@@ -200,5 +209,6 @@ if __name__ == "__main__":
      "consume": lambda: consume(*args),
      "group-member": lambda: group_member(*args),
      "admin": lambda: admin(*args),
+     "create": lambda: create(*args),
      "kafka-python": lambda: kp(*args),
      "throttle": lambda: throttle(*args)}[cmd]()

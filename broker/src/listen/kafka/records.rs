@@ -63,7 +63,8 @@ const CRC_FROM: usize = 21;
 /// One Kafka record on its way into es.
 struct Rec<'a> {
     key: Option<&'a [u8]>,
-    value: &'a [u8],
+    /// `None`: Kafka's null value.
+    value: Option<&'a [u8]>,
     timestamp_ms: i64,
 }
 
@@ -178,13 +179,13 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
                         "a record without a key on a compacted topic: every record needs one",
                     ));
                 }
-                if r.value.is_empty() {
+                if r.value.is_some_and(<[u8]>::is_empty) {
                     return Err(invalid(
                         "an empty (not null) value on a compacted topic would be read as a delete: send null to delete",
                     ));
                 }
             }
-            builder.push(r.key, r.value, r.timestamp_ms);
+            builder.push(r.key, r.value.unwrap_or(&[]), r.timestamp_ms);
             records += 1;
             if builder.len_bytes() > limit {
                 return Err(Refused {
@@ -221,7 +222,7 @@ fn read_record<'a>(c: &mut Cur<'a>, i: i32, base_ts: i64) -> Result<Rec<'a>, Ref
         return Err(invalid("offset deltas must be 0..count-1 in a produced batch"));
     }
     let key = c.nullable_bytes()?;
-    let value = c.nullable_bytes()?.unwrap_or(&[]);
+    let value = c.nullable_bytes()?;
     let headers = c.varint()?;
     if headers != 0 {
         return Err(invalid(
