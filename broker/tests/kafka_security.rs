@@ -103,6 +103,7 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
     let (cert, key) = (path("cert.pem"), path("key.pem"));
     let kafka = format!("127.0.0.1:{}", free_port());
     let b = Broker::start_unready(2, &["--auth", "required", "--tls-cert", &cert, "--tls-key", &key, "--kafka-addr", &kafka]);
+    common::wait_for("admin.key", || b.data_dir().join("admin.key").exists());
     let admin = auth_common::admin_key(&b);
     let id = admin.split('_').nth(1).expect("a key's id").to_string();
     let mut conf = sasl(&id, &admin, "SASL_SSL");

@@ -142,6 +142,11 @@ async fn run_frame(
     permits: &Rc<Semaphore>,
     (frame, held): (Bytes, Option<Held>),
 ) -> bool {
+    if conn.sasl.borrow().raw_next {
+        let answer = super::sasl::raw_token(shard, conn, &frame);
+        let close = answer.close;
+        return queue_ready(tx, answer).await && !close;
+    }
     let req = match codec::decode(frame) {
         Ok(req) => req,
         Err(Refusal::ApiVersionsTooNew { correlation_id }) => {

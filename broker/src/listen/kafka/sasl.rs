@@ -1,5 +1,6 @@
 //! SASL/PLAIN with an es API key (docs/kafka.md, "Security"):
-//! SaslHandshake v1 offers `PLAIN`; SaslAuthenticate carries
+//! SaslHandshake offers `PLAIN`; SaslAuthenticate (after a v1 handshake)
+//! or the one raw token that follows a v0 handshake carries
 //! `authzid \0 username \0 password`, where the username is the key's id
 //! and the password the whole key. A wrong key is answered
 //! SASL_AUTHENTICATION_FAILED and the connection closes. With `--auth
@@ -26,6 +27,8 @@ const SASL_AUTHENTICATION_FAILED: i16 = 58;
 pub struct Sasl {
     handshaken: bool,
     authenticated: bool,
+    /// After a v0 handshake: the next frame is a raw PLAIN token.
+    pub raw_next: bool,
 }
 
 /// Whether the connection may run `req` now.
@@ -48,7 +51,10 @@ pub fn handle(shard: &Shard, conn: &Conn, req: Req) -> Answer {
             let body = SaslHandshakeResponse::default()
                 .with_error_code(if plain { 0 } else { UNSUPPORTED_SASL_MECHANISM })
                 .with_mechanisms(vec![s("PLAIN")]);
-            conn.sasl.borrow_mut().handshaken = plain;
+            let mut sasl = conn.sasl.borrow_mut();
+            sasl.handshaken = plain;
+            sasl.raw_next = plain && version == 0;
+            drop(sasl);
             frame_or_close(ApiKey::SaslHandshake, version, cid, &body, !plain)
         }
         Body::SaslAuthenticate(a) => {
@@ -74,6 +80,25 @@ pub fn handle(shard: &Shard, conn: &Conn, req: Req) -> Answer {
             frame_or_close(ApiKey::SaslAuthenticate, version, cid, &body, code != 0)
         }
         _ => Answer::closing(None),
+    }
+}
+
+/// The raw PLAIN token after a v0 handshake: an empty frame on success;
+/// on failure the connection closes without an answer (SASL's v0 has no
+/// error frame).
+pub fn raw_token(shard: &Shard, conn: &Conn, token: &[u8]) -> Answer {
+    conn.sasl.borrow_mut().raw_next = false;
+    match authenticate(shard, token) {
+        Ok(p) => {
+            *conn.principal.borrow_mut() = p;
+            conn.sasl.borrow_mut().authenticated = true;
+            Answer::bytes(vec![0, 0, 0, 0])
+        }
+        Err(why) => {
+            metrics::counter!("es_auth_unauthenticated_total", "listener" => "kafka").increment(1);
+            tracing::info!(reason = %why, "closing a Kafka connection: SASL authentication failed");
+            Answer::closing(None)
+        }
     }
 }
 
