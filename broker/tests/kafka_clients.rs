@@ -25,7 +25,12 @@ fn kcat_lists_brokers_topics_and_partitions() {
     assert!(ok, "{err}");
     let md: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(md["brokers"][0]["name"], json!(format!("{kafka}")), "{md}");
-    let t = &md["topics"].as_array().unwrap().iter().find(|t| t["topic"] == "orders").unwrap()["partitions"];
+    let t = &md["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == "orders")
+        .unwrap()["partitions"];
     assert_eq!(t.as_array().unwrap().len(), 3, "{md}");
     assert_eq!(t[0]["leader"], json!(1));
 }
@@ -36,7 +41,11 @@ fn kcat_lists_brokers_topics_and_partitions() {
 fn kcat_produces_compressed_and_consumes_with_keys_offsets_timestamps() {
     let (b, kafka) = start(2, &[]);
     create_topic(&b, "orders", 1);
-    for (z, lines) in [(None, "k1:v1\nk2:v2\n"), (Some("gzip"), "k3:v3\nk4:v4\n"), (Some("snappy"), "k5:v5\n")] {
+    for (z, lines) in [
+        (None, "k1:v1\nk2:v2\n"),
+        (Some("gzip"), "k3:v3\nk4:v4\n"),
+        (Some("snappy"), "k5:v5\n"),
+    ] {
         let mut args = vec!["-b", &kafka, "-P", "-t", "orders", "-p", "0", "-K:"];
         if let Some(z) = z {
             args.extend(["-z", z]);
@@ -45,14 +54,35 @@ fn kcat_produces_compressed_and_consumes_with_keys_offsets_timestamps() {
         assert!(ok, "kcat -P {z:?}: {err}");
     }
     let (ok, out, err) = kcat(
-        &["-b", &kafka, "-C", "-t", "orders", "-p", "0", "-o", "beginning", "-e", "-f", "%k:%s:%o:%T\n"],
+        &[
+            "-b",
+            &kafka,
+            "-C",
+            "-t",
+            "orders",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k:%s:%o:%T\n",
+        ],
         "",
     );
     assert!(ok, "{err}");
     let http = fetch_all(&b, "orders", 0, "utf8");
     let expected: Vec<String> = http
         .iter()
-        .map(|r| format!("{}:{}:{}:{}", r["key"].as_str().unwrap(), r["value"].as_str().unwrap(), r["offset"], r["timestamp"]))
+        .map(|r| {
+            format!(
+                "{}:{}:{}:{}",
+                r["key"].as_str().unwrap(),
+                r["value"].as_str().unwrap(),
+                r["offset"],
+                r["timestamp"]
+            )
+        })
         .collect();
     assert_eq!(out.lines().collect::<Vec<_>>(), expected);
     let values: Vec<&str> = http.iter().map(|r| r["value"].as_str().unwrap()).collect();
@@ -67,11 +97,27 @@ fn kcat_balanced_consumer_commits_into_the_es_group() {
     let (b, kafka) = start(2, &[]);
     create_topic(&b, "events", 2);
     for p in 0..2 {
-        let (ok, _, err) = kcat(&["-b", &kafka, "-P", "-t", "events", "-p", &p.to_string()], "a\nb\nc\n");
+        let (ok, _, err) = kcat(
+            &["-b", &kafka, "-P", "-t", "events", "-p", &p.to_string()],
+            "a\nb\nc\n",
+        );
         assert!(ok, "{err}");
     }
     let (ok, out, err) = kcat(
-        &["-b", &kafka, "-G", "kg", "-o", "beginning", "-e", "-X", "enable.auto.commit=true", "-f", "%p:%o\n", "events"],
+        &[
+            "-b",
+            &kafka,
+            "-G",
+            "kg",
+            "-o",
+            "beginning",
+            "-e",
+            "-X",
+            "enable.auto.commit=true",
+            "-f",
+            "%p:%o\n",
+            "events",
+        ],
         "",
     );
     assert!(ok, "{err}");
@@ -94,7 +140,12 @@ fn confluent_producer_records_read_back_identically_through_http() {
     create_topic(&b, "bulk", 3);
     let lines = py(&["produce", &kafka, "bulk", "10000", "3"]);
     let reports: Vec<&Value> = lines.iter().filter(|l| l.get("o").is_some()).collect();
-    assert_eq!(reports.len(), 10_000, "{:?}", lines.iter().find(|l| l.get("error").is_some()));
+    assert_eq!(
+        reports.len(),
+        10_000,
+        "{:?}",
+        lines.iter().find(|l| l.get("error").is_some())
+    );
     let mut by_partition: BTreeMap<u64, BTreeMap<u64, &Value>> = BTreeMap::new();
     for r in &reports {
         by_partition
@@ -107,7 +158,11 @@ fn confluent_producer_records_read_back_identically_through_http() {
         assert_eq!(stored.len(), reported.len(), "partition {p}");
         for s in stored {
             let r = reported[&s["offset"].as_u64().unwrap()];
-            assert_eq!((&s["key"], &s["value"], &s["timestamp"]), (&r["k"], &r["v"], &r["ts"]), "partition {p}");
+            assert_eq!(
+                (&s["key"], &s["value"], &s["timestamp"]),
+                (&r["k"], &r["v"], &r["ts"]),
+                "partition {p}"
+            );
         }
     }
 }
@@ -138,7 +193,14 @@ fn cross_protocol_records_are_identical() {
         value: value.to_vec(),
     };
     client
-        .produce("x", vec![rec(None, b"n", 1_600_000_000_001), rec(Some(b""), b"e", 1_600_000_000_002), rec(Some(b"k"), b"v", 1_600_000_000_003)])
+        .produce(
+            "x",
+            vec![
+                rec(None, b"n", 1_600_000_000_001),
+                rec(Some(b""), b"e", 1_600_000_000_002),
+                rec(Some(b"k"), b"v", 1_600_000_000_003),
+            ],
+        )
         .expect("binary produce");
     // Kafka writes three more (keys k0.. and explicit timestamps).
     py(&["produce", &kafka, "x", "3", "1"]);
@@ -146,7 +208,14 @@ fn cross_protocol_records_are_identical() {
     let read = py(&["consume", &kafka, "x", "0", "6"]);
     let kafka_view: Vec<(u64, Option<String>, String, i64)> = read
         .iter()
-        .map(|r| (r["o"].as_u64().unwrap(), r["k"].as_str().map(String::from), r["v"].as_str().unwrap().to_string(), r["ts"].as_i64().unwrap()))
+        .map(|r| {
+            (
+                r["o"].as_u64().unwrap(),
+                r["k"].as_str().map(String::from),
+                r["v"].as_str().unwrap().to_string(),
+                r["ts"].as_i64().unwrap(),
+            )
+        })
         .collect();
     // es binary reads all six.
     let fetched = client
@@ -161,17 +230,34 @@ fn cross_protocol_records_are_identical() {
         .expect("binary fetch");
     let binary_view: Vec<(u64, Option<String>, String, i64)> = fetched
         .records()
-        .map(|r| (r.offset, r.key.map(|k| String::from_utf8(k.to_vec()).unwrap()), String::from_utf8(r.value.to_vec()).unwrap(), r.timestamp_ms))
+        .map(|r| {
+            (
+                r.offset,
+                r.key.map(|k| String::from_utf8(k.to_vec()).unwrap()),
+                String::from_utf8(r.value.to_vec()).unwrap(),
+                r.timestamp_ms,
+            )
+        })
         .collect();
     assert_eq!(kafka_view, binary_view);
     assert_eq!(kafka_view[0].1, None, "a null key stays null");
     assert_eq!(kafka_view[1].1.as_deref(), Some(""), "an empty key stays empty");
-    assert_eq!(kafka_view[3], (3, Some("k0".into()), "v0".into(), 1_700_000_000_000));
+    assert_eq!(
+        kafka_view[3],
+        (3, Some("k0".into()), "v0".into(), 1_700_000_000_000)
+    );
     // And HTTP reads the same.
     let http = fetch_all(&b, "x", 0, "utf8");
     let http_view: Vec<(u64, Option<String>, String, i64)> = http
         .iter()
-        .map(|r| (r["offset"].as_u64().unwrap(), r["key"].as_str().map(String::from), r["value"].as_str().unwrap().to_string(), r["timestamp"].as_i64().unwrap()))
+        .map(|r| {
+            (
+                r["offset"].as_u64().unwrap(),
+                r["key"].as_str().map(String::from),
+                r["value"].as_str().unwrap().to_string(),
+                r["timestamp"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(kafka_view, http_view);
 }
@@ -184,10 +270,16 @@ fn admin_client_creates_lists_and_deletes_topics() {
     let out = py(&["admin", &kafka, "made-by-admin"]);
     assert_eq!(out[0]["created"], json!("made-by-admin"));
     assert_eq!(out[1]["duplicate"], json!("TOPIC_ALREADY_EXISTS"));
-    assert!(out[2]["listed"].as_array().unwrap().contains(&json!("made-by-admin")));
+    assert!(out[2]["listed"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("made-by-admin")));
     assert_eq!(out[2]["partitions"], json!(3));
     assert_eq!(out[3]["deleted"], json!("made-by-admin"));
-    assert!(!out[4]["after"].as_array().unwrap().contains(&json!("made-by-admin")));
+    assert!(!out[4]["after"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("made-by-admin")));
     assert_eq!(b.get("/v1/topics/made-by-admin").0, 404);
 }
 
@@ -225,7 +317,12 @@ fn idempotent_producer_writes_each_record_once_across_a_restart() {
     b.kill9();
     b.restart();
     let lines = producer.until(|l| l.get("done").is_some());
-    assert_eq!(lines.last().unwrap()["undelivered"], json!(0), "{:?}", lines.last());
+    assert_eq!(
+        lines.last().unwrap()["undelivered"],
+        json!(0),
+        "{:?}",
+        lines.last()
+    );
     let errors: Vec<&Value> = lines.iter().filter(|l| l.get("error").is_some()).collect();
     assert!(errors.is_empty(), "{errors:?}");
     let mut seen = BTreeMap::new();
@@ -235,7 +332,11 @@ fn idempotent_producer_writes_each_record_once_across_a_restart() {
         }
     }
     assert_eq!(seen.len(), 20_000, "every record written");
-    assert!(seen.values().all(|n| *n == 1), "each once: {:?}", seen.iter().filter(|(_, n)| **n > 1).take(5).collect::<Vec<_>>());
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "each once: {:?}",
+        seen.iter().filter(|(_, n)| **n > 1).take(5).collect::<Vec<_>>()
+    );
 }
 
 /// A confluent-kafka consumer group of two processes: disjoint
@@ -247,22 +348,33 @@ fn confluent_group_of_two_rebalances_on_a_kill_and_resumes_without_gap() {
     let (b, kafka) = start(2, &[]);
     create_topic(&b, "gt", 4);
     for p in 0..4 {
-        let (ok, _, err) = kcat(&["-b", &kafka, "-P", "-t", "gt", "-p", &p.to_string()], &"r\n".repeat(50));
+        let (ok, _, err) = kcat(
+            &["-b", &kafka, "-P", "-t", "gt", "-p", &p.to_string()],
+            &"r\n".repeat(50),
+        );
         assert!(ok, "{err}");
     }
     let assigned = |lines: &[Value]| -> Option<BTreeSet<u64>> {
-        lines
-            .iter()
-            .rev()
-            .find_map(|l| l.get("assigned"))
-            .map(|a| a.as_array().unwrap().iter().map(|p| p.as_u64().unwrap()).collect())
+        lines.iter().rev().find_map(|l| l.get("assigned")).map(|a| {
+            a.as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_u64().unwrap())
+                .collect()
+        })
     };
     let a = Running::start(&["group-member", &kafka, "g2", "gt"]);
-    let first = a.until(|l| l.get("assigned").is_some_and(|a| a.as_array().unwrap().len() == 4));
+    let first = a.until(|l| {
+        l.get("assigned")
+            .is_some_and(|a| a.as_array().unwrap().len() == 4)
+    });
     let mut consumed: Vec<(u64, u64)> = first.iter().filter_map(pair).collect();
     let bm = Running::start(&["group-member", &kafka, "g2", "gt"]);
     // Both rebalance: two disjoint halves.
-    let b_lines = bm.until(|l| l.get("assigned").is_some_and(|a| !a.as_array().unwrap().is_empty()));
+    let b_lines = bm.until(|l| {
+        l.get("assigned")
+            .is_some_and(|a| !a.as_array().unwrap().is_empty())
+    });
     let a_lines = a.until(|l| l.get("assigned").is_some_and(|a| a.as_array().unwrap().len() < 4));
     consumed.extend(a_lines.iter().chain(&b_lines).filter_map(pair));
     let (sa, sb) = (assigned(&a_lines).unwrap(), assigned(&b_lines).unwrap());
@@ -271,20 +383,28 @@ fn confluent_group_of_two_rebalances_on_a_kill_and_resumes_without_gap() {
     // Kill A: B takes everything.
     a.signal("-KILL");
     drop(a);
-    let b_lines = bm.until(|l| l.get("assigned").is_some_and(|a| a.as_array().unwrap().len() == 4));
+    let b_lines = bm.until(|l| {
+        l.get("assigned")
+            .is_some_and(|a| a.as_array().unwrap().len() == 4)
+    });
     consumed.extend(b_lines.iter().filter_map(pair));
     wait_for("every record read and committed", || {
         while let Ok(l) = bm.lines.try_recv() {
             consumed.extend(pair(&l));
         }
         let (_, g) = b.get("/v1/groups/g2");
-        g["partitions"].as_array().is_some_and(|ps| ps.len() == 4 && ps.iter().all(|p| p["committed_offset"] == json!(50)))
+        g["partitions"]
+            .as_array()
+            .is_some_and(|ps| ps.len() == 4 && ps.iter().all(|p| p["committed_offset"] == json!(50)))
     });
     bm.signal("-TERM");
     bm.until(|l| l.get("closed").is_some());
     // More records; a new member resumes at the commits, with no gap.
     for p in 0..4 {
-        let (ok, _, err) = kcat(&["-b", &kafka, "-P", "-t", "gt", "-p", &p.to_string()], &"s\n".repeat(5));
+        let (ok, _, err) = kcat(
+            &["-b", &kafka, "-P", "-t", "gt", "-p", &p.to_string()],
+            &"s\n".repeat(5),
+        );
         assert!(ok, "{err}");
     }
     let c = Running::start(&["group-member", &kafka, "g2", "gt"]);
@@ -296,10 +416,18 @@ fn confluent_group_of_two_rebalances_on_a_kill_and_resumes_without_gap() {
     for (p, o) in &after {
         firsts.entry(*p).or_insert(*o);
     }
-    assert_eq!(firsts.values().collect::<Vec<_>>(), [&50, &50, &50, &50], "resumed at the commits: {after:?}");
+    assert_eq!(
+        firsts.values().collect::<Vec<_>>(),
+        [&50, &50, &50, &50],
+        "resumed at the commits: {after:?}"
+    );
     consumed.extend(after);
     for p in 0..4 {
-        let offsets: BTreeSet<u64> = consumed.iter().filter(|(q, _)| *q == p).map(|(_, o)| *o).collect();
+        let offsets: BTreeSet<u64> = consumed
+            .iter()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, o)| *o)
+            .collect();
         assert_eq!(offsets, (0..55).collect(), "partition {p} read with no gap");
     }
 }

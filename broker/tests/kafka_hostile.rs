@@ -84,14 +84,29 @@ fn bad_frames_close_their_connection_and_the_shard_keeps_serving() {
             .collect::<Vec<u8>>()
     };
     let mut cases: Vec<(&str, Vec<u8>)> = vec![
-        ("a 2 GiB length prefix", [&[0x7f, 0xff, 0xff, 0xff][..], &[0; 64]].concat()),
-        ("a negative length", [&[0xff, 0xff, 0xff, 0xf0][..], &[0; 64]].concat()),
+        (
+            "a 2 GiB length prefix",
+            [&[0x7f, 0xff, 0xff, 0xff][..], &[0; 64]].concat(),
+        ),
+        (
+            "a negative length",
+            [&[0xff, 0xff, 0xff, 0xf0][..], &[0; 64]].concat(),
+        ),
         ("an unknown api key", frame(999, 0, 1, &[])),
         ("Metadata version 9999", frame(3, 9999, 1, &[])),
-        ("Produce v2 (advertised for librdkafka, not served)", frame(0, 2, 1, &[0; 16])),
+        (
+            "Produce v2 (advertised for librdkafka, not served)",
+            frame(0, 2, 1, &[0; 16]),
+        ),
         ("a body cut short", frame(3, 1, 1, &[0, 0])),
-        ("an array of two billion topics", frame(3, 1, 1, &0x7fff_ffffi32.to_be_bytes())),
-        ("a compact array of four billion topics", frame(3, 9, 1, &[0, 0xff, 0xff, 0xff, 0xff, 0x0f])),
+        (
+            "an array of two billion topics",
+            frame(3, 1, 1, &0x7fff_ffffi32.to_be_bytes()),
+        ),
+        (
+            "a compact array of four billion topics",
+            frame(3, 9, 1, &[0, 0xff, 0xff, 0xff, 0xff, 0x0f]),
+        ),
     ];
     for i in 0..20 {
         cases.push(("random bytes", random(64 + i * 97)));
@@ -135,16 +150,25 @@ fn ten_thousand_pipelined_requests_are_answered_in_order() {
         let mut all = Vec::new();
         for cid in 0..10_000 {
             // ApiVersions and Metadata (all topics) alternate.
-            let f = if cid % 2 == 0 { frame(18, 0, cid, &[]) } else { frame(3, 1, cid, &(-1i32).to_be_bytes()) };
+            let f = if cid % 2 == 0 {
+                frame(18, 0, cid, &[])
+            } else {
+                frame(3, 1, cid, &(-1i32).to_be_bytes())
+            };
             all.extend(f);
         }
         w.write_all(&all).unwrap();
     });
     let mut r = s;
-    r.set_read_timeout(Some(Duration::from_secs(600).min(hang_guard()))).unwrap();
+    r.set_read_timeout(Some(Duration::from_secs(600).min(hang_guard())))
+        .unwrap();
     for cid in 0..10_000i32 {
         let resp = response(&mut r).unwrap_or_else(|| panic!("answer {cid} missing"));
-        assert_eq!(i32::from_be_bytes(resp[..4].try_into().unwrap()), cid, "answers in request order");
+        assert_eq!(
+            i32::from_be_bytes(resp[..4].try_into().unwrap()),
+            cid,
+            "answers in request order"
+        );
     }
     writer.join().unwrap();
 }

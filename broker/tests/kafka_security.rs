@@ -47,18 +47,40 @@ fn start(extra: &[&str]) -> (Broker, String, String) {
 fn sasl_plain_with_an_es_key_and_its_grants() {
     let (b, admin, kafka) = start(&[]);
     for t in ["ok.orders", "secret"] {
-        let a = call(&b, "POST", "/v1/topics", &admin, Some(&json!({"name": t, "partitions": 1})));
+        let a = call(
+            &b,
+            "POST",
+            "/v1/topics",
+            &admin,
+            Some(&json!({"name": t, "partitions": 1})),
+        );
         assert_eq!(a.status, 201, "{}", a.body);
     }
-    let (id, key) = make_key(&b, &admin, "app", false, json!([grant("topic", "prefixed", "ok.", &["read", "write", "describe"])]));
+    let (id, key) = make_key(
+        &b,
+        &admin,
+        "app",
+        false,
+        json!([grant("topic", "prefixed", "ok.", &["read", "write", "describe"])]),
+    );
     let good = sasl(&id, &key, "SASL_PLAINTEXT");
     // kcat: metadata shows only what the key may describe; produce, consume.
     let (ok, out, err) = kcat(&kcat_x(&kafka, &good, &["-L", "-J"]), "");
     assert!(ok, "{err}");
     assert!(out.contains("ok.orders") && !out.contains("\"secret\""), "{out}");
-    let (ok, _, err) = kcat(&kcat_x(&kafka, &good, &["-P", "-t", "ok.orders", "-p", "0"]), "a\nb\n");
+    let (ok, _, err) = kcat(
+        &kcat_x(&kafka, &good, &["-P", "-t", "ok.orders", "-p", "0"]),
+        "a\nb\n",
+    );
     assert!(ok, "{err}");
-    let (ok, out, err) = kcat(&kcat_x(&kafka, &good, &["-C", "-t", "ok.orders", "-p", "0", "-o", "beginning", "-e"]), "");
+    let (ok, out, err) = kcat(
+        &kcat_x(
+            &kafka,
+            &good,
+            &["-C", "-t", "ok.orders", "-p", "0", "-o", "beginning", "-e"],
+        ),
+        "",
+    );
     assert!(ok, "{err}");
     assert_eq!(out.lines().collect::<Vec<_>>(), ["a", "b"]);
     // A wrong key: authentication fails.
@@ -66,18 +88,35 @@ fn sasl_plain_with_an_es_key_and_its_grants() {
     let bad = sasl(&wrong_id, &key, "SASL_PLAINTEXT");
     let (ok, _, err) = kcat(&kcat_x(&kafka, &bad, &["-L", "-m", "5"]), "");
     assert!(!ok, "a wrong key was accepted");
-    assert!(err.contains("Authentication failed") || err.contains("SASL authentication error"), "{err}");
+    assert!(
+        err.contains("Authentication failed") || err.contains("SASL authentication error"),
+        "{err}"
+    );
     // confluent-kafka: a topic outside the grant.
-    let mut args = vec!["produce".to_string(), kafka.clone(), "secret".into(), "1".into(), "1".into()];
+    let mut args = vec![
+        "produce".to_string(),
+        kafka.clone(),
+        "secret".into(),
+        "1".into(),
+        "1".into(),
+    ];
     args.extend(good.iter().cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = py(&args);
     assert!(
-        out.iter().any(|l| l["error"].as_str().is_some_and(|e| e.contains("TOPIC_AUTHORIZATION_FAILED"))),
+        out.iter().any(|l| l["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("TOPIC_AUTHORIZATION_FAILED"))),
         "{out:?}"
     );
     // And one inside it.
-    let mut args = vec!["produce".to_string(), kafka.clone(), "ok.orders".into(), "10".into(), "1".into()];
+    let mut args = vec![
+        "produce".to_string(),
+        kafka.clone(),
+        "ok.orders".into(),
+        "10".into(),
+        "1".into(),
+    ];
     args.extend(good.iter().cloned());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = py(&args);
@@ -89,7 +128,9 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
     let dir = tempfile::tempdir().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "es kafka test CA");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "es kafka test CA");
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
@@ -102,13 +143,27 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
     std::fs::write(path("key.pem"), leaf_key.serialize_pem()).unwrap();
     let (cert, key) = (path("cert.pem"), path("key.pem"));
     let kafka = format!("127.0.0.1:{}", free_port());
-    let b = Broker::start_unready(2, &["--auth", "required", "--tls-cert", &cert, "--tls-key", &key, "--kafka-addr", &kafka]);
+    let b = Broker::start_unready(
+        2,
+        &[
+            "--auth",
+            "required",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--kafka-addr",
+            &kafka,
+        ],
+    );
     common::wait_for("admin.key", || b.data_dir().join("admin.key").exists());
     let admin = auth_common::admin_key(&b);
     let id = admin.split('_').nth(1).expect("a key's id").to_string();
     let mut conf = sasl(&id, &admin, "SASL_SSL");
     conf.push(format!("ssl.ca.location={}", path("ca.pem")));
-    common::wait_for("kcat -L over SASL_SSL", || kcat(&kcat_x(&kafka, &conf, &["-L", "-m", "5"]), "").0);
+    common::wait_for("kcat -L over SASL_SSL", || {
+        kcat(&kcat_x(&kafka, &conf, &["-L", "-m", "5"]), "").0
+    });
     // confluent-kafka: AdminClient creates a topic, a producer writes to it,
     // over TLS with the key.
     let with = |args: &[&str]| -> Vec<serde_json::Value> {
@@ -116,10 +171,35 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
         all.extend(conf.iter().cloned());
         py(&all.iter().map(String::as_str).collect::<Vec<_>>())
     };
-    assert_eq!(with(&["create", &kafka, "tls-topic", "1"])[0]["created"], json!("tls-topic"));
+    assert_eq!(
+        with(&["create", &kafka, "tls-topic", "1"])[0]["created"],
+        json!("tls-topic")
+    );
     let out = with(&["produce", &kafka, "tls-topic", "100", "1"]);
-    assert_eq!(out.iter().filter(|l| l.get("o").is_some()).count(), 100, "{out:?}");
-    let (ok, out, err) = kcat(&kcat_x(&kafka, &conf, &["-C", "-t", "tls-topic", "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"]), "");
+    assert_eq!(
+        out.iter().filter(|l| l.get("o").is_some()).count(),
+        100,
+        "{out:?}"
+    );
+    let (ok, out, err) = kcat(
+        &kcat_x(
+            &kafka,
+            &conf,
+            &[
+                "-C",
+                "-t",
+                "tls-topic",
+                "-p",
+                "0",
+                "-o",
+                "beginning",
+                "-e",
+                "-f",
+                "%s\n",
+            ],
+        ),
+        "",
+    );
     assert!(ok, "{err}");
     assert_eq!(out.lines().count(), 100);
     // A wrong key over TLS fails too.
@@ -135,17 +215,47 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
 fn a_produce_quota_throttles_kafka_clients_and_holds_the_rate() {
     const RATE: u64 = 1 << 20;
     let (b, admin, kafka) = start(&["--quota-burst-ms", "100"]);
-    let a = call(&b, "POST", "/v1/topics", &admin, Some(&json!({"name": "q", "partitions": 1})));
+    let a = call(
+        &b,
+        "POST",
+        "/v1/topics",
+        &admin,
+        Some(&json!({"name": "q", "partitions": 1})),
+    );
     assert_eq!(a.status, 201, "{}", a.body);
-    let (id, key) = make_key(&b, &admin, "slow", false, json!([grant("topic", "literal", "q", &["write", "describe"])]));
-    let a = call(&b, "PATCH", &format!("/v1/keys/{id}"), &admin, Some(&json!({"quota": {"produce_bytes_per_sec": RATE}})));
+    let (id, key) = make_key(
+        &b,
+        &admin,
+        "slow",
+        false,
+        json!([grant("topic", "literal", "q", &["write", "describe"])]),
+    );
+    let a = call(
+        &b,
+        "PATCH",
+        &format!("/v1/keys/{id}"),
+        &admin,
+        Some(&json!({"quota": {"produce_bytes_per_sec": RATE}})),
+    );
     assert_eq!(a.status, 200, "{}", a.body);
-    let mut args = vec!["throttle".to_string(), kafka.clone(), "q".into(), "8".into(), (5 * RATE).to_string()];
+    let mut args = vec![
+        "throttle".to_string(),
+        kafka.clone(),
+        "q".into(),
+        "8".into(),
+        (5 * RATE).to_string(),
+    ];
     args.extend(sasl(&id, &key, "SASL_PLAINTEXT"));
     let out = py(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let r = &out[0];
-    assert!(r["throttles"].as_u64().unwrap() > 0, "throttle_cb never fired: {r}");
+    assert!(
+        r["throttles"].as_u64().unwrap() > 0,
+        "throttle_cb never fired: {r}"
+    );
     let rate = r["acked"].as_f64().unwrap() / r["seconds"].as_f64().unwrap();
     let ratio = rate / RATE as f64;
-    assert!((0.9..=1.1).contains(&ratio), "achieved {rate:.0} B/s against a quota of {RATE}: {r}");
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "achieved {rate:.0} B/s against a quota of {RATE}: {r}"
+    );
 }

@@ -145,7 +145,10 @@ pub struct ClassicGroups {
 impl ClassicGroups {
     /// Whether `group` has Kafka members: an es join is then refused.
     pub fn has_members(&self, group: &str) -> bool {
-        self.groups.borrow().get(group).is_some_and(|g| !g.members.is_empty())
+        self.groups
+            .borrow()
+            .get(group)
+            .is_some_and(|g| !g.members.is_empty())
     }
 
     /// The names of the groups with Kafka members.
@@ -176,11 +179,21 @@ fn reply(error: i16) -> ClassicReply {
 }
 
 /// Runs a Kafka group operation on the group's shard.
-pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principal) -> Result<ClassicReply, ApiError> {
+pub async fn run(
+    shard: &Rc<Shard>,
+    name: &str,
+    op: ClassicOp,
+    caller: &Principal,
+) -> Result<ClassicReply, ApiError> {
     let groups = &shard.classic_groups;
     match op {
         ClassicOp::Join(args) => {
-            if shard.groups.groups().get(name).is_some_and(|g| !g.members.is_empty()) {
+            if shard
+                .groups
+                .groups()
+                .get(name)
+                .is_some_and(|g| !g.members.is_empty())
+            {
                 return Err(inconsistent_protocol(name, "es"));
             }
             let waiting = {
@@ -196,7 +209,7 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
                     phase: 0,
                 });
                 match join(shard, g, args) {
-                    Err(r) => return Ok(r),
+                    Err(r) => return Ok(*r),
                     Ok(rx) => rx,
                 }
             };
@@ -211,7 +224,9 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
         } => {
             let rx = {
                 let mut all = groups.groups.borrow_mut();
-                let Some(g) = all.get_mut(name) else { return Ok(reply(UNKNOWN_MEMBER_ID)) };
+                let Some(g) = all.get_mut(name) else {
+                    return Ok(reply(UNKNOWN_MEMBER_ID));
+                };
                 if let Err(code) = g.check(&member_id, generation) {
                     return Ok(reply(code));
                 }
@@ -243,9 +258,14 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
             };
             Ok(rx.await.unwrap_or_else(|_| reply(REBALANCE_IN_PROGRESS)))
         }
-        ClassicOp::Heartbeat { member_id, generation } => {
+        ClassicOp::Heartbeat {
+            member_id,
+            generation,
+        } => {
             let mut all = groups.groups.borrow_mut();
-            let Some(g) = all.get_mut(name) else { return Ok(reply(UNKNOWN_MEMBER_ID)) };
+            let Some(g) = all.get_mut(name) else {
+                return Ok(reply(UNKNOWN_MEMBER_ID));
+            };
             if let Err(code) = g.check(&member_id, generation) {
                 return Ok(reply(code));
             }
@@ -261,9 +281,15 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
             let mut codes = Vec::with_capacity(member_ids.len());
             {
                 let mut all = groups.groups.borrow_mut();
-                let Some(g) = all.get_mut(name) else { return Ok(reply(UNKNOWN_MEMBER_ID)) };
+                let Some(g) = all.get_mut(name) else {
+                    return Ok(reply(UNKNOWN_MEMBER_ID));
+                };
                 for id in &member_ids {
-                    codes.push(if g.members.remove(id).is_some() { 0 } else { UNKNOWN_MEMBER_ID });
+                    codes.push(if g.members.remove(id).is_some() {
+                        0
+                    } else {
+                        UNKNOWN_MEMBER_ID
+                    });
                 }
                 if codes.contains(&0) {
                     g.rebalance(shard.id);
@@ -287,25 +313,25 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
             offsets,
         } => {
             let code = {
-            let all = groups.groups.borrow();
-            let g = all.get(name);
-            match g {
-                // A commit from outside the group (no member, generation -1)
-                // only while it has no members: es's rule too.
-                _ if member_id.is_empty() && generation < 0 => {
-                    if g.is_some_and(|g| !g.members.is_empty()) {
-                        ILLEGAL_GENERATION
-                    } else {
-                        0
+                let all = groups.groups.borrow();
+                let g = all.get(name);
+                match g {
+                    // A commit from outside the group (no member, generation -1)
+                    // only while it has no members: es's rule too.
+                    _ if member_id.is_empty() && generation < 0 => {
+                        if g.is_some_and(|g| !g.members.is_empty()) {
+                            ILLEGAL_GENERATION
+                        } else {
+                            0
+                        }
                     }
+                    None => UNKNOWN_MEMBER_ID,
+                    Some(g) => match g.check(&member_id, generation) {
+                        Err(c) => c,
+                        Ok(()) if g.state == State::PreparingRebalance => REBALANCE_IN_PROGRESS,
+                        Ok(()) => 0,
+                    },
                 }
-                None => UNKNOWN_MEMBER_ID,
-                Some(g) => match g.check(&member_id, generation) {
-                    Err(c) => c,
-                    Ok(()) if g.state == State::PreparingRebalance => REBALANCE_IN_PROGRESS,
-                    Ok(()) => 0,
-                },
-            }
             };
             if code != 0 {
                 return Ok(reply(code));
@@ -349,38 +375,50 @@ pub async fn run(shard: &Rc<Shard>, name: &str, op: ClassicOp, caller: &Principa
 /// Adds or refreshes a joining member and starts a join phase: the
 /// answer's receiver, or the answer at once (an error, or
 /// MEMBER_ID_REQUIRED).
-fn join(shard: &Shard, g: &mut ClassicGroup, a: JoinArgs) -> Result<oneshot::Receiver<ClassicReply>, ClassicReply> {
+fn join(
+    shard: &Shard,
+    g: &mut ClassicGroup,
+    a: JoinArgs,
+) -> Result<oneshot::Receiver<ClassicReply>, Box<ClassicReply>> {
     let session = a.session_timeout_ms as u64;
     if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&session) || a.session_timeout_ms < 0 {
-        return Err(reply(INVALID_SESSION_TIMEOUT));
+        return Err(Box::new(reply(INVALID_SESSION_TIMEOUT)));
     }
     if !g.members.is_empty()
         && (a.protocol_type != g.protocol_type
-            || !a.protocols.iter().any(|(n, _)| g.members.values().all(|m| m.protocols.iter().any(|(x, _)| x == n))))
+            || !a.protocols.iter().any(|(n, _)| {
+                g.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(x, _)| x == n))
+            }))
     {
-        return Err(reply(INCONSISTENT_GROUP_PROTOCOL));
+        return Err(Box::new(reply(INCONSISTENT_GROUP_PROTOCOL)));
     }
     let mut member_id = a.member_id;
     if member_id.is_empty() {
-        member_id = format!("{}-{}", a.client_id, crate::groups::coordinator::new_member_id(shard));
+        member_id = format!(
+            "{}-{}",
+            a.client_id,
+            crate::groups::coordinator::new_member_id(shard)
+        );
         if a.requires_known_id {
             if g.pending.len() >= MEMBERS_MAX {
                 g.pending.clear();
             }
             g.pending.insert(member_id.clone());
-            return Err(ClassicReply {
+            return Err(Box::new(ClassicReply {
                 member_id,
                 ..reply(MEMBER_ID_REQUIRED)
-            });
+            }));
         }
     } else if !g.members.contains_key(&member_id) && !g.pending.remove(&member_id) {
-        return Err(ClassicReply {
+        return Err(Box::new(ClassicReply {
             member_id,
             ..reply(UNKNOWN_MEMBER_ID)
-        });
+        }));
     }
     if !g.members.contains_key(&member_id) && g.members.len() >= MEMBERS_MAX {
-        return Err(reply(GROUP_MAX_SIZE_REACHED));
+        return Err(Box::new(reply(GROUP_MAX_SIZE_REACHED)));
     }
     if g.members.is_empty() {
         g.protocol_type = a.protocol_type;
@@ -441,7 +479,11 @@ impl ClassicGroup {
         ClassicReply {
             protocol_type: self.protocol_type.clone(),
             protocol: self.protocol.clone(),
-            assignment: self.members.get(member_id).map(|m| m.assignment.clone()).unwrap_or_default(),
+            assignment: self
+                .members
+                .get(member_id)
+                .map(|m| m.assignment.clone())
+                .unwrap_or_default(),
             ..reply(0)
         }
     }
@@ -460,7 +502,11 @@ impl ClassicGroup {
             .unwrap_or_default();
         self.protocol = leader_protocols
             .into_iter()
-            .find(|n| self.members.values().all(|m| m.protocols.iter().any(|(x, _)| x == n)))
+            .find(|n| {
+                self.members
+                    .values()
+                    .all(|m| m.protocols.iter().any(|(x, _)| x == n))
+            })
             .unwrap_or_default();
         self.state = State::CompletingRebalance;
         let now = Instant::now();
@@ -471,7 +517,11 @@ impl ClassicGroup {
             .members
             .iter()
             .map(|(id, m)| {
-                let meta = m.protocols.iter().find(|(n, _)| *n == self.protocol).map(|(_, b)| b.clone());
+                let meta = m
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| *n == self.protocol)
+                    .map(|(_, b)| b.clone());
                 (id.clone(), meta.unwrap_or_default(), Bytes::new())
             })
             .collect();
@@ -509,15 +559,25 @@ fn complete_join_if_ready(shard: &Shard, name: &str) {
 fn arm_phase_timer(shard: &Rc<Shard>, name: &str) {
     let (phase, wait) = {
         let all = shard.classic_groups.groups.borrow();
-        let Some(g) = all.get(name).filter(|g| g.state == State::PreparingRebalance) else { return };
-        let wait = g.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
+        let Some(g) = all.get(name).filter(|g| g.state == State::PreparingRebalance) else {
+            return;
+        };
+        let wait = g
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or_default();
         (g.phase, wait)
     };
     let (shard, name) = (shard.clone(), name.to_string());
     glommio::spawn_local(async move {
         glommio::timer::sleep(wait).await;
         let mut all = shard.classic_groups.groups.borrow_mut();
-        let Some(g) = all.get_mut(&name).filter(|g| g.phase == phase && g.state == State::PreparingRebalance) else {
+        let Some(g) = all
+            .get_mut(&name)
+            .filter(|g| g.phase == phase && g.state == State::PreparingRebalance)
+        else {
             return;
         };
         g.members.retain(|_, m| m.joining.is_some());
@@ -540,8 +600,9 @@ pub fn expire(shard: &Rc<Shard>, now: Instant) {
             let before = g.members.len();
             // A member waiting in a join is alive: its session restarts
             // when the phase ends.
-            g.members
-                .retain(|_, m| m.joining.is_some() || now.saturating_duration_since(m.last_seen) < m.session_timeout);
+            g.members.retain(|_, m| {
+                m.joining.is_some() || now.saturating_duration_since(m.last_seen) < m.session_timeout
+            });
             if g.members.len() != before {
                 tracing::info!(group = %name, dropped = before - g.members.len(), "Kafka group members expired; rebalancing");
                 g.rebalance(shard.id);

@@ -45,7 +45,11 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
         let kafka_listener =
             listener::listen(kafka_addr).map_err(|e| format!("cannot listen on {kafka_addr}: {e}"))?;
         let kafka_tls = tls.map(|t| t.acceptor("kafka"));
-        tasks.push(glommio::spawn_local(kafka::serve(shard.clone(), kafka_listener, kafka_tls)));
+        tasks.push(glommio::spawn_local(kafka::serve(
+            shard.clone(),
+            kafka_listener,
+            kafka_tls,
+        )));
     }
     Ok(tasks)
 }

@@ -162,7 +162,9 @@ impl Running {
     }
 
     pub fn signal(&self, sig: &str) {
-        let _ = Command::new("kill").args([sig, &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
     }
 
     pub fn wait(mut self) {

@@ -119,13 +119,19 @@ pub enum Refusal {
 /// on any input (fuzzed: records/tests.rs and tests/kafka_hostile.rs).
 pub fn decode(mut frame: Bytes) -> Result<Req, Refusal> {
     if frame.len() < 8 {
-        return Err(Refusal::Close(format!("a {}-byte frame has no request header", frame.len())));
+        return Err(Refusal::Close(format!(
+            "a {}-byte frame has no request header",
+            frame.len()
+        )));
     }
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let key = ApiKey::try_from(raw_key)
-        .map_err(|_| Refusal::Close(format!("unknown api key {raw_key} (correlation id {correlation_id})")))?;
+    let key = ApiKey::try_from(raw_key).map_err(|_| {
+        Refusal::Close(format!(
+            "unknown api key {raw_key} (correlation id {correlation_id})"
+        ))
+    })?;
     let Some((lo, hi)) = accepted(key) else {
         return Err(Refusal::Close(format!("api {key:?} is not served")));
     };
@@ -158,7 +164,12 @@ pub fn decode(mut frame: Bytes) -> Result<Req, Refusal> {
 
 /// Frames `body`, the response to a `key` request at `version`: length,
 /// header (v0, or v1 for flexible versions; ApiVersions always v0), body.
-pub fn frame<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Result<Vec<u8>, String> {
+pub fn frame<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<Vec<u8>, String> {
     let header_version = key.response_header_version(version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let mut out = Vec::with_capacity(64);
@@ -208,18 +219,28 @@ mod tests {
     fn every_advertised_version_decodes_with_the_crate() {
         for &(k, lo, hi) in ADVERTISED {
             let (vlo, vhi) = (k.valid_versions().min, k.valid_versions().max);
-            let lo = if k == ApiKey::Produce { PRODUCE_ACCEPTED_MIN } else { lo };
+            let lo = if k == ApiKey::Produce {
+                PRODUCE_ACCEPTED_MIN
+            } else {
+                lo
+            };
             assert!(vlo <= lo && hi <= vhi, "{k:?} {lo}..={hi} within {vlo}..={vhi}");
         }
     }
 
     #[test]
     fn short_unknown_and_unsupported_frames_are_refused() {
-        assert!(matches!(decode(Bytes::from_static(&[0, 18])), Err(Refusal::Close(_))));
+        assert!(matches!(
+            decode(Bytes::from_static(&[0, 18])),
+            Err(Refusal::Close(_))
+        ));
         let unknown = Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
         assert!(matches!(decode(unknown), Err(Refusal::Close(_))));
         let too_new = Bytes::from_static(&[0, 18, 0x27, 0x0f, 0, 0, 0, 7, 0xff, 0xff]);
-        assert_eq!(decode(too_new).unwrap_err(), Refusal::ApiVersionsTooNew { correlation_id: 7 });
+        assert_eq!(
+            decode(too_new).unwrap_err(),
+            Refusal::ApiVersionsTooNew { correlation_id: 7 }
+        );
         let produce_v2 = Bytes::from_static(&[0, 0, 0, 2, 0, 0, 0, 7, 0xff, 0xff]);
         assert!(matches!(decode(produce_v2), Err(Refusal::Close(_))));
     }
@@ -231,7 +252,10 @@ mod tests {
         assert_eq!((r.key, r.version, r.correlation_id), (ApiKey::ApiVersions, 0, 9));
         assert_eq!(r.client_id.as_deref(), Some("c"));
         let out = api_versions_too_new(9);
-        assert_eq!(i32::from_be_bytes(out[..4].try_into().unwrap()) as usize, out.len() - 4);
+        assert_eq!(
+            i32::from_be_bytes(out[..4].try_into().unwrap()) as usize,
+            out.len() - 4
+        );
         assert_eq!(&out[4..8], &9i32.to_be_bytes());
         assert_eq!(&out[8..10], &UNSUPPORTED_VERSION.to_be_bytes());
     }

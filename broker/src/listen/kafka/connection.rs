@@ -184,7 +184,8 @@ async fn run_frame(
     glommio::spawn_local(async move {
         let key = req.key;
         let handled = super::handler::handle(&shard, &conn, req);
-        let mut answer = match crate::listen::listener::guarded("kafka", || format!("{key:?}"), handled).await {
+        let mut answer = match crate::listen::listener::guarded("kafka", || format!("{key:?}"), handled).await
+        {
             Ok((answer, throttle)) => {
                 if !throttle.is_zero() {
                     conn.mute_for(throttle);

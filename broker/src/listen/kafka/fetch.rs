@@ -15,7 +15,9 @@ use bytes::Bytes;
 use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::*;
 
 use super::connection::Answer;
@@ -49,7 +51,13 @@ impl Part {
     }
 }
 
-pub async fn fetch(shard: &Rc<Shard>, p: &Principal, req: FetchRequest, version: i16, cid: i32) -> (Answer, Duration) {
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    req: FetchRequest,
+    version: i16,
+    cid: i32,
+) -> (Answer, Duration) {
     let quotas = shard.config.quotas();
     let throttle = quotas.pay_debt(shard, p, Direction::Fetch).await;
     let max_bytes = (req.max_bytes.max(1) as usize).min(shard.config.fetch_bytes_max);
@@ -64,7 +72,12 @@ pub async fn fetch(shard: &Rc<Shard>, p: &Principal, req: FetchRequest, version:
             })
         })
         .collect();
-    let mut parts: Vec<Part> = join_all(wanted.iter().map(|(t, pi, off, b)| read(shard, p, t, *pi, *off, *b, 0))).await;
+    let mut parts: Vec<Part> = join_all(
+        wanted
+            .iter()
+            .map(|(t, pi, off, b)| read(shard, p, t, *pi, *off, *b, 0)),
+    )
+    .await;
     let empty = parts.iter().all(|x| x.error == 0 && x.records.is_empty());
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
     if empty && wait_ms > 0 && !parts.is_empty() {
@@ -122,7 +135,15 @@ pub async fn fetch(shard: &Rc<Shard>, p: &Principal, req: FetchRequest, version:
 
 /// Reads one partition from `offset`, about `bytes` at most, waiting up to
 /// `wait_ms` at the high watermark.
-async fn read(shard: &Rc<Shard>, p: &Principal, topic: &str, partition: i32, offset: i64, bytes: usize, wait_ms: u64) -> Part {
+async fn read(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    bytes: usize,
+    wait_ms: u64,
+) -> Part {
     if !p.allows(Operation::Read, Resource::Topic, topic) {
         return Part::error(TOPIC_AUTHORIZATION_FAILED);
     }
@@ -147,7 +168,8 @@ async fn read(shard: &Rc<Shard>, p: &Principal, topic: &str, partition: i32, off
         connection: None,
         listener: "kafka",
     };
-    let (fetched, charge) = match crate::ops::fetch::fetch(shard, &meta, partition as u64, q, &charger).await {
+    let (fetched, charge) = match crate::ops::fetch::fetch(shard, &meta, partition as u64, q, &charger).await
+    {
         Ok(f) => f,
         Err(e) => return Part::error(code(&e)),
     };
@@ -194,10 +216,11 @@ pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequ
         let topic = t.name.0.to_string();
         let mut parts = Vec::new();
         for lp in t.partitions {
-            let (error, offset, timestamp) = match offset_for(shard, p, &topic, lp.partition_index, lp.timestamp).await {
-                Ok((o, ts)) => (0, o, ts),
-                Err(c) => (c, -1, -1),
-            };
+            let (error, offset, timestamp) =
+                match offset_for(shard, p, &topic, lp.partition_index, lp.timestamp).await {
+                    Ok((o, ts)) => (0, o, ts),
+                    Err(c) => (c, -1, -1),
+                };
             parts.push(
                 ListOffsetsPartitionResponse::default()
                     .with_partition_index(lp.partition_index)
@@ -206,7 +229,11 @@ pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequ
                     .with_timestamp(timestamp),
             );
         }
-        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }
@@ -214,7 +241,13 @@ pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequ
 /// The offset (and its timestamp, -1 where not asked by time) for a
 /// ListOffsets timestamp: -2 the log start, -1 the high watermark, else
 /// the first record at or after it (-1 when none is).
-async fn offset_for(shard: &Rc<Shard>, p: &Principal, topic: &str, partition: i32, ts: i64) -> Result<(i64, i64), i16> {
+async fn offset_for(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    topic: &str,
+    partition: i32,
+    ts: i64,
+) -> Result<(i64, i64), i16> {
     if !p.allows(Operation::Describe, Resource::Topic, topic) {
         return Err(TOPIC_AUTHORIZATION_FAILED);
     }

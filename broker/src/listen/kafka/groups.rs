@@ -13,13 +13,19 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
-use kafka_protocol::messages::offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
 use kafka_protocol::messages::*;
 
 use super::codec::{s, Body};
 use super::connection::Answer;
-use super::handler::{answer, group_code, this_broker, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED};
+use super::handler::{
+    answer, group_code, this_broker, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED,
+};
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -68,11 +74,21 @@ pub async fn handle(
                 requires_known_id: v >= 4,
                 client_id: client_id.unwrap_or_default(),
                 session_timeout_ms: j.session_timeout_ms,
-                rebalance_timeout_ms: if v >= 1 { j.rebalance_timeout_ms } else { j.session_timeout_ms },
+                rebalance_timeout_ms: if v >= 1 {
+                    j.rebalance_timeout_ms
+                } else {
+                    j.session_timeout_ms
+                },
                 protocol_type: j.protocol_type.to_string(),
-                protocols: j.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata)).collect(),
+                protocols: j
+                    .protocols
+                    .into_iter()
+                    .map(|p| (p.name.to_string(), p.metadata))
+                    .collect(),
             };
-            let r = call(shard, p, &group, ClassicOp::Join(args)).await.unwrap_or_else(failed);
+            let r = call(shard, p, &group, ClassicOp::Join(args))
+                .await
+                .unwrap_or_else(failed);
             let mut body = JoinGroupResponse::default()
                 .with_error_code(r.error)
                 .with_generation_id(r.generation)
@@ -82,7 +98,11 @@ pub async fn handle(
                 .with_members(
                     r.members
                         .into_iter()
-                        .map(|(id, meta, _)| JoinGroupResponseMember::default().with_member_id(s(id)).with_metadata(meta))
+                        .map(|(id, meta, _)| {
+                            JoinGroupResponseMember::default()
+                                .with_member_id(s(id))
+                                .with_metadata(meta)
+                        })
                         .collect(),
                 );
             if v >= 7 {
@@ -94,10 +114,18 @@ pub async fn handle(
             let op = ClassicOp::Sync {
                 member_id: sg.member_id.to_string(),
                 generation: sg.generation_id,
-                assignments: sg.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
+                assignments: sg
+                    .assignments
+                    .into_iter()
+                    .map(|a| (a.member_id.to_string(), a.assignment))
+                    .collect(),
             };
-            let r = call(shard, p, sg.group_id.0.as_str(), op).await.unwrap_or_else(failed);
-            let mut body = SyncGroupResponse::default().with_error_code(r.error).with_assignment(r.assignment);
+            let r = call(shard, p, sg.group_id.0.as_str(), op)
+                .await
+                .unwrap_or_else(failed);
+            let mut body = SyncGroupResponse::default()
+                .with_error_code(r.error)
+                .with_assignment(r.assignment);
             if v >= 5 {
                 body = body
                     .with_protocol_type(Some(s(r.protocol_type)))
@@ -110,8 +138,15 @@ pub async fn handle(
                 member_id: h.member_id.to_string(),
                 generation: h.generation_id,
             };
-            let r = call(shard, p, h.group_id.0.as_str(), op).await.unwrap_or_else(failed);
-            answer(key, v, cid, &HeartbeatResponse::default().with_error_code(r.error))
+            let r = call(shard, p, h.group_id.0.as_str(), op)
+                .await
+                .unwrap_or_else(failed);
+            answer(
+                key,
+                v,
+                cid,
+                &HeartbeatResponse::default().with_error_code(r.error),
+            )
         }
         Body::LeaveGroup(l) => {
             let ids: Vec<String> = if v >= 3 {
@@ -119,13 +154,22 @@ pub async fn handle(
             } else {
                 vec![l.member_id.to_string()]
             };
-            let r = call(shard, p, l.group_id.0.as_str(), ClassicOp::Leave { member_ids: ids.clone() })
-                .await
-                .unwrap_or_else(failed);
+            let r = call(
+                shard,
+                p,
+                l.group_id.0.as_str(),
+                ClassicOp::Leave {
+                    member_ids: ids.clone(),
+                },
+            )
+            .await
+            .unwrap_or_else(failed);
             let codes: Vec<i16> = r
                 .members
                 .iter()
-                .map(|(_, c, _)| i16::from_be_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)]))
+                .map(|(_, c, _)| {
+                    i16::from_be_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)])
+                })
                 .collect();
             let mut body = LeaveGroupResponse::default();
             if v >= 3 {
@@ -136,7 +180,11 @@ pub async fn handle(
                         .collect(),
                 );
             } else {
-                body = body.with_error_code(if r.error != 0 { r.error } else { codes.first().copied().unwrap_or(0) });
+                body = body.with_error_code(if r.error != 0 {
+                    r.error
+                } else {
+                    codes.first().copied().unwrap_or(0)
+                });
             }
             answer(key, v, cid, &body)
         }
@@ -149,15 +197,35 @@ pub async fn handle(
             }
             answer(key, v, cid, &DescribeGroupsResponse::default().with_groups(out))
         }
-        Body::ListGroups(_) => {
+        Body::ListGroups(l) => {
             let groups = match crate::groups::admin::list(shard, p).await {
                 Ok(v) => v["groups"].as_array().cloned().unwrap_or_default(),
                 Err(_) => Vec::new(),
             };
+            // A group with members is Stable here, one without Empty.
             let listed = groups
                 .iter()
-                .filter_map(|g| g["name"].as_str())
-                .map(|n| ListedGroup::default().with_group_id(GroupId(s(n))).with_protocol_type(s("consumer")))
+                .filter_map(|g| {
+                    let state = if g["members"].as_u64().unwrap_or(0) > 0 {
+                        "Stable"
+                    } else {
+                        "Empty"
+                    };
+                    Some((g["name"].as_str()?, state))
+                })
+                .filter(|(_, state)| {
+                    l.states_filter.is_empty() || l.states_filter.iter().any(|f| f.as_str() == *state)
+                })
+                .map(|(n, state)| {
+                    let g = ListedGroup::default()
+                        .with_group_id(GroupId(s(n)))
+                        .with_protocol_type(s("consumer"));
+                    if v >= 4 {
+                        g.with_group_state(s(state))
+                    } else {
+                        g
+                    }
+                })
                 .collect();
             answer(key, v, cid, &ListGroupsResponse::default().with_groups(listed))
         }
@@ -213,7 +281,10 @@ async fn offset_commit(shard: &Rc<Shard>, p: &Principal, c: OffsetCommitRequest)
             } else if part.partition_index < 0 || part.committed_offset < 0 {
                 INVALID_REQUEST
             } else {
-                offsets.push(((topic.clone(), part.partition_index as u32), part.committed_offset as u64));
+                offsets.push((
+                    (topic.clone(), part.partition_index as u32),
+                    part.committed_offset as u64,
+                ));
                 0
             };
             parts.push((part.partition_index, code));
@@ -239,12 +310,18 @@ async fn offset_commit(shard: &Rc<Shard>, p: &Principal, c: OffsetCommitRequest)
     let topics = codes
         .into_iter()
         .map(|(name, parts)| {
-            OffsetCommitResponseTopic::default().with_name(name).with_partitions(
-                parts
-                    .into_iter()
-                    .map(|(i, c)| OffsetCommitResponsePartition::default().with_partition_index(i).with_error_code(c))
-                    .collect(),
-            )
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(i, c)| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(i)
+                                .with_error_code(c)
+                        })
+                        .collect(),
+                )
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
@@ -252,26 +329,41 @@ async fn offset_commit(shard: &Rc<Shard>, p: &Principal, c: OffsetCommitRequest)
 
 async fn offset_fetch(shard: &Rc<Shard>, p: &Principal, f: OffsetFetchRequest) -> OffsetFetchResponse {
     let group = f.group_id.0.to_string();
-    let committed: Result<Vec<(String, u32, u64)>, ApiError> = crate::groups::admin::call(shard, p, &group, GroupOp::Commits)
-        .await
-        .map(|v| {
-            v["offsets"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|o| Some((o["topic"].as_str()?.to_string(), o["partition"].as_u64()? as u32, o["offset"].as_u64()?)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        });
+    let committed: Result<Vec<(String, u32, u64)>, ApiError> =
+        crate::groups::admin::call(shard, p, &group, GroupOp::Commits)
+            .await
+            .map(|v| {
+                v["offsets"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|o| {
+                                Some((
+                                    o["topic"].as_str()?.to_string(),
+                                    o["partition"].as_u64()? as u32,
+                                    o["offset"].as_u64()?,
+                                ))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            });
     let committed = match committed {
         Ok(c) => c,
         Err(e) if e.code == crate::error::ErrorCode::GroupNotFound => Vec::new(),
         Err(e) => return OffsetFetchResponse::default().with_error_code(group_code(&e)),
     };
-    let offset_of = |t: &str, p: i32| committed.iter().find(|(ct, cp, _)| ct == t && *cp as i32 == p).map(|(_, _, o)| *o as i64);
+    let offset_of = |t: &str, p: i32| {
+        committed
+            .iter()
+            .find(|(ct, cp, _)| ct == t && *cp as i32 == p)
+            .map(|(_, _, o)| *o as i64)
+    };
     let wanted: Vec<(String, Vec<i32>)> = match f.topics {
-        Some(ts) => ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect(),
+        Some(ts) => ts
+            .into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect(),
         None => {
             let mut all: Vec<(String, Vec<i32>)> = Vec::new();
             for (t, part, _) in &committed {
@@ -290,15 +382,20 @@ async fn offset_fetch(shard: &Rc<Shard>, p: &Principal, f: OffsetFetchRequest) -
             let partitions = parts
                 .into_iter()
                 .map(|i| {
-                    let r = OffsetFetchResponsePartition::default().with_partition_index(i).with_metadata(Some(s("")));
+                    let r = OffsetFetchResponsePartition::default()
+                        .with_partition_index(i)
+                        .with_metadata(Some(s("")));
                     if allowed {
                         r.with_committed_offset(offset_of(&t, i).unwrap_or(-1))
                     } else {
-                        r.with_committed_offset(-1).with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                        r.with_committed_offset(-1)
+                            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
                     }
                 })
                 .collect();
-            OffsetFetchResponseTopic::default().with_name(TopicName(s(t))).with_partitions(partitions)
+            OffsetFetchResponseTopic::default()
+                .with_name(TopicName(s(t)))
+                .with_partitions(partitions)
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)

@@ -8,7 +8,9 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Encodable;
 
@@ -70,11 +72,15 @@ pub async fn handle(shard: &Rc<Shard>, conn: &Rc<Conn>, req: Req) -> (Answer, Du
     let (key, v, cid) = (req.key, req.version, req.correlation_id);
     let started = std::time::Instant::now();
     let out = match req.body {
-        Body::ApiVersions(_) => {
+        Body::ApiVersions(a) => {
+            tracing::debug!(software = %a.client_software_name.as_str(), version = %a.client_software_version.as_str(), "a Kafka client");
             let body = ApiVersionsResponse::default().with_api_keys(codec::api_keys());
             (answer(key, v, cid, &body), Duration::ZERO)
         }
-        Body::Metadata(m) => (answer(key, v, cid, &metadata(shard, &principal, m, v)), Duration::ZERO),
+        Body::Metadata(m) => (
+            answer(key, v, cid, &metadata(shard, &principal, m, v)),
+            Duration::ZERO,
+        ),
         Body::Produce(p) => Box::pin(super::produce::produce(shard, &principal, p, v, cid)).await,
         Body::Fetch(f) => Box::pin(super::fetch::fetch(shard, &principal, f, v, cid)).await,
         Body::ListOffsets(l) => {
@@ -89,18 +95,34 @@ pub async fn handle(shard: &Rc<Shard>, conn: &Rc<Conn>, req: Req) -> (Answer, Du
             let body = Box::pin(super::topics::delete(shard, &principal, d)).await;
             (answer(key, v, cid, &body), Duration::ZERO)
         }
-        Body::DescribeConfigs(d) => (answer(key, v, cid, &super::topics::describe_configs(shard, &principal, d)), Duration::ZERO),
+        Body::DescribeConfigs(d) => (
+            answer(
+                key,
+                v,
+                cid,
+                &super::topics::describe_configs(shard, &principal, d),
+            ),
+            Duration::ZERO,
+        ),
         Body::InitProducerId(i) => {
             let body = Box::pin(super::topics::init_producer_id(shard, &principal, i)).await;
             (answer(key, v, cid, &body), Duration::ZERO)
         }
         body => (
-            Box::pin(super::groups::handle(shard, &principal, body, (key, v, cid), req.client_id)).await,
+            Box::pin(super::groups::handle(
+                shard,
+                &principal,
+                body,
+                (key, v, cid),
+                req.client_id,
+            ))
+            .await,
             Duration::ZERO,
         ),
     };
     metrics::counter!("es_kafka_requests_total", "api" => api_name(key)).increment(1);
-    metrics::histogram!("es_kafka_request_duration_seconds", "api" => api_name(key)).record(started.elapsed().as_secs_f64());
+    metrics::histogram!("es_kafka_request_duration_seconds", "api" => api_name(key))
+        .record(started.elapsed().as_secs_f64());
     out
 }
 

@@ -29,6 +29,8 @@ use crate::topics::admin;
 
 /// One partition's outcome: error code, message, base offset.
 type Outcome = (i16, Option<String>, i64);
+/// A topic's partitions in request order, each with its outcome once known.
+type TopicSlots = (TopicName, Vec<(i32, Option<Outcome>)>);
 
 pub async fn produce(
     shard: &Rc<Shard>,
@@ -46,9 +48,20 @@ pub async fn produce(
                 let parts = t
                     .partition_data
                     .iter()
-                    .map(|pd| partition_response(pd.index, (super::handler::INVALID_REQUEST, Some("transactions are not supported".into()), -1)))
+                    .map(|pd| {
+                        partition_response(
+                            pd.index,
+                            (
+                                super::handler::INVALID_REQUEST,
+                                Some("transactions are not supported".into()),
+                                -1,
+                            ),
+                        )
+                    })
                     .collect();
-                TopicProduceResponse::default().with_name(t.name).with_partition_responses(parts)
+                TopicProduceResponse::default()
+                    .with_name(t.name)
+                    .with_partition_responses(parts)
             })
             .collect();
         let body = ProduceResponse::default().with_responses(responses);
@@ -58,7 +71,7 @@ pub async fn produce(
     let quotas = shard.config.quotas();
     let mut throttle = Duration::ZERO;
     // Checked and converted first; appended together after.
-    let mut slots: Vec<(TopicName, Vec<(i32, Option<Outcome>)>)> = Vec::new();
+    let mut slots: Vec<TopicSlots> = Vec::new();
     let mut appends = Vec::new();
     for t in req.topic_data {
         let name = t.name.0.to_string();
@@ -67,7 +80,8 @@ pub async fn produce(
             let index = pd.index;
             match prepare(shard, p, &name, pd, limit) {
                 Ok((owner, partition, converted)) => {
-                    throttle = throttle.max(quotas.charge(p, Direction::Produce, converted.batch.len() as u64));
+                    throttle =
+                        throttle.max(quotas.charge(p, Direction::Produce, converted.batch.len() as u64));
                     let at = (slots.len(), parts.len());
                     parts.push((index, None));
                     appends.push((at, append(shard, name.clone(), owner, partition, converted)));
@@ -91,7 +105,9 @@ pub async fn produce(
                 .into_iter()
                 .map(|(i, o)| partition_response(i, o.unwrap_or((-1, None, -1))))
                 .collect();
-            TopicProduceResponse::default().with_name(name).with_partition_responses(parts)
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(parts)
         })
         .collect();
     let body = ProduceResponse::default()
@@ -138,16 +154,23 @@ fn prepare(
     let converted = records::to_es(&bytes, meta.config.is_compacted(), limit)
         .map_err(|r| (r.code, Some(r.message), -1))?;
     if let Some((id, ..)) = converted.producer {
-        shard.producers.check_owner(id, p).map_err(|e| {
-            (super::handler::cluster_code(&e), Some(e.message), -1)
-        })?;
+        shard
+            .producers
+            .check_owner(id, p)
+            .map_err(|e| (super::handler::cluster_code(&e), Some(e.message), -1))?;
     }
     Ok((shard.owner(topic, partition), partition, converted))
 }
 
 /// Appends one converted batch on its shard: its base offset once
 /// durable, or the error.
-async fn append(shard: &Rc<Shard>, topic: String, owner: usize, partition: u32, c: records::Converted) -> Outcome {
+async fn append(
+    shard: &Rc<Shard>,
+    topic: String,
+    owner: usize,
+    partition: u32,
+    c: records::Converted,
+) -> Outcome {
     let producer = c.producer.map(|(producer_id, epoch, sequence)| ProducerFields {
         producer_id,
         epoch,

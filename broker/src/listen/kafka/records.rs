@@ -73,7 +73,6 @@ struct Rec<'a> {
 pub struct Converted {
     /// One es batch at base offset 0 (the log assigns the offsets).
     pub batch: Vec<u8>,
-    pub records: u32,
     /// `(producer_id, epoch, base_sequence)` of an idempotent producer.
     pub producer: Option<(i64, i16, i32)>,
 }
@@ -114,7 +113,9 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
         }
         let attributes = i16::from_be_bytes(batch[21..23].try_into().expect("2"));
         if attributes & (1 << 4) != 0 || attributes & (1 << 5) != 0 {
-            return Err(invalid("transactions are not supported (transactional or control batch)"));
+            return Err(invalid(
+                "transactions are not supported (transactional or control batch)",
+            ));
         }
         if attributes & (1 << 3) != 0 {
             return Err(invalid("LogAppendTime batches are not accepted: send CreateTime"));
@@ -137,8 +138,13 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
         match (at, stamp, producer, next_sequence) {
             (0, s, _, _) => producer = s,
             (_, None, None, _) => {}
-            (_, Some((id, e, seq)), Some((id0, e0, _)), Some(next)) if id == id0 && e == e0 && seq == next => {}
-            _ => return Err(invalid("the batches of one partition must be one producer's, in sequence")),
+            (_, Some((id, e, seq)), Some((id0, e0, _)), Some(next))
+                if id == id0 && e == e0 && seq == next => {}
+            _ => {
+                return Err(invalid(
+                    "the batches of one partition must be one producer's, in sequence",
+                ))
+            }
         }
         if let Some((_, _, seq)) = stamp {
             next_sequence = Some(seq.wrapping_add(count));
@@ -163,7 +169,6 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
         return Err(corrupt("no record batch in the partition's records"));
     }
     let mut builder = BatchBuilder::with_capacity(0);
-    let mut records = 0u32;
     for (which, from, to, base_ts, count) in spans {
         let data = if which == usize::MAX {
             &bytes[from..to]
@@ -186,7 +191,6 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
                 }
             }
             builder.push(r.key, r.value.unwrap_or(&[]), r.timestamp_ms);
-            records += 1;
             if builder.len_bytes() > limit {
                 return Err(Refused {
                     code: MESSAGE_TOO_LARGE,
@@ -198,14 +202,8 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
             return Err(corrupt("bytes left after the batch's last record"));
         }
     }
-    let batch = builder
-        .finish(0, producer)
-        .ok_or_else(|| corrupt("no records"))?;
-    Ok(Converted {
-        batch,
-        records,
-        producer,
-    })
+    let batch = builder.finish(0, producer).ok_or_else(|| corrupt("no records"))?;
+    Ok(Converted { batch, producer })
 }
 
 /// Reads record `i` of a batch whose first timestamp is `base_ts`.
@@ -246,7 +244,8 @@ fn decompress(codec: i16, payload: &[u8], limit: usize) -> Result<Vec<u8>, Refus
         code: MESSAGE_TOO_LARGE,
         message: format!("the records are larger than {limit} bytes once decompressed"),
     };
-    let bad = |what: &str, e: &dyn std::fmt::Display| corrupt(format!("{what} data does not decompress: {e}"));
+    let bad =
+        |what: &str, e: &dyn std::fmt::Display| corrupt(format!("{what} data does not decompress: {e}"));
     let mut out = Vec::new();
     match codec {
         1 => {
@@ -392,7 +391,9 @@ fn varint_len(v: i64) -> usize {
 /// and goes out as null.
 pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), String> {
     let h = BatchHeader::parse(batch).map_err(|e| e.to_string())?;
-    let batch = batch.get(..h.batch_len as usize).ok_or("truncated stored batch")?;
+    let batch = batch
+        .get(..h.batch_len as usize)
+        .ok_or("truncated stored batch")?;
     let start = out.len();
     out.extend_from_slice(&(h.base_offset.0 as i64).to_be_bytes());
     out.extend_from_slice(&[0; 4]); // batch length, below
@@ -440,7 +441,10 @@ pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), 
         put_varint(out, 0); // headers
     }
     if n != h.record_count || HEADER_BYTES > batch.len() {
-        return Err(format!("stored batch at {} holds {n} of {} records", h.base_offset.0, h.record_count));
+        return Err(format!(
+            "stored batch at {} holds {n} of {} records",
+            h.base_offset.0, h.record_count
+        ));
     }
     let len = (out.len() - start - 12) as i32;
     out[start + 8..start + 12].copy_from_slice(&len.to_be_bytes());

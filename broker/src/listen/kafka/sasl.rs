@@ -59,7 +59,10 @@ pub fn handle(shard: &Shard, conn: &Conn, req: Req) -> Answer {
         }
         Body::SaslAuthenticate(a) => {
             let (code, message) = if !conn.sasl.borrow().handshaken {
-                (ILLEGAL_SASL_STATE, "SaslAuthenticate before a PLAIN SaslHandshake".to_string())
+                (
+                    ILLEGAL_SASL_STATE,
+                    "SaslAuthenticate before a PLAIN SaslHandshake".to_string(),
+                )
             } else {
                 match authenticate(shard, &a.auth_bytes) {
                     Ok(p) => {
@@ -68,7 +71,8 @@ pub fn handle(shard: &Shard, conn: &Conn, req: Req) -> Answer {
                         (0, String::new())
                     }
                     Err(why) => {
-                        metrics::counter!("es_auth_unauthenticated_total", "listener" => "kafka").increment(1);
+                        metrics::counter!("es_auth_unauthenticated_total", "listener" => "kafka")
+                            .increment(1);
                         (SASL_AUTHENTICATION_FAILED, why)
                     }
                 }
@@ -122,10 +126,14 @@ fn authenticate(shard: &Shard, token: &[u8]) -> Result<Principal, String> {
     if !shard.state.keys.required() {
         return Ok(Principal::Anonymous);
     }
-    let bad = || "a PLAIN token is authzid \\0 username \\0 password: username the key id, password the key".to_string();
+    let bad = || {
+        "a PLAIN token is authzid \\0 username \\0 password: username the key id, password the key"
+            .to_string()
+    };
     let text = std::str::from_utf8(token).map_err(|_| bad())?;
     let mut parts = text.split('\0');
-    let (Some(authzid), Some(id), Some(key), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(authzid), Some(id), Some(key), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err(bad());
     };
     if !authzid.is_empty() && authzid != id {

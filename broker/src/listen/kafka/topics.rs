@@ -7,7 +7,9 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::*;
 
 use super::codec::s;
@@ -45,21 +47,30 @@ fn refused(e: ApiError) -> Refused {
 }
 
 /// Kafka's configs of a CreateTopics as es's config object.
-fn es_config(configs: &[create_topics_request::CreatableTopicConfig]) -> Result<serde_json::Map<String, serde_json::Value>, Refused> {
+fn es_config(
+    configs: &[create_topics_request::CreatableTopicConfig],
+) -> Result<serde_json::Map<String, serde_json::Value>, Refused> {
     let mut out = serde_json::Map::new();
     for c in configs {
         let name = c.name.as_str();
         let Some(&(_, es)) = CONFIG_NAMES.iter().find(|(k, _)| *k == name) else {
-            return Err((INVALID_CONFIG, format!("config {name:?} is not one es has (docs/kafka.md)")));
+            return Err((
+                INVALID_CONFIG,
+                format!("config {name:?} is not one es has (docs/kafka.md)"),
+            ));
         };
         let value = match c.value.as_ref().map(|v| v.as_str()) {
-            None | Some("-1") if matches!(es, "retention_ms" | "retention_bytes" | "segment_ms") => serde_json::Value::Null,
+            None | Some("-1") if matches!(es, "retention_ms" | "retention_bytes" | "segment_ms") => {
+                serde_json::Value::Null
+            }
             None => return Err((INVALID_CONFIG, format!("config {name:?} needs a value"))),
             Some(v) if es == "cleanup_policy" => serde_json::Value::from(v),
-            Some(v) => serde_json::Value::from(
-                v.parse::<u64>()
-                    .map_err(|_| (INVALID_CONFIG, format!("config {name:?} must be a non-negative integer")))?,
-            ),
+            Some(v) => serde_json::Value::from(v.parse::<u64>().map_err(|_| {
+                (
+                    INVALID_CONFIG,
+                    format!("config {name:?} must be a non-negative integer"),
+                )
+            })?),
         };
         out.insert(es.to_string(), value);
     }
@@ -67,36 +78,61 @@ fn es_config(configs: &[create_topics_request::CreatableTopicConfig]) -> Result<
 }
 
 /// Checks one topic to create: its es create body.
-fn checked(shard: &Shard, p: &Principal, t: &create_topics_request::CreatableTopic) -> Result<serde_json::Value, Refused> {
+fn checked(
+    shard: &Shard,
+    p: &Principal,
+    t: &create_topics_request::CreatableTopic,
+) -> Result<serde_json::Value, Refused> {
     let name = t.name.0.as_str();
     if let Err(e) = p.require_create_topic(name) {
         return Err((TOPIC_AUTHORIZATION_FAILED, e.message));
     }
     topic::validate_name(name).map_err(refused)?;
-    let partitions = if t.num_partitions == -1 { 1 } else { t.num_partitions };
+    let partitions = if t.num_partitions == -1 {
+        1
+    } else {
+        t.num_partitions
+    };
     if partitions < 1 || partitions as u32 > TOPIC_PARTITIONS_MAX {
-        return Err((INVALID_PARTITIONS, format!("partitions must be in 1..={TOPIC_PARTITIONS_MAX}")));
+        return Err((
+            INVALID_PARTITIONS,
+            format!("partitions must be in 1..={TOPIC_PARTITIONS_MAX}"),
+        ));
     }
     if t.replication_factor != -1 && t.replication_factor != 1 {
         return Err((
             INVALID_REPLICATION_FACTOR,
-            format!("replication factor {} is not possible on a single node: use 1", t.replication_factor),
+            format!(
+                "replication factor {} is not possible on a single node: use 1",
+                t.replication_factor
+            ),
         ));
     }
     if !t.assignments.is_empty() {
-        return Err((INVALID_REQUEST, "manual replica assignments are not supported".into()));
+        return Err((
+            INVALID_REQUEST,
+            "manual replica assignments are not supported".into(),
+        ));
     }
     let config = es_config(&t.configs)?;
     TopicConfig::with_segment_bytes(shard.config.segment_bytes)
         .patched(&config)
         .map_err(|e| (INVALID_CONFIG, e.message))?;
     if shard.catalog.get(name).is_some() {
-        return Err((ErrorCode::TopicExists.kafka(), format!("topic {name:?} already exists")));
+        return Err((
+            ErrorCode::TopicExists.kafka(),
+            format!("topic {name:?} already exists"),
+        ));
     }
     Ok(serde_json::json!({"name": name, "partitions": partitions, "config": config}))
 }
 
-pub async fn create(shard: &Rc<Shard>, p: &Principal, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn create(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let done = match checked(shard, p, &t) {
@@ -146,7 +182,11 @@ pub async fn delete(shard: &Rc<Shard>, p: &Principal, req: DeleteTopicsRequest) 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
-pub fn describe_configs(shard: &Shard, p: &Principal, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn describe_configs(
+    shard: &Shard,
+    p: &Principal,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let results = req
         .resources
         .into_iter()
@@ -162,8 +202,12 @@ pub fn describe_configs(shard: &Shard, p: &Principal, req: DescribeConfigsReques
                         return out.with_error_code(TOPIC_AUTHORIZATION_FAILED);
                     }
                     match admin::lookup(shard, name) {
-                        Ok(meta) => out.with_configs(topic_configs(&meta.config, r.configuration_keys.as_deref())),
-                        Err(e) => out.with_error_code(code(&e)).with_error_message(Some(s(e.message))),
+                        Ok(meta) => {
+                            out.with_configs(topic_configs(&meta.config, r.configuration_keys.as_deref()))
+                        }
+                        Err(e) => out
+                            .with_error_code(code(&e))
+                            .with_error_message(Some(s(e.message))),
                     }
                 }
                 _ => out
@@ -175,7 +219,10 @@ pub fn describe_configs(shard: &Shard, p: &Principal, req: DescribeConfigsReques
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn topic_configs(config: &TopicConfig, keys: Option<&[kafka_protocol::protocol::StrBytes]>) -> Vec<DescribeConfigsResourceResult> {
+fn topic_configs(
+    config: &TopicConfig,
+    keys: Option<&[kafka_protocol::protocol::StrBytes]>,
+) -> Vec<DescribeConfigsResourceResult> {
     let es = serde_json::to_value(config).unwrap_or_default();
     CONFIG_NAMES
         .iter()
@@ -194,7 +241,11 @@ fn topic_configs(config: &TopicConfig, keys: Option<&[kafka_protocol::protocol::
         .collect()
 }
 
-pub async fn init_producer_id(shard: &Rc<Shard>, p: &Principal, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn init_producer_id(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
         return InitProducerIdResponse::default()
             .with_error_code(INVALID_REQUEST)
