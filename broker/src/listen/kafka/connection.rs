@@ -25,7 +25,7 @@ use super::sasl::Sasl;
 use crate::auth::Principal;
 use crate::limits::{CHARGED_FRAME_BYTES_MIN, KAFKA_PRE_AUTH_FRAME_BYTES_MAX, KAFKA_READ_BYTES};
 use crate::listen::tls::Acceptor;
-use crate::shard::budget::Held;
+use crate::shard::budget::{Charge, Held};
 use crate::shard::Shard;
 
 /// Serves the Kafka protocol on this shard until shutdown starts; with
@@ -75,6 +75,8 @@ pub struct Answer {
     pub bytes: Option<Vec<u8>>,
     pub close: bool,
     permit: Option<StaticPermit>,
+    /// What a fetch's answer holds of the shard's budget until written.
+    pub charges: Vec<Charge>,
 }
 
 impl Answer {
@@ -83,6 +85,7 @@ impl Answer {
             bytes: Some(bytes),
             close: false,
             permit: None,
+            charges: Vec::new(),
         }
     }
 
@@ -92,6 +95,7 @@ impl Answer {
             bytes: None,
             close: false,
             permit: None,
+            charges: Vec::new(),
         }
     }
 
@@ -100,6 +104,7 @@ impl Answer {
             bytes,
             close: true,
             permit: None,
+            charges: Vec::new(),
         }
     }
 }
@@ -122,6 +127,7 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(shard: Rc<Shard
         BufWriter::with_capacity(KAFKA_READ_BYTES, wr),
         rx,
         conn.clone(),
+        Duration::from_millis(shard.config.frame_stall_ms),
     ));
     while let Some(frame) = next_frame(&shard, &conn, &mut rd, &permits, inflight).await {
         if !run_frame(&shard, &conn, &tx, &permits, frame).await {
@@ -240,13 +246,22 @@ async fn next_frame<R: AsyncRead + Unpin>(
         }
     }
     let idle = Duration::from_millis(shard.config.connection_idle_ms);
-    let mut prefix = [0u8; 4];
+    let stall = Duration::from_millis(shard.config.frame_stall_ms);
+    // Waiting for a frame to begin takes nothing out of the stream, so
+    // an idle check that comes first loses no byte.
     loop {
-        match read_or_stop(shard, conn, rd, &mut prefix, idle).await {
+        match readable(shard, conn, rd, idle).await {
             Read::Done => break,
             Read::TimedOut if permits.available() < inflight as u64 => continue,
             _ => return None,
         }
+    }
+    let mut prefix = [0u8; 4];
+    if !matches!(
+        read_or_stop(shard, conn, rd, &mut prefix, stall).await,
+        Read::Done
+    ) {
+        return None;
     }
     let len = i32::from_be_bytes(prefix);
     let max = if super::sasl::authenticated_or_open(shard, conn) {
@@ -270,7 +285,6 @@ async fn next_frame<R: AsyncRead + Unpin>(
         None
     };
     let mut body = vec![0u8; len];
-    let stall = Duration::from_millis(shard.config.frame_stall_ms);
     match read_or_stop(shard, conn, rd, &mut body, stall).await {
         Read::Done => Some((Bytes::from(body), held)),
         _ => None,
@@ -281,6 +295,30 @@ enum Read {
     Done,
     TimedOut,
     Ended,
+}
+
+/// Waits until the stream has bytes, without taking any, unless the peer
+/// closes, `limit` passes, or the broker shuts down.
+async fn readable<R: AsyncRead + Unpin>(
+    shard: &Shard,
+    conn: &Conn,
+    rd: &mut BufReader<R>,
+    limit: Duration,
+) -> Read {
+    let read = futures::io::AsyncBufReadExt::fill_buf(rd).fuse();
+    let stop = shard.shutdown.wait_for(1).fuse();
+    let timer = glommio::timer::sleep(limit).fuse();
+    let ended = conn.writer_ended.acquire(1).fuse();
+    futures::pin_mut!(read, stop, timer, ended);
+    futures::select! {
+        r = read => match r {
+            Ok(b) if !b.is_empty() => Read::Done,
+            _ => Read::Ended,
+        },
+        _ = stop => Read::Ended,
+        _ = ended => Read::Ended,
+        _ = timer => Read::TimedOut,
+    }
 }
 
 /// Fills `into`, unless the peer closes, `limit` passes with nothing read,
@@ -313,13 +351,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: BufWriter<W>,
     rx: LocalReceiver<oneshot::Receiver<Answer>>,
     conn: Rc<Conn>,
+    stall: Duration,
 ) -> BufWriter<W> {
     'outer: while let Some(mut next) = rx.recv().await {
         loop {
             let answer = match (&mut next).now_or_never() {
                 Some(a) => a,
                 None => {
-                    if wr.flush().await.is_err() {
+                    if !within(stall, wr.flush()).await {
                         break 'outer;
                     }
                     next.await
@@ -327,7 +366,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             };
             let Ok(answer) = answer else { break 'outer };
             if let Some(bytes) = &answer.bytes {
-                if wr.write_all(bytes).await.is_err() {
+                if !within(stall, wr.write_all(bytes)).await {
                     break 'outer;
                 }
             }
@@ -341,12 +380,27 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 None => break,
             }
         }
-        if wr.flush().await.is_err() {
+        if !within(stall, wr.flush()).await {
             break;
         }
     }
-    let _ = wr.flush().await;
+    let _ = within(stall, wr.flush()).await;
     // Wakes the read loop for good: the connection ends.
     conn.writer_ended.signal(u64::MAX / 2);
     wr
+}
+
+/// Runs a write, `true` if it succeeded within `stall`: a client that
+/// stops reading for that long is closed, freeing what its answers hold.
+async fn within(stall: Duration, write: impl std::future::Future<Output = std::io::Result<()>>) -> bool {
+    let write = write.fuse();
+    let timer = glommio::timer::sleep(stall).fuse();
+    futures::pin_mut!(write, timer);
+    futures::select! {
+        r = write => r.is_ok(),
+        _ = timer => {
+            metrics::counter!("es_connections_write_stalled_total", "listener" => "kafka").increment(1);
+            false
+        }
+    }
 }

@@ -38,6 +38,8 @@ struct Part {
     high_watermark: i64,
     log_start: i64,
     records: Bytes,
+    /// Its read's charge of the shard's budget, held until written.
+    charge: Option<crate::shard::budget::Charge>,
 }
 
 impl Part {
@@ -47,6 +49,7 @@ impl Part {
             high_watermark: -1,
             log_start: -1,
             records: Bytes::new(),
+            charge: None,
         }
     }
 }
@@ -61,13 +64,18 @@ pub async fn fetch(
     let quotas = shard.config.quotas();
     let throttle = quotas.pay_debt(shard, p, Direction::Fetch).await;
     let max_bytes = (req.max_bytes.max(1) as usize).min(shard.config.fetch_bytes_max);
+    // Every partition's read is charged at once: their share of
+    // `max_bytes` (at least the smallest charge), so that one fetch of
+    // many partitions never asks more of the shard's budget than it has.
+    let count: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+    let share = (max_bytes / count.max(1)).max(crate::limits::FETCH_CHARGE_BYTES_MIN);
     let wanted: Vec<(String, i32, i64, usize)> = req
         .topics
         .iter()
         .flat_map(|t| {
             let name = t.topic.0.to_string();
             t.partitions.iter().map(move |fp| {
-                let bytes = (fp.partition_max_bytes.max(1) as usize).min(max_bytes);
+                let bytes = (fp.partition_max_bytes.max(1) as usize).min(share);
                 (name.clone(), fp.partition, fp.fetch_offset, bytes)
             })
         })
@@ -107,7 +115,9 @@ pub async fn fetch(
         quotas.charge(p, Direction::Fetch, total as u64);
     }
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
-    for ((topic, partition, ..), part) in wanted.into_iter().zip(parts) {
+    let mut charges = Vec::new();
+    for ((topic, partition, ..), mut part) in wanted.into_iter().zip(parts) {
+        charges.extend(part.charge.take());
         let data = PartitionData::default()
             .with_partition_index(partition)
             .with_error_code(part.error)
@@ -130,7 +140,9 @@ pub async fn fetch(
         .with_throttle_time_ms(throttle.as_millis().min(i32::MAX as u128) as i32)
         .with_session_id(0)
         .with_responses(responses);
-    (answer(ApiKey::Fetch, version, cid, &body), Duration::ZERO)
+    let mut out = answer(ApiKey::Fetch, version, cid, &body);
+    out.charges = charges;
+    (out, Duration::ZERO)
 }
 
 /// Reads one partition from `offset`, about `bytes` at most, waiting up to
@@ -184,13 +196,13 @@ async fn read(
             return Part::error(-1);
         }
     }
-    drop(charge);
     Part {
         error: 0,
         high_watermark: fetched.high_watermark as i64,
         // Unknown here (-1): it would cost a call to the partition's shard.
         log_start: -1,
         records: Bytes::from(out),
+        charge,
     }
 }
 
