@@ -2,7 +2,7 @@
 //! and a message that says what to do. Transport-neutral: the HTTP
 //! listener renders it as `{"error":{"code":"...","message":"..."}}` with
 //! the code's status, the binary listener as an error frame with the same
-//! code. [`ErrorCode::row`] is the one table of codes.
+//! code, the Kafka listener as the Kafka error code of the same row. [`ErrorCode::row`] is the one table of codes.
 
 /// What an error out of file descriptors adds: it passes, and what to raise.
 const OUT_OF_DESCRIPTORS: &str = "the broker is out of file descriptors for now; retry \
@@ -32,6 +32,7 @@ pub enum ErrorCode {
     GroupNotEmpty,
     GroupFull,
     InconsistentTopics,
+    InconsistentProtocol,
     StaleGeneration,
     NotAssigned,
     ProducerFenced,
@@ -77,67 +78,79 @@ pub struct Row {
     pub code: &'static str,
     /// The HTTP status it is answered with.
     pub http_status: u16,
+    /// The Kafka error code the Kafka listener answers it with
+    /// (docs/kafka.md, "Errors"). `forbidden` is 29
+    /// TOPIC_AUTHORIZATION_FAILED here; the listener answers 30 or 31 where
+    /// the resource is a group or the cluster.
+    pub kafka: i16,
 }
 
 impl ErrorCode {
     /// The table: each code's string and HTTP status, in one place.
     pub const fn row(self) -> Row {
         use ErrorCode as C;
-        let (code, http_status) = match self {
-            C::InvalidRequest => ("invalid_request", 400),
-            C::BadJson => ("bad_json", 400),
-            C::InvalidTopicName => ("invalid_topic_name", 400),
-            C::InvalidGroupName => ("invalid_group_name", 400),
-            C::TopicNotFound => ("topic_not_found", 404),
-            C::PartitionNotFound => ("partition_not_found", 404),
-            C::GroupNotFound => ("group_not_found", 404),
-            C::UnknownMember => ("unknown_member", 404),
-            C::UnknownProducerId => ("unknown_producer_id", 404),
-            C::NotFound => ("not_found", 404),
-            C::MethodNotAllowed => ("method_not_allowed", 405),
-            C::RequestTimeout => ("request_timeout", 408),
-            C::TopicExists => ("topic_exists", 409),
-            C::TopicDataExists => ("topic_data_exists", 409),
-            C::TooManyPartitions => ("too_many_partitions", 409),
-            C::TooManyGroups => ("too_many_groups", 409),
-            C::GroupNotEmpty => ("group_not_empty", 409),
-            C::GroupFull => ("group_full", 409),
-            C::InconsistentTopics => ("inconsistent_topics", 409),
-            C::StaleGeneration => ("stale_generation", 409),
-            C::NotAssigned => ("not_assigned", 409),
-            C::ProducerFenced => ("producer_fenced", 409),
-            C::DuplicateSequence => ("duplicate_sequence", 409),
-            C::OutOfOrderSequence => ("out_of_order_sequence", 409),
-            C::PayloadTooLarge => ("payload_too_large", 413),
-            C::OffsetOutOfRange => ("offset_out_of_range", 416),
-            C::NotUtf8 => ("not_utf8", 422),
-            C::Internal => ("internal", 500),
-            C::CorruptData => ("corrupt_data", 500),
-            C::Unavailable => ("unavailable", 503),
-            C::Unauthenticated => ("unauthenticated", 401),
-            C::Forbidden => ("forbidden", 403),
-            C::NotOwner => ("not_owner", 403),
-            C::KeyNotFound => ("key_not_found", 404),
-            C::LastAdmin => ("last_admin", 409),
-            C::SubjectNotFound => ("subject_not_found", 404),
-            C::VersionNotFound => ("version_not_found", 404),
-            C::SchemaNotFound => ("schema_not_found", 404),
-            C::SubjectSoftDeleted => ("subject_soft_deleted", 404),
-            C::SubjectNotSoftDeleted => ("subject_not_soft_deleted", 404),
-            C::VersionSoftDeleted => ("version_soft_deleted", 404),
-            C::VersionNotSoftDeleted => ("version_not_soft_deleted", 404),
-            C::SubjectConfigNotFound => ("subject_config_not_found", 404),
-            C::IncompatibleSchema => ("incompatible_schema", 409),
-            C::InvalidSchema => ("invalid_schema", 422),
-            C::InvalidVersion => ("invalid_version", 422),
-            C::InvalidCompatibilityLevel => ("invalid_compatibility_level", 422),
-            C::InvalidMode => ("invalid_mode", 422),
-            C::OperationNotPermitted => ("operation_not_permitted", 422),
-            C::ReferenceExists => ("reference_exists", 422),
-            C::InvalidSubject => ("invalid_subject", 422),
-            C::SchemaTooLarge => ("schema_too_large", 422),
+        let (code, http_status, kafka) = match self {
+            C::InvalidRequest => ("invalid_request", 400, 42),
+            C::BadJson => ("bad_json", 400, 42),
+            C::InvalidTopicName => ("invalid_topic_name", 400, 17),
+            C::InvalidGroupName => ("invalid_group_name", 400, 24),
+            C::TopicNotFound => ("topic_not_found", 404, 3),
+            C::PartitionNotFound => ("partition_not_found", 404, 3),
+            C::GroupNotFound => ("group_not_found", 404, 69),
+            C::UnknownMember => ("unknown_member", 404, 25),
+            C::UnknownProducerId => ("unknown_producer_id", 404, 59),
+            C::NotFound => ("not_found", 404, 3),
+            C::MethodNotAllowed => ("method_not_allowed", 405, 35),
+            C::RequestTimeout => ("request_timeout", 408, 7),
+            C::TopicExists => ("topic_exists", 409, 36),
+            C::TopicDataExists => ("topic_data_exists", 409, 36),
+            C::TooManyPartitions => ("too_many_partitions", 409, 37),
+            C::TooManyGroups => ("too_many_groups", 409, 81),
+            C::GroupNotEmpty => ("group_not_empty", 409, 68),
+            C::GroupFull => ("group_full", 409, 81),
+            C::InconsistentTopics => ("inconsistent_topics", 409, 23),
+            C::InconsistentProtocol => ("inconsistent_protocol", 409, 23),
+            C::StaleGeneration => ("stale_generation", 409, 22),
+            C::NotAssigned => ("not_assigned", 409, 25),
+            C::ProducerFenced => ("producer_fenced", 409, 47),
+            C::DuplicateSequence => ("duplicate_sequence", 409, 46),
+            C::OutOfOrderSequence => ("out_of_order_sequence", 409, 45),
+            C::PayloadTooLarge => ("payload_too_large", 413, 10),
+            C::OffsetOutOfRange => ("offset_out_of_range", 416, 1),
+            C::NotUtf8 => ("not_utf8", 422, 42),
+            C::Internal => ("internal", 500, -1),
+            C::CorruptData => ("corrupt_data", 500, 2),
+            C::Unavailable => ("unavailable", 503, 56),
+            C::Unauthenticated => ("unauthenticated", 401, 58),
+            C::Forbidden => ("forbidden", 403, 29),
+            C::NotOwner => ("not_owner", 403, 30),
+            C::KeyNotFound => ("key_not_found", 404, 3),
+            C::LastAdmin => ("last_admin", 409, 42),
+            // The schema registry's codes never reach a Kafka client: a
+            // registry request is refused as an invalid request if one did.
+            C::SubjectNotFound => ("subject_not_found", 404, 42),
+            C::VersionNotFound => ("version_not_found", 404, 42),
+            C::SchemaNotFound => ("schema_not_found", 404, 42),
+            C::SubjectSoftDeleted => ("subject_soft_deleted", 404, 42),
+            C::SubjectNotSoftDeleted => ("subject_not_soft_deleted", 404, 42),
+            C::VersionSoftDeleted => ("version_soft_deleted", 404, 42),
+            C::VersionNotSoftDeleted => ("version_not_soft_deleted", 404, 42),
+            C::SubjectConfigNotFound => ("subject_config_not_found", 404, 42),
+            C::IncompatibleSchema => ("incompatible_schema", 409, 42),
+            C::InvalidSchema => ("invalid_schema", 422, 42),
+            C::InvalidVersion => ("invalid_version", 422, 42),
+            C::InvalidCompatibilityLevel => ("invalid_compatibility_level", 422, 42),
+            C::InvalidMode => ("invalid_mode", 422, 42),
+            C::OperationNotPermitted => ("operation_not_permitted", 422, 42),
+            C::ReferenceExists => ("reference_exists", 422, 42),
+            C::InvalidSubject => ("invalid_subject", 422, 42),
+            C::SchemaTooLarge => ("schema_too_large", 422, 42),
         };
-        Row { code, http_status }
+        Row {
+            code,
+            http_status,
+            kafka,
+        }
     }
 
     /// The snake_case code.
@@ -148,6 +161,11 @@ impl ErrorCode {
     /// The HTTP status this code is answered with.
     pub const fn http_status(self) -> u16 {
         self.row().http_status
+    }
+
+    /// The Kafka protocol's error code (listen/kafka/).
+    pub const fn kafka(self) -> i16 {
+        self.row().kafka
     }
 
     /// The code of the binary protocol's error frame.

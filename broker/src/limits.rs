@@ -193,6 +193,26 @@ pub const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 // The backoff doubles from its first pause up to its longest.
 const _: () = assert!(ACCEPT_BACKOFF_MIN_MS <= ACCEPT_BACKOFF_MAX_MS);
 
+// --- Listen: Kafka connections (listen/kafka/) -------------------------------
+
+/// Requests one Kafka connection has in flight by default
+/// (`--kafka-requests-inflight-max`): librdkafka keeps at most 5 produce
+/// requests and one fetch in flight per broker; the rest is headroom for
+/// pipelining clients, each answer held until those before it are written.
+pub const KAFKA_INFLIGHT_REQUESTS_DEFAULT: usize = 64;
+/// The most `--kafka-requests-inflight-max` may be.
+pub const KAFKA_INFLIGHT_REQUESTS_LIMIT: usize = 65_536;
+/// Largest Kafka frame before SASL authentication, where `--auth
+/// required`: ApiVersions, SaslHandshake and SaslAuthenticate are small,
+/// so an unauthenticated client cannot make the broker buffer more.
+pub const KAFKA_PRE_AUTH_FRAME_BYTES_MAX: usize = 64 << 10;
+/// A Kafka connection's read buffer between frames: frames are read
+/// whole into their own buffer; this is what is kept for the next
+/// length prefix and small frames.
+pub const KAFKA_READ_BYTES: usize = 64 << 10;
+
+const _: () = assert!(KAFKA_INFLIGHT_REQUESTS_DEFAULT <= KAFKA_INFLIGHT_REQUESTS_LIMIT);
+
 // --- Listen: binary connections (listen/binary/) ------------------------------
 
 /// Largest frame before the handshake: the largest valid Hello (header,

@@ -144,7 +144,7 @@ fn listen_error(addr: std::net::SocketAddr, flag: &str, e: &std::io::Error) -> S
     }
 }
 
-fn start(config: config::Config) -> Result<(), String> {
+fn start(mut config: config::Config) -> Result<(), String> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS_S)
@@ -164,12 +164,14 @@ fn start(config: config::Config) -> Result<(), String> {
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
     let registry = config.registry_addr.0.map(|a| (a, "--registry-addr"));
+    let kafka = config.kafka.kafka_addr.0.map(|a| (a, "--kafka-addr"));
     for (addr, flag) in [
         (config.http_addr, "--http-addr"),
         (config.binary_addr, "--binary-addr"),
     ]
     .into_iter()
     .chain(registry)
+    .chain(kafka)
     {
         retry_at_start(|| {
             std::net::TcpListener::bind(addr)
@@ -179,6 +181,7 @@ fn start(config: config::Config) -> Result<(), String> {
     }
     memlock::ensure()?;
     trash::clear_at_start(&config.data_dir)?;
+    config.kafka.cluster_id = operate::kafka_config::cluster_id(&config.data_dir)?;
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)
@@ -194,6 +197,7 @@ fn start(config: config::Config) -> Result<(), String> {
         data_dir = %config.data_dir.display(),
         http = %config.http_addr,
         binary = %config.binary_addr,
+        kafka = %config.kafka.kafka_addr,
         shards = config.shard_count(),
         topics = topics.len(),
         "starting"

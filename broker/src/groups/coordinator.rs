@@ -87,7 +87,7 @@ fn assignment_json(assignment: &BTreeSet<TopicPartition>) -> serde_json::Value {
         .collect()
 }
 
-fn new_member_id(shard: &Shard) -> String {
+pub fn new_member_id(shard: &Shard) -> String {
     let n = shard.member_seq.get();
     shard.member_seq.set(n + 1);
     format!("m-{:x}-{}-{n}", shard.started_nanos, shard.id)
@@ -124,6 +124,9 @@ pub async fn run(
                 return Err(ApiError::invalid("topics must name at least one topic"));
             }
             let partitions = partitions_of(shard, &topics)?;
+            if shard.classic_groups.has_members(name) {
+                return Err(crate::groups::classic::inconsistent_protocol(name, "Kafka"));
+            }
             let id = new_member_id(shard);
             let (joined, first_with_offsets) = {
                 let claim = owner_check(store.groups().get(name), caller, name)?;
@@ -286,7 +289,7 @@ fn group_not_found(name: &str) -> ApiError {
 
 /// Validates, appends the new offsets to the groups log and waits for them
 /// to be durable (and applied): a commit that was answered survives kill -9.
-async fn commit(
+pub async fn commit(
     shard: &Rc<Shard>,
     name: &str,
     member: Option<(String, u64)>,
@@ -346,7 +349,7 @@ async fn commit(
 
 /// Summaries of the groups this shard coordinates.
 pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
-    shard
+    let mut out: Vec<serde_json::Value> = shard
         .groups
         .groups()
         .values()
@@ -358,7 +361,20 @@ pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
                 "topics": g.topics,
             })
         })
-        .collect()
+        .collect();
+    // Kafka groups: their members, with their commits if any.
+    for (name, members, generation) in shard.classic_groups.names() {
+        let es = shard.groups.groups().get(name.as_str()).map(|g| g.topics.clone());
+        out.retain(|g| g["name"] != name.as_str());
+        out.push(serde_json::json!({
+            "name": name,
+            "members": members,
+            "generation": generation,
+            "topics": es.unwrap_or_default(),
+            "protocol": "kafka",
+        }));
+    }
+    out
 }
 
 /// Expires members whose session timed out, on every group of this shard.
@@ -386,6 +402,7 @@ pub async fn expire_loop(shard: Rc<Shard>) {
         for name in emptied_now {
             emptied(&shard, &name);
         }
+        crate::groups::classic::expire(&shard, now);
     }
 }
 

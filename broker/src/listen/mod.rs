@@ -4,10 +4,12 @@
 //! (accept, connection limits, contained panics, idle and stall verdicts).
 //! `tls/` is TLS to clients, which every listener speaks with `--tls-cert`.
 //! `registry/` is the schema registry's (HTTP too, Confluent's paths);
-//! Kafka's wire protocol slots in beside them.
+//! `kafka/` is Kafka's wire protocol (docs/kafka.md), off with
+//! `--kafka-addr disabled`.
 
 pub mod binary;
 pub mod http;
+pub mod kafka;
 pub mod listener;
 pub mod registry;
 pub mod tls;
@@ -52,6 +54,15 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
         if shard.owner(crate::registry::TOPIC, 0) == shard.id {
             crate::registry::service::spawn_load(shard);
         }
+    if let Some(kafka_addr) = shard.config.kafka.kafka_addr.0 {
+        let kafka_listener =
+            listener::listen(kafka_addr).map_err(|e| format!("cannot listen on {kafka_addr}: {e}"))?;
+        let kafka_tls = tls.map(|t| t.acceptor("kafka"));
+        tasks.push(glommio::spawn_local(kafka::serve(
+            shard.clone(),
+            kafka_listener,
+            kafka_tls,
+        )));
     }
     Ok(tasks)
 }

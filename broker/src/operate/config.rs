@@ -278,6 +278,8 @@ pub struct Config {
     /// The longest delay one request of a key over its quota gets.
     #[arg(long, env = "ES_QUOTA_THROTTLE_MAX_MS", default_value_t = QUOTA_THROTTLE_MAX_MS_DEFAULT, help_heading = SECURITY, value_name = "MS")]
     pub quota_throttle_max_ms: u64,
+    #[command(flatten)]
+    pub kafka: crate::operate::kafka_config::KafkaConfig,
 }
 
 /// `--registry-addr`: an address, or `disabled`.
@@ -502,6 +504,7 @@ impl Config {
             QUOTA_THROTTLE_MAX_MS_MAX,
         )?;
         self.validate_tls()?;
+        self.kafka.validate()?;
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }
@@ -532,12 +535,14 @@ impl Config {
             return Ok(());
         }
         let registry = self.registry_addr.0.map(|a| (a, "--registry-addr"));
+        let kafka = self.kafka.kafka_addr.0.map(|a| (a, "--kafka-addr"));
         for (addr, flag) in [
             (self.http_addr, "--http-addr"),
             (self.binary_addr, "--binary-addr"),
         ]
         .into_iter()
         .chain(registry)
+        .chain(kafka)
         {
             if !addr.ip().is_loopback() {
                 return Err(format!(

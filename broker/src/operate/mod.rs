@@ -8,6 +8,7 @@ pub mod allocator;
 pub mod clock;
 pub mod config;
 pub mod config_file;
+pub mod kafka_config;
 pub mod logging;
 pub mod memlock;
 pub mod metrics_help;

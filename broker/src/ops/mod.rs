@@ -50,6 +50,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::InitProducer(..) => "init_producer",
         Op::Producers(_) => "producers",
         Op::Group { .. } => "group",
+        Op::Classic { .. } => "classic_group",
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::AdoptConnection { .. } => "adopt_connection",
@@ -94,6 +95,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         Op::Group { group, op, caller } => {
             debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
             Reply::Json(Box::pin(crate::groups::coordinator::run(&shard, &group, op, &caller)).await)
+        }
+        Op::Classic { group, op, caller } => {
+            Reply::Classic(Box::pin(crate::groups::classic::run(&shard, &group, op, &caller)).await)
         }
         Op::Series => Reply::Series(Box::new(crate::operate::metrics_live::snapshot(&shard))),
         Op::ListGroups => Reply::Json(Ok(

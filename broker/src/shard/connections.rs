@@ -10,22 +10,24 @@ pub struct Open {
     http: Cell<usize>,
     registry: Cell<usize>,
     binary: Cell<usize>,
+    kafka: Cell<usize>,
     /// The id of the next connection (the `conn` field of its log lines).
     next_id: Cell<u64>,
 }
 
 impl Open {
-    /// The count of `listener` (`http`, `registry`, `binary`), which its
-    /// listener keeps.
+    /// The count of `listener` (`http`, `registry`, `binary`, `kafka`),
+    /// which its listener keeps.
     pub fn of(&self, listener: &str) -> &Cell<usize> {
         match listener {
             "http" => &self.http,
             "registry" => &self.registry,
+            "kafka" => &self.kafka,
             _ => &self.binary,
         }
     }
 
-    /// Open on `listener` (`http`, `binary`).
+    /// Open on `listener` (`http`, `registry`, `binary`, `kafka`).
     pub fn get(&self, listener: &str) -> usize {
         self.of(listener).get()
     }
@@ -39,6 +41,6 @@ impl Open {
 
     /// Open on every listener.
     pub fn total(&self) -> usize {
-        self.http.get() + self.registry.get() + self.binary.get()
+        self.http.get() + self.registry.get() + self.binary.get() + self.kafka.get()
     }
 }

@@ -45,6 +45,8 @@ pub struct Shard {
     pub groups: Rc<crate::groups::store::GroupStore>,
     /// Member ids: start time, shard and a counter make them unique.
     pub member_seq: Cell<u64>,
+    /// The Kafka (classic protocol) groups this shard coordinates.
+    pub classic_groups: crate::groups::classic::ClassicGroups,
     pub started_nanos: u128,
     /// Rotates the partition for keyless records, one step per request.
     pub spread: Cell<u64>,
@@ -100,6 +102,7 @@ impl Shard {
             producers,
             groups,
             member_seq: Cell::new(0),
+            classic_groups: Default::default(),
             started_nanos: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),

@@ -56,6 +56,13 @@ pub enum Op {
         /// Who asks: ownership is checked on the coordinator.
         caller: crate::auth::Principal,
     },
+    /// A Kafka classic-protocol group operation on the group's shard;
+    /// replies `Classic`.
+    Classic {
+        group: String,
+        op: crate::groups::classic::ClassicOp,
+        caller: crate::auth::Principal,
+    },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
     /// This shard's part of a `/metrics` scrape (operate/metrics_live.rs); replies
@@ -240,6 +247,7 @@ pub enum Reply {
     /// (`ProducerOp::Expire`: those kept).
     Live(Vec<(i64, i16, i64)>),
     Json(Result<serde_json::Value, ApiError>),
+    Classic(Result<crate::groups::classic::ClassicReply, ApiError>),
     Series(Box<crate::operate::metrics_live::ShardSeries>),
 }
 

@@ -101,6 +101,7 @@ fn runs_to_completion(op: &Op) -> bool {
         Op::Fetch(_) | Op::Describe { .. } | Op::Series | Op::ListGroups | Op::OffsetForTime { .. } => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
         Op::Registry { op, .. } => op.is_write(),
+        Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),
         Op::Produce { .. }
         | Op::Open { .. }
         | Op::Remove { .. }

@@ -1,0 +1,292 @@
+//! Fetch and ListOffsets. A Fetch reads each partition through
+//! `ops::fetch` (the es fetch path: its bounds, its charge, reads of whole
+//! checked batches), converts the stored batches to uncompressed v2
+//! batches (records.rs), and long-polls: when nothing was found anywhere,
+//! it waits up to `max_wait_ms` on every partition at once and answers as
+//! soon as one has records. No fetch sessions (`session_id` 0: clients
+//! send full fetches); no transactions (`last_stable_offset` is the high
+//! watermark). ListOffsets answers the log start (-2), the high watermark
+//! (-1), or the first offset at or after a timestamp.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::*;
+
+use super::connection::Answer;
+use super::handler::{answer, code, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::quota::Direction;
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::limits::{FETCH_RECORDS_MAX, WAIT_MS_MAX};
+use crate::ops::fetch::{Charger, FetchQuery};
+use crate::shard::message::{FetchForm, FetchedData, Op, Reply};
+use crate::shard::Shard;
+use crate::topics::admin;
+
+/// One partition's answer.
+struct Part {
+    error: i16,
+    high_watermark: i64,
+    log_start: i64,
+    records: Bytes,
+    /// Its read's charge of the shard's budget, held until written.
+    charge: Option<crate::shard::budget::Charge>,
+}
+
+impl Part {
+    fn error(code: i16) -> Part {
+        Part {
+            error: code,
+            high_watermark: -1,
+            log_start: -1,
+            records: Bytes::new(),
+            charge: None,
+        }
+    }
+}
+
+pub async fn fetch(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    req: FetchRequest,
+    version: i16,
+    cid: i32,
+) -> (Answer, Duration) {
+    let quotas = shard.config.quotas();
+    let throttle = quotas.pay_debt(shard, p, Direction::Fetch).await;
+    let max_bytes = (req.max_bytes.max(1) as usize).min(shard.config.fetch_bytes_max);
+    // Every partition's read is charged at once: their share of
+    // `max_bytes` (at least the smallest charge), so that one fetch of
+    // many partitions never asks more of the shard's budget than it has.
+    let count: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+    let share = (max_bytes / count.max(1)).max(crate::limits::FETCH_CHARGE_BYTES_MIN);
+    let wanted: Vec<(String, i32, i64, usize)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let name = t.topic.0.to_string();
+            t.partitions.iter().map(move |fp| {
+                let bytes = (fp.partition_max_bytes.max(1) as usize).min(share);
+                (name.clone(), fp.partition, fp.fetch_offset, bytes)
+            })
+        })
+        .collect();
+    let mut parts: Vec<Part> = join_all(
+        wanted
+            .iter()
+            .map(|(t, pi, off, b)| read(shard, p, t, *pi, *off, *b, 0)),
+    )
+    .await;
+    let empty = parts.iter().all(|x| x.error == 0 && x.records.is_empty());
+    let wait_ms = (req.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
+    if empty && wait_ms > 0 && !parts.is_empty() {
+        // Long-poll every partition at once; the first with records answers.
+        let mut polls: FuturesUnordered<_> = wanted
+            .iter()
+            .enumerate()
+            .map(|(i, (t, pi, off, b))| async move { (i, read(shard, p, t, *pi, *off, *b, wait_ms).await) })
+            .collect();
+        while let Some((i, part)) = polls.next().await {
+            let found = !part.records.is_empty() || part.error != 0;
+            parts[i] = part;
+            if found {
+                break;
+            }
+        }
+    }
+    // Over `max_bytes` in all: later partitions' records wait for the next fetch.
+    let mut total = 0usize;
+    for part in parts.iter_mut() {
+        if total > 0 && total + part.records.len() > max_bytes {
+            part.records = Bytes::new();
+        }
+        total += part.records.len();
+    }
+    if total > 0 {
+        quotas.charge(p, Direction::Fetch, total as u64);
+    }
+    let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut charges = Vec::new();
+    for ((topic, partition, ..), mut part) in wanted.into_iter().zip(parts) {
+        charges.extend(part.charge.take());
+        let data = PartitionData::default()
+            .with_partition_index(partition)
+            .with_error_code(part.error)
+            .with_high_watermark(part.high_watermark)
+            .with_last_stable_offset(part.high_watermark)
+            .with_log_start_offset(part.log_start)
+            .with_aborted_transactions(None)
+            .with_preferred_read_replica(BrokerId(-1))
+            .with_records(Some(part.records));
+        match responses.last_mut() {
+            Some(last) if last.topic.0.as_str() == topic => last.partitions.push(data),
+            _ => responses.push(
+                FetchableTopicResponse::default()
+                    .with_topic(TopicName(super::codec::s(topic)))
+                    .with_partitions(vec![data]),
+            ),
+        }
+    }
+    let body = FetchResponse::default()
+        .with_throttle_time_ms(throttle.as_millis().min(i32::MAX as u128) as i32)
+        .with_session_id(0)
+        .with_responses(responses);
+    let mut out = answer(ApiKey::Fetch, version, cid, &body);
+    out.charges = charges;
+    (out, Duration::ZERO)
+}
+
+/// Reads one partition from `offset`, about `bytes` at most, waiting up to
+/// `wait_ms` at the high watermark.
+async fn read(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    bytes: usize,
+    wait_ms: u64,
+) -> Part {
+    if !p.allows(Operation::Read, Resource::Topic, topic) {
+        return Part::error(TOPIC_AUTHORIZATION_FAILED);
+    }
+    let meta = match admin::lookup(shard, topic) {
+        Ok(m) => m,
+        Err(e) => return Part::error(code(&e)),
+    };
+    if partition < 0 || partition as u32 >= meta.partitions {
+        return Part::error(UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    if offset < 0 {
+        return Part::error(crate::error::ErrorCode::OffsetOutOfRange.kafka());
+    }
+    let q = FetchQuery {
+        offset: Some(offset as u64),
+        max_records: Some(FETCH_RECORDS_MAX),
+        max_bytes: Some(bytes as u64),
+        wait_ms: Some(wait_ms),
+        form: FetchForm::Batches,
+    };
+    let charger = Charger {
+        connection: None,
+        listener: "kafka",
+    };
+    let (fetched, charge) = match crate::ops::fetch::fetch(shard, &meta, partition as u64, q, &charger).await
+    {
+        Ok(f) => f,
+        Err(e) => return Part::error(code(&e)),
+    };
+    let FetchedData::Batches { parts, .. } = fetched.data else {
+        return Part::error(-1);
+    };
+    let compacted = meta.config.is_compacted();
+    let mut out = Vec::with_capacity(parts.iter().map(|b| b.len() + b.len() / 8).sum());
+    for b in &parts {
+        if let Err(e) = super::records::to_kafka(b, compacted, &mut out) {
+            tracing::error!(topic, partition, error = %e, "a stored batch did not convert to Kafka's format");
+            return Part::error(-1);
+        }
+    }
+    Part {
+        error: 0,
+        high_watermark: fetched.high_watermark as i64,
+        // Unknown here (-1): it would cost a call to the partition's shard.
+        log_start: -1,
+        records: Bytes::from(out),
+        charge,
+    }
+}
+
+/// A partition's log start offset and high watermark.
+async fn bounds(shard: &Rc<Shard>, topic: &str, partition: u32) -> Result<(i64, i64), ApiError> {
+    let op = Op::Describe {
+        topic: topic.to_string(),
+        partitions: vec![partition],
+    };
+    match shard.call(shard.owner(topic, partition), op).await {
+        Reply::Described(Ok(states)) => states
+            .first()
+            .map(|s| (s.log_start_offset as i64, s.high_watermark as i64))
+            .ok_or_else(|| ApiError::internal("no partition state")),
+        Reply::Described(Err(e)) | Reply::Done(Err(e)) => Err(e),
+        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    }
+}
+
+pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut topics = Vec::new();
+    for t in req.topics {
+        let topic = t.name.0.to_string();
+        let mut parts = Vec::new();
+        for lp in t.partitions {
+            let (error, offset, timestamp) =
+                match offset_for(shard, p, &topic, lp.partition_index, lp.timestamp).await {
+                    Ok((o, ts)) => (0, o, ts),
+                    Err(c) => (c, -1, -1),
+                };
+            parts.push(
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(lp.partition_index)
+                    .with_error_code(error)
+                    .with_offset(offset)
+                    .with_timestamp(timestamp),
+            );
+        }
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// The offset (and its timestamp, -1 where not asked by time) for a
+/// ListOffsets timestamp: -2 the log start, -1 the high watermark, else
+/// the first record at or after it (-1 when none is).
+async fn offset_for(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    topic: &str,
+    partition: i32,
+    ts: i64,
+) -> Result<(i64, i64), i16> {
+    if !p.allows(Operation::Describe, Resource::Topic, topic) {
+        return Err(TOPIC_AUTHORIZATION_FAILED);
+    }
+    let meta = admin::lookup(shard, topic).map_err(|e| code(&e))?;
+    if partition < 0 || partition as u32 >= meta.partitions {
+        return Err(UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    let partition = partition as u32;
+    let (start, hw) = bounds(shard, topic, partition).await.map_err(|e| code(&e))?;
+    match ts {
+        -2 => Ok((start, -1)),
+        -1 => Ok((hw, -1)),
+        t if t < 0 => Err(INVALID_REQUEST),
+        t => {
+            let op = Op::OffsetForTime {
+                topic: topic.to_string(),
+                partition,
+                timestamp_ms: t,
+            };
+            match shard.call(shard.owner(topic, partition), op).await {
+                Reply::Json(Ok(v)) => {
+                    let found = v.get("offset").and_then(|o| o.as_i64()).unwrap_or(hw);
+                    Ok(if found >= hw { (-1, -1) } else { (found, t) })
+                }
+                Reply::Json(Err(e)) | Reply::Done(Err(e)) => Err(code(&e)),
+                _ => Err(-1),
+            }
+        }
+    }
+}
