@@ -28,8 +28,9 @@ pub fn starter(tls: Option<Arc<tls::Tls>>) -> Listen {
     Arc::new(move |shard| start(shard, tls.as_deref()))
 }
 
-/// Binds this shard's client listeners (HTTP, binary, and the registry's
-/// unless `--registry-addr disabled`) and serves each in a task of its own
+/// Binds this shard's client listeners (HTTP, binary, the registry's
+/// unless `--registry-addr disabled`, Kafka's unless `--kafka-addr
+/// disabled`) and serves each in a task of its own
 /// that ends once shutdown starts; with `tls`, each speaks TLS only.
 fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<()>>, String> {
     let addr = shard.config.http_addr;
@@ -54,6 +55,7 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
         if shard.owner(crate::registry::TOPIC, 0) == shard.id {
             crate::registry::service::spawn_load(shard);
         }
+    }
     if let Some(kafka_addr) = shard.config.kafka.kafka_addr.0 {
         let kafka_listener =
             listener::listen(kafka_addr).map_err(|e| format!("cannot listen on {kafka_addr}: {e}"))?;
