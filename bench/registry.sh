@@ -12,7 +12,7 @@
 # Needs wrk (Debian: apt-get install wrk) and a release es-broker (built
 # here). Env: SHARDS (2), SCHEMAS (1000, registered before get-by-id),
 # CONNECTIONS (32), THREADS (2), SECS (10), BENCH_DIR (the disk; default
-# a temp dir).
+# a temp dir), KEEP (1 keeps the temp dir and the broker log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
@@ -26,7 +26,8 @@ R="http://127.0.0.1:$REG"
 ./target/release/es-broker --data-dir "$DIR/data" --http-addr "127.0.0.1:$HTTP" --binary-addr "127.0.0.1:$BIN" \
     --registry-addr "127.0.0.1:$REG" --shards "$SHARDS" 2>"$DIR/broker.log" &
 PID=$!
-trap 'kill -9 $PID 2>/dev/null || true; rm -rf "$DIR"' EXIT
+# KEEP=1 keeps the temp dir (broker.log, wrk outputs) for a look afterwards.
+trap 'kill -9 $PID 2>/dev/null || true; [ "${KEEP:-0}" = 1 ] && echo "kept $DIR" || rm -rf "$DIR"' EXIT
 for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$HTTP/ready" >/dev/null && curl -sf "$R/" >/dev/null && break; sleep 0.1; done
 curl -sf -X PUT "$R/config" -H 'Content-Type: application/json' -d '{"compatibility":"NONE"}' >/dev/null
 
@@ -90,4 +91,4 @@ for p in get-by-id register re-register; do
         "$(awk '$1=="50%" {print $2}' "$DIR/$p.txt")" \
         "$(awk '$1=="99%" {print $2}' "$DIR/$p.txt")"
 done
-curl -sf "http://127.0.0.1:$HTTP/metrics" | grep -E '^es_registry_(schemas|subjects|registrations_total) '
+curl -sf "http://127.0.0.1:$HTTP/metrics" | grep -E '^es_(registry_(schemas|subjects|registrations_total)|executor_kicks_total) '

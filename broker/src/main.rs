@@ -163,7 +163,7 @@ fn start(mut config: config::Config) -> Result<(), String> {
     let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;
     // Shards bind with SO_REUSEPORT, which would let a second broker share the
     // port silently; a plain bind first fails if anyone is listening there.
-    let registry = config.registry_addr.0.map(|a| (a, "--registry-addr"));
+    let registry = config.registry.registry_addr.0.map(|a| (a, "--registry-addr"));
     let kafka = config.kafka.kafka_addr.0.map(|a| (a, "--kafka-addr"));
     for (addr, flag) in [
         (config.http_addr, "--http-addr"),

@@ -43,7 +43,7 @@ fn start(shard: &Rc<Shard>, tls: Option<&tls::Tls>) -> Result<Vec<glommio::Task<
     let binary_tls = tls.map(|t| t.acceptor("binary"));
     let binary = glommio::spawn_local(binary::serve(shard.clone(), binary_listener, binary_tls));
     let mut tasks = vec![server, binary];
-    if let Some(registry_addr) = shard.config.registry_addr.0 {
+    if let Some(registry_addr) = shard.config.registry.registry_addr.0 {
         let registry_listener =
             listener::listen(registry_addr).map_err(|e| format!("cannot listen on {registry_addr}: {e}"))?;
         let registry_tls = tls.map(|t| t.acceptor("registry"));

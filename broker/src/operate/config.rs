@@ -15,16 +15,15 @@ use crate::limits::{
     INFLIGHT_REQUESTS_MAX_DEFAULT, INFLIGHT_REQUESTS_MAX_LIMIT, OPEN_SEGMENTS_MAX_LIMIT,
     PARTITIONS_MAX_DEFAULT, PARTITIONS_MAX_LIMIT, PRODUCER_ID_EXPIRY_MS_DEFAULT, PRODUCER_ID_EXPIRY_MS_MAX,
     PRODUCER_ID_EXPIRY_MS_MIN, QUOTA_BURST_MS_DEFAULT, QUOTA_BURST_MS_MAX, QUOTA_BYTES_PER_SEC_MAX,
-    QUOTA_THROTTLE_MAX_MS_DEFAULT, QUOTA_THROTTLE_MAX_MS_MAX, REGISTRY_SCHEMA_BYTES_MAX_DEFAULT,
-    REGISTRY_SCHEMA_BYTES_MAX_LIMIT, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
+    QUOTA_THROTTLE_MAX_MS_DEFAULT, QUOTA_THROTTLE_MAX_MS_MAX, REQUEST_SHARD_BYTES_DEFAULT, REQUEST_SHARD_BYTES_LIMIT,
     SEGMENT_BYTES_FLAG_MIN, SHARDS_MAX, SPIN_BEFORE_PARK_US_DEFAULT, SPIN_BEFORE_PARK_US_MAX,
     TLS_HANDSHAKE_TIMEOUT_MS_DEFAULT, TLS_HANDSHAKE_TIMEOUT_MS_MAX,
 };
 
 /// `--help` headings: what every operator sets first, then limits a
 /// client cannot pass, then storage defaults, then performance tuning.
-const ESSENTIALS: &str = "Essentials";
-const LIMITS: &str = "Limits";
+pub(crate) const ESSENTIALS: &str = "Essentials";
+pub(crate) const LIMITS: &str = "Limits";
 const STORAGE: &str = "Storage";
 const TUNING: &str = "Tuning";
 const SECURITY: &str = "Security";
@@ -65,10 +64,6 @@ pub struct Config {
     /// Address of the binary protocol (docs/protocol.md).
     #[arg(long, env = "ES_BINARY_ADDR", default_value = "127.0.0.1:9090", help_heading = ESSENTIALS, value_name = "ADDR")]
     pub binary_addr: SocketAddr,
-    /// Address of the schema registry, Confluent's REST API at its root
-    /// (docs/registry.md), or `disabled` for none.
-    #[arg(long, env = "ES_REGISTRY_ADDR", default_value = "127.0.0.1:8081", help_heading = ESSENTIALS, value_name = "ADDR")]
-    pub registry_addr: RegistryAddr,
     /// PEM file of the certificate chain (leaf first) the client listeners
     /// present. With `--tls-key`, every client listener (HTTP and binary)
     /// speaks TLS only; SIGHUP re-reads both files (docs/security.md).
@@ -137,10 +132,6 @@ pub struct Config {
     /// Largest HTTP request body accepted; larger gets 413.
     #[arg(long, env = "ES_HTTP_BODY_BYTES_MAX", default_value_t = HTTP_BODY_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub http_body_bytes_max: usize,
-    /// Largest schema the registry accepts, in bytes of its text; a larger
-    /// one is refused with 42209 (docs/registry.md).
-    #[arg(long, env = "ES_REGISTRY_SCHEMA_BYTES_MAX", default_value_t = REGISTRY_SCHEMA_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
-    pub registry_schema_bytes_max: usize,
     /// Largest fetch response (`max_bytes` is capped at this).
     #[arg(long, env = "ES_FETCH_BYTES_MAX", default_value_t = FETCH_BYTES_MAX_DEFAULT, help_heading = LIMITS, value_name = "BYTES")]
     pub fetch_bytes_max: usize,
@@ -279,32 +270,9 @@ pub struct Config {
     #[arg(long, env = "ES_QUOTA_THROTTLE_MAX_MS", default_value_t = QUOTA_THROTTLE_MAX_MS_DEFAULT, help_heading = SECURITY, value_name = "MS")]
     pub quota_throttle_max_ms: u64,
     #[command(flatten)]
+    pub registry: crate::operate::registry_config::RegistryConfig,
+    #[command(flatten)]
     pub kafka: crate::operate::kafka_config::KafkaConfig,
-}
-
-/// `--registry-addr`: an address, or `disabled`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegistryAddr(pub Option<SocketAddr>);
-
-impl std::str::FromStr for RegistryAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<RegistryAddr, String> {
-        if s == "disabled" {
-            return Ok(RegistryAddr(None));
-        }
-        s.parse()
-            .map(|a| RegistryAddr(Some(a)))
-            .map_err(|e| format!("{e}: give an address such as 127.0.0.1:8081, or `disabled`"))
-    }
-}
-
-impl std::fmt::Display for RegistryAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(a) => write!(f, "{a}"),
-            None => f.write_str("disabled"),
-        }
-    }
 }
 
 /// `--log-format`.
@@ -418,12 +386,6 @@ impl Config {
             es_format::limits::BATCH_BYTES_MAX as u64,
         )?;
         in_range(
-            "--registry-schema-bytes-max",
-            self.registry_schema_bytes_max as u64,
-            1,
-            REGISTRY_SCHEMA_BYTES_MAX_LIMIT as u64,
-        )?;
-        in_range(
             "--fetch-bytes-max",
             self.fetch_bytes_max as u64,
             1,
@@ -504,6 +466,7 @@ impl Config {
             QUOTA_THROTTLE_MAX_MS_MAX,
         )?;
         self.validate_tls()?;
+        self.registry.validate()?;
         self.kafka.validate()?;
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
@@ -534,7 +497,7 @@ impl Config {
         if self.auth != AuthMode::Required || self.allow_plaintext_auth || self.client_tls_configured() {
             return Ok(());
         }
-        let registry = self.registry_addr.0.map(|a| (a, "--registry-addr"));
+        let registry = self.registry.registry_addr.0.map(|a| (a, "--registry-addr"));
         let kafka = self.kafka.kafka_addr.0.map(|a| (a, "--kafka-addr"));
         for (addr, flag) in [
             (self.http_addr, "--http-addr"),
@@ -745,21 +708,6 @@ mod tests {
                 e.contains("--tls-handshake-timeout-ms must be in 1..=60000"),
                 "{e}"
             );
-        }
-    }
-
-    #[test]
-    fn the_registry_listens_on_8081_unless_disabled() {
-        let c = Config::try_parse_from(["es-broker"]).unwrap();
-        assert_eq!(c.registry_addr.0, Some("127.0.0.1:8081".parse().unwrap()));
-        assert_eq!(c.registry_schema_bytes_max, 1 << 20);
-        let c = Config::try_parse_from(["es-broker", "--registry-addr", "disabled"]).unwrap();
-        assert_eq!(c.registry_addr.0, None);
-        assert_eq!(c.registry_addr.to_string(), "disabled");
-        assert!(Config::try_parse_from(["es-broker", "--registry-addr", "nowhere"]).is_err());
-        for bad in ["0", "4194305"] {
-            let e = validate(&["--registry-schema-bytes-max", bad]).unwrap_err();
-            assert!(e.contains("--registry-schema-bytes-max"), "{e}");
         }
     }
 

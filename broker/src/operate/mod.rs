@@ -1,7 +1,8 @@
 //! Operator plumbing: flags and the config file, logging, the process
 //! limits checked at start (locked memory, file descriptors), the
 //! allocator, the wall clock of producer expiry, and the metrics that are
-//! exported (help text and the live series of `GET /metrics`), and the
+//! exported (help text and the live series of `GET /metrics`), the
+//! registry's and the Kafka listener's flags, and the
 //! signal thread (shutdown, SIGHUP reloads).
 
 pub mod allocator;
@@ -14,4 +15,5 @@ pub mod memlock;
 pub mod metrics_help;
 pub mod metrics_live;
 pub mod nofile;
+pub mod registry_config;
 pub mod signals;

@@ -353,7 +353,7 @@ pub(super) struct Prepared {
 }
 
 pub(super) fn prepare(shard: &Shard, store: &Store, new: NewSchema) -> Result<Prepared, ApiError> {
-    let max = shard.config.registry_schema_bytes_max;
+    let max = shard.config.registry.registry_schema_bytes_max;
     if new.schema.len() > max {
         return Err(too_large(new.schema.len(), max));
     }

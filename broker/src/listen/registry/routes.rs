@@ -304,7 +304,7 @@ async fn body_object(
     shard: &Shard,
     req: Request<Incoming>,
 ) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let schema_max = shard.config.registry_schema_bytes_max;
+    let schema_max = shard.config.registry.registry_schema_bytes_max;
     let limit = schema_max * REGISTRY_BODY_BYTES_PER_SCHEMA_BYTE + REGISTRY_BODY_BYTES_SLACK;
     let too_large = |got: String| {
         ApiError::new(
@@ -341,7 +341,7 @@ async fn body_schema(shard: &Shard, req: Request<Incoming>, q: &Query) -> Result
         Some(Value::String(_)) | None | Some(Value::Null) => return Err(invalid("Empty schema")),
         Some(_) => return Err(invalid("\"schema\" must be a string holding the schema")),
     };
-    let max = shard.config.registry_schema_bytes_max;
+    let max = shard.config.registry.registry_schema_bytes_max;
     if schema.len() > max {
         return Err(crate::registry::service::too_large(schema.len(), max));
     }
