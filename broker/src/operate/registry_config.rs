@@ -65,7 +65,10 @@ mod tests {
     #[test]
     fn the_registry_listens_on_8081_unless_disabled() {
         let c = Config::try_parse_from(["es-broker"]).unwrap();
-        assert_eq!(c.registry.registry_addr.0, Some("127.0.0.1:8081".parse().unwrap()));
+        assert_eq!(
+            c.registry.registry_addr.0,
+            Some("127.0.0.1:8081".parse().unwrap())
+        );
         assert_eq!(c.registry.registry_schema_bytes_max, 1 << 20);
         let c = Config::try_parse_from(["es-broker", "--registry-addr", "disabled"]).unwrap();
         assert_eq!(c.registry.registry_addr.0, None);

@@ -6,6 +6,7 @@
 
 pub mod broker;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -18,6 +19,34 @@ pub fn tools(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run es-tools")
+}
+
+/// Runs `es-tools` with `args` and asserts it exits 0 (its output in
+/// the message if not).
+pub fn tools_ok(args: &[&str]) -> Output {
+    let o = tools(args);
+    assert_eq!(code(&o), 0, "es-tools {args:?}: {}{}", stdout(&o), stderr(&o));
+    o
+}
+
+/// Every file under `dir` (but `.lock`) and its bytes.
+pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().unwrap() != ".lock" {
+                out.insert(
+                    p.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
 }
 
 pub fn stdout(o: &Output) -> String {
