@@ -5,6 +5,7 @@ HTTP_ADDR ?= 127.0.0.1:8080
 
 BINARY_ADDR ?= 127.0.0.1:9090
 REGISTRY_ADDR ?= 127.0.0.1:8081
+KAFKA_ADDR ?= 127.0.0.1:9092
 
 .PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz
 
@@ -15,10 +16,10 @@ build:
 	$(CARGO) build --workspace --release
 
 # Start a broker on ./data: HTTP API on 127.0.0.1:8080, binary protocol (the
-# es CLI) on 127.0.0.1:9090, schema registry on 127.0.0.1:8081. Ctrl-C stops
-# it cleanly.
+# es CLI) on 127.0.0.1:9090, schema registry on 127.0.0.1:8081, Kafka's
+# protocol on 127.0.0.1:9092. Ctrl-C stops it cleanly.
 run-broker: build
-	./target/release/es-broker --data-dir $(DATA_DIR) --http-addr $(HTTP_ADDR) --binary-addr $(BINARY_ADDR) --registry-addr $(REGISTRY_ADDR)
+	./target/release/es-broker --data-dir $(DATA_DIR) --http-addr $(HTTP_ADDR) --binary-addr $(BINARY_ADDR) --registry-addr $(REGISTRY_ADDR) --kafka-addr $(KAFKA_ADDR)
 
 # End-to-end run: broker on a temp dir, topic, produce, consume, restart; ends with DEMO OK.
 demo:
