@@ -23,6 +23,8 @@ DIR=$(mktemp -d)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP_PORT=$(free_port)
 BINARY_PORT=$(free_port)
+REGISTRY_PORT=$(free_port)
+KAFKA_PORT=$(free_port)
 export ES_BROKER="127.0.0.1:$BINARY_PORT"
 PID=
 cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true; rm -rf "$DIR"; }
@@ -30,7 +32,8 @@ trap cleanup EXIT
 
 start() {
   "$BROKER" --data-dir "$DIR/data" --http-addr "127.0.0.1:$HTTP_PORT" \
-    --binary-addr "$ES_BROKER" --shards 2 2>>"$DIR/broker.log" &
+    --binary-addr "$ES_BROKER" --registry-addr "127.0.0.1:$REGISTRY_PORT" \
+    --kafka-addr "127.0.0.1:$KAFKA_PORT" --shards 2 2>>"$DIR/broker.log" &
   PID=$!
   # Wait as long as the broker runs: a slow machine is not a failure. The
   # broker gives up on its own when it cannot start (and exits).
