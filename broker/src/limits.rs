@@ -519,6 +519,10 @@ pub const REGISTRY_REFERENCES_MAX: usize = 100;
 /// change (a subject's soft delete rewrites each of its versions): a
 /// change larger than this goes in several batches, one after the other.
 pub const REGISTRY_APPEND_BATCH_BYTES: usize = 16 << 20;
+/// Bytes of schema text one `GET /schemas` answer holds (at least one
+/// schema, whatever its size): the answer is built in memory, so a large
+/// registry is listed in pages (`offset`, `limit`).
+pub const REGISTRY_LIST_BYTES_MAX: usize = 16 << 20;
 /// Bytes read per step while replaying `_schemas` at start.
 pub const REGISTRY_REPLAY_READ_BYTES: usize = 4 << 20;
 /// How often the registry's shard looks whether the shards have opened

@@ -99,6 +99,52 @@ fn ids_versions_and_configs_survive_kill_9() {
 }
 
 #[test]
+fn schemas_are_listed_in_pages_and_contexts_answer_the_default() {
+    let b = Broker::start(1);
+    let r = registry(&b);
+    assert_eq!(
+        r.request("PUT", "/config", Some(br#"{"compatibility":"NONE"}"#))
+            .0,
+        200
+    );
+    assert_eq!(register(&r, "orders-value", V1), 1);
+    assert_eq!(register(&r, "orders-value", V2), 2);
+    assert_eq!(register(&r, "shipments-value", OTHER), 3);
+    assert_eq!(register(&r, "gone-value", r#""string""#), 4);
+    assert_eq!(r.delete("/subjects/gone-value").0, 200, "soft deleted");
+
+    let listed = |query: &str| -> Vec<(String, u64, u64)> {
+        let (status, body) = r.get(&format!("/schemas{query}"));
+        assert_eq!(status, 200, "{query}: {body}");
+        body.as_array()
+            .expect("an array")
+            .iter()
+            .map(|e| {
+                let subject = e["subject"].as_str().unwrap().to_string();
+                (subject, e["version"].as_u64().unwrap(), e["id"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let all = vec![
+        ("orders-value".to_string(), 1, 1),
+        ("orders-value".to_string(), 2, 2),
+        ("shipments-value".to_string(), 1, 3),
+    ];
+    assert_eq!(listed(""), all);
+    assert_eq!(r.get("/schemas").1[1]["schema"], V2);
+    assert_eq!(listed("?subjectPrefix=orders"), all[..2]);
+    assert_eq!(listed("?latestOnly=true"), vec![all[1].clone(), all[2].clone()]);
+    assert_eq!(listed("?offset=1&limit=1"), all[1..2]);
+    assert_eq!(listed("?offset=3"), vec![]);
+    assert_eq!(
+        listed("?deleted=true&subjectPrefix=gone"),
+        vec![("gone-value".to_string(), 1, 4)]
+    );
+    assert_eq!(code(&r.get("/schemas?limit=abc")), (400, 400));
+    assert_eq!(r.get("/contexts").1, json!(["."]));
+}
+
+#[test]
 fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
     let b = Broker::start(2);
     let r = registry(&b);

@@ -63,6 +63,16 @@ pub enum RegistryOp {
         schema: NewSchema,
         verbose: bool,
     },
+    /// `GET /schemas`: every (subject, version) whose subject starts with
+    /// `prefix`, in subject then version order, from the `offset`-th on.
+    Schemas {
+        prefix: String,
+        deleted: bool,
+        latest_only: bool,
+        offset: usize,
+        /// At most this many; `None`: as many as one answer holds.
+        limit: Option<usize>,
+    },
     SchemaById {
         id: u32,
     },
@@ -135,6 +145,7 @@ impl RegistryOp {
                 subject.as_deref()
             }
             R::Subjects { .. }
+            | R::Schemas { .. }
             | R::SchemaById { .. }
             | R::SubjectsById { .. }
             | R::VersionsById { .. }

@@ -19,8 +19,8 @@ use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::limits::{
-    FETCH_RECORDS_MAX, REGISTRY_LOAD_POLL_MS, REGISTRY_REFERENCES_MAX, REGISTRY_REPLAY_READ_BYTES,
-    SUBJECT_NAME_BYTES_MAX,
+    FETCH_RECORDS_MAX, REGISTRY_LIST_BYTES_MAX, REGISTRY_LOAD_POLL_MS, REGISTRY_REFERENCES_MAX,
+    REGISTRY_REPLAY_READ_BYTES, SUBJECT_NAME_BYTES_MAX,
 };
 use crate::shard::message::{FetchArgs, FetchForm, Op, Reply};
 use crate::shard::Shard;
@@ -78,7 +78,11 @@ fn authorize(op: &RegistryOp, p: &Principal) -> Result<(), ApiError> {
     use RegistryOp as R;
     let subject = |op: Operation, s: &str| p.require(op, Resource::Subject, s);
     match op {
-        R::Subjects { .. } | R::SchemaById { .. } | R::SubjectsById { .. } | R::VersionsById { .. } => Ok(()),
+        R::Subjects { .. }
+        | R::Schemas { .. }
+        | R::SchemaById { .. }
+        | R::SubjectsById { .. }
+        | R::VersionsById { .. } => Ok(()),
         R::GetMode => Ok(()),
         R::Versions { subject: s, .. }
         | R::Version { subject: s, .. }
@@ -232,6 +236,45 @@ fn read(shard: &Shard, store: &Store, op: RegistryOp, p: &Principal) -> Result<V
                 .map(|(s, _)| s)
                 .collect();
             Ok(json!(subjects))
+        }
+        R::Schemas {
+            prefix,
+            deleted,
+            latest_only,
+            offset,
+            limit,
+        } => {
+            // Each subject's versions in order, the subjects a key may not
+            // describe left out; a page ends at `limit` entries or past
+            // REGISTRY_LIST_BYTES_MAX bytes of schema text, whichever first.
+            let shown = store
+                .subjects
+                .range(prefix.clone()..)
+                .take_while(|(s, _)| s.starts_with(&prefix))
+                .filter(|(s, _)| p.allows(Operation::Describe, Resource::Subject, s))
+                .flat_map(|(s, vs)| {
+                    let live: Vec<(&u32, &Version)> =
+                        vs.iter().filter(|(_, v)| deleted || !v.deleted).collect();
+                    let from = if latest_only {
+                        live.len().saturating_sub(1)
+                    } else {
+                        0
+                    };
+                    live.into_iter().skip(from).map(move |(n, v)| (s, *n, v.id))
+                })
+                .skip(offset)
+                .take(limit.unwrap_or(usize::MAX));
+            let mut out = Vec::new();
+            let mut bytes = 0;
+            for (s, n, id) in shown {
+                let stored = &store.schemas[&id];
+                if bytes > 0 && bytes + stored.schema.len() > REGISTRY_LIST_BYTES_MAX {
+                    break;
+                }
+                bytes += stored.schema.len();
+                out.push(version_json(s, n, id, stored));
+            }
+            Ok(Value::Array(out))
         }
         R::Versions { subject, deleted } => {
             let versions = store.versions(&subject, deleted);

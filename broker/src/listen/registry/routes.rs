@@ -180,6 +180,8 @@ async fn dispatch(shard: &Rc<Shard>, p: &Principal, req: Request<Incoming>) -> H
                 permanent: q.flag("permanent"),
             }),
         ),
+        (["schemas"], &Method::GET) => ("list_schemas", schemas_query(&q)),
+        (["contexts"], &Method::GET) => return ("contexts", Ok(ok(json!(["."])))),
         (["schemas", "ids", id], &Method::GET) => {
             ("schema_by_id", path::id(id).map(|id| R::SchemaById { id }))
         }
@@ -438,4 +440,30 @@ fn error(e: &ApiError) -> Response<Body> {
         response::status(e.code),
         serde_json::to_vec(&body).expect("JSON values serialize"),
     )
+}
+
+/// `GET /schemas`'s query: `subjectPrefix`, `deleted`, `latestOnly`,
+/// `offset` (from 0) and `limit` (-1 or absent: as many as one answer
+/// holds).
+fn schemas_query(q: &Query) -> Result<RegistryOp, ApiError> {
+    let number = |name: &str, absent: i64| -> Result<i64, ApiError> {
+        match q.get(name) {
+            None | Some("") => Ok(absent),
+            Some(v) => v.parse::<i64>().ok().filter(|n| *n >= -1).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("{name} must be a whole number, got {v:?}"),
+                )
+            }),
+        }
+    };
+    let offset = number("offset", 0)?.max(0) as usize;
+    let limit = number("limit", -1)?;
+    Ok(RegistryOp::Schemas {
+        prefix: q.get("subjectPrefix").unwrap_or("").to_string(),
+        deleted: q.flag("deleted"),
+        latest_only: q.flag("latestOnly"),
+        offset,
+        limit: (limit >= 0).then_some(limit as usize),
+    })
 }
