@@ -24,7 +24,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 HTTP=$(port) BIN=$(port) REG=$(port)
 R="http://127.0.0.1:$REG"
 ./target/release/es-broker --data-dir "$DIR/data" --http-addr "127.0.0.1:$HTTP" --binary-addr "127.0.0.1:$BIN" \
-    --registry-addr "127.0.0.1:$REG" --shards "$SHARDS" 2>"$DIR/broker.log" &
+    --registry-addr "127.0.0.1:$REG" --kafka-addr disabled --shards "$SHARDS" 2>"$DIR/broker.log" &
 PID=$!
 # KEEP=1 keeps the temp dir (broker.log, wrk outputs) for a look afterwards.
 trap 'kill -9 $PID 2>/dev/null || true; [ "${KEEP:-0}" = 1 ] && echo "kept $DIR" || rm -rf "$DIR"' EXIT
