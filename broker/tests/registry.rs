@@ -145,6 +145,84 @@ fn schemas_are_listed_in_pages_and_contexts_answer_the_default() {
 }
 
 #[test]
+fn import_mode_keeps_the_ids_and_versions_it_is_given() {
+    let mut b = Broker::start(2);
+    let r = registry(&b);
+    let put_mode = |r: &Client, query: &str, mode: &str| {
+        r.request(
+            "PUT",
+            &format!("/mode{query}"),
+            Some(format!(r#"{{"mode":"{mode}"}}"#).as_bytes()),
+        )
+    };
+    let import =
+        |r: &Client, subject: &str, body: Value| r.post(&format!("/subjects/{subject}/versions"), body);
+    // Outside IMPORT mode a registration may not name its id.
+    assert_eq!(
+        code(&import(&r, "orders-value", json!({"schema": V1, "id": 100}))),
+        (422, 42205)
+    );
+    assert_eq!(put_mode(&r, "", "IMPORT").0, 200, "an empty registry");
+    assert_eq!(r.get("/mode").1, json!({"mode": "IMPORT"}));
+    let (status, body) = import(&r, "orders-value", json!({"schema": V1, "id": 100, "version": 3}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["id"].as_u64(), body["version"].as_u64()),
+        (Some(100), Some(3))
+    );
+    // Again: the same answer. Not compatibility-checked: OTHER is no
+    // evolution of V1.
+    assert_eq!(
+        import(&r, "orders-value", json!({"schema": V1, "id": 100, "version": 3})).1["id"],
+        100
+    );
+    assert_eq!(
+        import(
+            &r,
+            "orders-value",
+            json!({"schema": OTHER, "id": 7, "version": 4})
+        )
+        .0,
+        200
+    );
+    // An id or version held by another schema is never overwritten.
+    assert_eq!(
+        code(&import(&r, "audit-value", json!({"schema": V2, "id": 100}))),
+        (422, 42205)
+    );
+    assert_eq!(
+        code(&import(
+            &r,
+            "orders-value",
+            json!({"schema": V2, "id": 101, "version": 3})
+        )),
+        (422, 42205)
+    );
+    assert_eq!(
+        code(&import(&r, "orders-value", json!({"schema": V2, "version": 0}))),
+        (422, 42202)
+    );
+    assert_eq!(put_mode(&r, "", "READWRITE").0, 200);
+    // Ids given afterwards start past every imported one.
+    assert_eq!(register(&r, "fresh-value", r#""string""#), 101);
+
+    b.kill9();
+    b.restart();
+    let r = registry(&b);
+    assert_eq!(r.get("/subjects/orders-value/versions").1, json!([3, 4]));
+    assert_eq!(r.get("/schemas/ids/100").1["schema"], V1);
+    assert_eq!(r.get("/subjects/orders-value/versions/4").1["id"], 7);
+    assert_eq!(
+        register(&r, "later-value", r#""long""#),
+        102,
+        "the next id survives a restart"
+    );
+    // IMPORT into a registry holding subjects needs force.
+    assert_eq!(code(&put_mode(&r, "", "IMPORT")), (422, 42205));
+    assert_eq!(put_mode(&r, "?force=true", "IMPORT").0, 200);
+}
+
+#[test]
 fn hostile_input_gets_confluents_codes_and_the_broker_keeps_serving() {
     let b = Broker::start(2);
     let r = registry(&b);

@@ -92,6 +92,11 @@ pub enum Mode {
     /// with 42205.
     #[serde(rename = "READONLY")]
     ReadOnly,
+    /// Registrations keep the ids and versions they name (`"id"`,
+    /// `"version"` in the body), unchecked for compatibility: for
+    /// migrating from another registry, whose ids are inside every
+    /// record already written.
+    Import,
 }
 
 impl Mode {
@@ -99,22 +104,18 @@ impl Mode {
         match self {
             Mode::Readwrite => "READWRITE",
             Mode::ReadOnly => "READONLY",
+            Mode::Import => "IMPORT",
         }
     }
 
-    /// Parses a mode; IMPORT (writing explicit ids) is not supported yet
-    /// and is refused 42204 saying so.
     pub fn parse(s: &str) -> Result<Mode, ApiError> {
         match s {
             "READWRITE" => Ok(Mode::Readwrite),
             "READONLY" => Ok(Mode::ReadOnly),
-            "IMPORT" => Err(ApiError::new(
-                ErrorCode::InvalidMode,
-                "mode IMPORT (registering schemas with explicit ids) is not supported by es yet: READWRITE or READONLY",
-            )),
+            "IMPORT" => Ok(Mode::Import),
             other => Err(ApiError::new(
                 ErrorCode::InvalidMode,
-                format!("invalid mode {other:?}: READWRITE or READONLY"),
+                format!("invalid mode {other:?}: READWRITE, READONLY or IMPORT"),
             )),
         }
     }
@@ -136,7 +137,8 @@ mod tests {
         assert!(Level::Full.backward() && Level::Full.forward() && !Level::Full.transitive());
         assert!(!Level::None.backward() && !Level::None.forward());
         assert!(Level::ForwardTransitive.transitive() && !Level::ForwardTransitive.backward());
-        assert_eq!(Mode::parse("IMPORT").unwrap_err().code.confluent(), 42204);
+        assert_eq!(Mode::parse("IMPORT").unwrap(), Mode::Import);
+        assert_eq!(Mode::parse("import").unwrap_err().code.confluent(), 42204);
         assert_eq!(serde_json::to_string(&Mode::ReadOnly).unwrap(), "\"READONLY\"");
     }
 }

@@ -30,6 +30,10 @@ pub struct NewSchema {
     pub references: Vec<ReferenceInput>,
     /// `?normalize=true`: store and compare the schema's canonical form.
     pub normalize: bool,
+    /// `"id"` of a registration in IMPORT mode: the id to keep.
+    pub id: Option<u32>,
+    /// `"version"` of a registration in IMPORT mode: the version to keep.
+    pub version: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -111,6 +115,8 @@ pub enum RegistryOp {
     },
     SetMode {
         mode: Mode,
+        /// `?force=true`: IMPORT even though the registry holds subjects.
+        force: bool,
     },
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::level::{Level, Mode};
 use super::record::{Record, SchemaValue};
 use super::request::{RegistryOp, VersionRef};
-use super::service::{self, find_version, parse_versions, prepare, subject_not_found};
+use super::service::{self, find_version, parse_versions, prepare, subject_not_found, Prepared};
 use super::store::{Store, Version};
 use super::{schema, TOPIC};
 use crate::error::{ApiError, ErrorCode};
@@ -101,13 +101,23 @@ fn plan(shard: &Shard, store: &Store, op: RegistryOp) -> Result<Change, ApiError
                 answer: json!({"compatibilityLevel": level.as_str()}),
             })
         }
-        R::SetMode { mode } => Ok(Change {
-            records: vec![Record::Mode {
-                subject: None,
-                mode: Some(mode),
-            }],
-            answer: json!({"mode": mode.as_str()}),
-        }),
+        R::SetMode { mode, force } => {
+            // Imported ids would collide with ids the registry gave:
+            // IMPORT starts on an empty registry, or when told to.
+            if mode == Mode::Import && !force && !store.subjects.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::OperationNotPermitted,
+                    "Cannot import since found existing subjects: IMPORT starts on an empty registry (PUT /mode?force=true to import into this one)",
+                ));
+            }
+            Ok(Change {
+                records: vec![Record::Mode {
+                    subject: None,
+                    mode: Some(mode),
+                }],
+                answer: json!({"mode": mode.as_str()}),
+            })
+        }
         other => Err(ApiError::internal(format!("{other:?} is not a change"))),
     }
 }
@@ -118,7 +128,18 @@ fn register(
     subject: String,
     new: super::request::NewSchema,
 ) -> Result<Change, ApiError> {
+    let importing = store.mode == Some(Mode::Import);
+    let (want_id, want_version) = (new.id, new.version);
+    if !importing && (want_id.is_some() || want_version.is_some()) {
+        return Err(ApiError::new(
+            ErrorCode::OperationNotPermitted,
+            format!("Subject {subject:?} is not in import mode: a registration names its id or version only in IMPORT mode"),
+        ));
+    }
     let new = prepare(shard, store, new)?;
+    if importing {
+        return import(store, subject, new, want_id, want_version);
+    }
     let live = store.versions(&subject, false);
     // The same schema already registered under the subject: its id, and
     // nothing written.
@@ -199,6 +220,96 @@ fn register(
     }];
     if existing.is_none() {
         records.push(Record::NextId(Some(id + 1)));
+    }
+    metrics::counter!("es_registry_registrations_total").increment(1);
+    Ok(Change {
+        records,
+        answer: json!({"id": id, "subject": subject, "version": version}),
+    })
+}
+
+/// A registration in IMPORT mode: the id and version it names are kept
+/// (the next ones when it names none), nothing is checked for
+/// compatibility, and an id or version already held by another schema is
+/// refused, never overwritten.
+fn import(
+    store: &Store,
+    subject: String,
+    new: Prepared,
+    want_id: Option<u32>,
+    want_version: Option<u32>,
+) -> Result<Change, ApiError> {
+    let refuse = |why: String| Err(ApiError::new(ErrorCode::OperationNotPermitted, why));
+    let all = store.versions(&subject, true);
+    let id = match want_id {
+        Some(id) => id,
+        None => store
+            .by_fingerprint
+            .get(&new.fingerprint)
+            .copied()
+            .filter(|id| store.schemas.contains_key(id))
+            .unwrap_or(store.next_id),
+    };
+    if let Some(held) = store.schemas.get(&id) {
+        if held.fingerprint != new.fingerprint {
+            return refuse(format!(
+                "Overwrite new schema with id {id} is not permitted: id {id} holds another schema"
+            ));
+        }
+    }
+    if let Some((n, _)) = all
+        .iter()
+        .find(|(n, v)| v.id == id && want_version.is_none_or(|w| w == *n))
+    {
+        // Already imported: the same answer, nothing written.
+        return Ok(Change {
+            records: vec![],
+            answer: json!({"id": id, "subject": subject, "version": n}),
+        });
+    }
+    let version = match want_version {
+        Some(v) => v,
+        None => all.last().map_or(1, |(n, _)| n + 1),
+    };
+    if let Some((_, held)) = all.iter().find(|(n, _)| *n == version) {
+        return refuse(format!(
+            "Overwrite new schema version {version} of subject {subject:?} is not permitted: it holds id {}",
+            held.id
+        ));
+    }
+    if all.len() >= REGISTRY_VERSIONS_PER_SUBJECT_MAX {
+        return refuse(format!(
+            "subject {subject:?} holds {} versions, the most a subject may",
+            all.len()
+        ));
+    }
+    if all.is_empty() && store.subjects.len() >= REGISTRY_SUBJECTS_MAX {
+        return refuse(format!(
+            "the registry holds {REGISTRY_SUBJECTS_MAX} subjects, the most it may"
+        ));
+    }
+    if !store.schemas.contains_key(&id) && store.bytes + new.schema.len() > REGISTRY_STORE_BYTES_MAX {
+        return refuse(format!(
+            "the registry holds {} bytes of schemas; this one would pass its {REGISTRY_STORE_BYTES_MAX}",
+            store.bytes
+        ));
+    }
+    let mut records = vec![Record::Schema {
+        subject: subject.clone(),
+        version,
+        value: Some(SchemaValue {
+            subject: subject.clone(),
+            version,
+            id,
+            schema_type: new.schema_type,
+            schema: new.schema,
+            references: new.references,
+            deleted: false,
+        }),
+    }];
+    if id >= store.next_id {
+        // Ids given after the import start past every imported one.
+        records.push(Record::NextId(Some(id.saturating_add(1))));
     }
     metrics::counter!("es_registry_registrations_total").increment(1);
     Ok(Change {

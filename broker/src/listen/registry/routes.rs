@@ -254,7 +254,7 @@ async fn dispatch(shard: &Rc<Shard>, p: &Principal, req: Request<Incoming>) -> H
             },
         ),
         (["mode"], &Method::GET) => ("get_mode", Ok(R::GetMode)),
-        (["mode"], &Method::PUT) => ("set_mode", body_mode(shard, req).await),
+        (["mode"], &Method::PUT) => ("set_mode", body_mode(shard, req, q.flag("force")).await),
         _ => {
             return (
                 "not_found",
@@ -372,11 +372,24 @@ async fn body_schema(shard: &Shard, req: Request<Incoming>, q: &Query) -> Result
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(invalid("\"references\" must be an array")),
     };
+    // A registration in IMPORT mode names the id and version to keep.
+    let number = |name: &str, code: ErrorCode| -> Result<Option<u32>, ApiError> {
+        match body.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=i32::MAX as u64).contains(n))
+                .map(|n| Some(n as u32))
+                .ok_or_else(|| ApiError::new(code, format!("\"{name}\" must be 1 to 2147483647, got {v}"))),
+        }
+    };
     Ok(NewSchema {
         schema_type,
         schema,
         references,
         normalize: q.flag("normalize"),
+        id: number("id", ErrorCode::InvalidSchema)?,
+        version: number("version", ErrorCode::InvalidVersion)?,
     })
 }
 
@@ -407,7 +420,7 @@ async fn body_level(
 }
 
 /// `{"mode": MODE}` of a mode change.
-async fn body_mode(shard: &Shard, req: Request<Incoming>) -> Result<RegistryOp, ApiError> {
+async fn body_mode(shard: &Shard, req: Request<Incoming>, force: bool) -> Result<RegistryOp, ApiError> {
     let body = body_object(shard, req).await?;
     let mode = body
         .get("mode")
@@ -415,6 +428,7 @@ async fn body_mode(shard: &Shard, req: Request<Incoming>) -> Result<RegistryOp, 
         .ok_or_else(|| ApiError::new(ErrorCode::InvalidMode, "the body must be {\"mode\": MODE}"))?;
     Ok(RegistryOp::SetMode {
         mode: Mode::parse(mode)?,
+        force,
     })
 }
 
