@@ -304,6 +304,10 @@ mod tests {
         let e2 = r#"{"type":"enum","name":"E","symbols":["A"]}"#;
         let why = check(Level::Backward, e2, &[e1]);
         assert!(!why.is_empty(), "an enum lacking a symbol");
+        // A reader's enum default reads any symbol it lacks (Avro 1.9's
+        // rule, and Confluent's).
+        let e2_default = r#"{"type":"enum","name":"E","symbols":["A","OTHER"],"default":"OTHER"}"#;
+        assert!(check(Level::Backward, e2_default, &[e1]).is_empty());
     }
 
     #[test]
