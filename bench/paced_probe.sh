@@ -19,7 +19,7 @@ BENCH=${ES_BENCH_BIN:-./target/release/es-bench}
 DIR=${PROBE_DIR:-$(mktemp -d)}
 HTTP=127.0.0.1:18180
 BIN=127.0.0.1:19190
-"$BROKER" --data-dir "$DIR/data" --http-addr $HTTP --binary-addr $BIN --shards 2 "$@" > "$DIR/broker.log" 2>&1 &
+"$BROKER" --data-dir "$DIR/data" --http-addr $HTTP --binary-addr $BIN --registry-addr disabled --kafka-addr disabled --shards 2 "$@" > "$DIR/broker.log" 2>&1 &
 BP=$!
 trap 'kill $BP 2>/dev/null; wait $BP 2>/dev/null; rm -rf "$DIR"' EXIT
 for _ in $(seq 100); do curl -sf $HTTP/ready > /dev/null && break; sleep 0.1; done

@@ -25,7 +25,7 @@ declare -A CONFIGS=(
 for run in $(seq 1 "$RUNS"); do
     for name in none retention; do
         dir=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/es-retention-XXXXXX")
-        ./target/release/es-broker --data-dir "$dir" --http-addr "$HTTP" --binary-addr "$BIN" \
+        ./target/release/es-broker --data-dir "$dir" --http-addr "$HTTP" --binary-addr "$BIN" --registry-addr disabled --kafka-addr disabled \
             --shards 2 --cleanup-interval-ms 1000 > "$dir.log" 2>&1 &
         broker=$!
         for _ in $(seq 1 100); do

@@ -51,7 +51,7 @@ start() {
     mkdir -p "$dir"
     HTTP=127.0.0.1:$(free_port)
     BINARY=127.0.0.1:$(free_port)
-    local flags=(--data-dir "$dir/data" --http-addr "$HTTP" --binary-addr "$BINARY")
+    local flags=(--data-dir "$dir/data" --http-addr "$HTTP" --binary-addr "$BINARY" --registry-addr disabled --kafka-addr disabled)
     SCHEME=http TLS_ARGS=() CURL_TLS=()
     case $config in
         plain) ;;

@@ -32,7 +32,7 @@ BIN=127.0.0.1:${BINARY_PORT:-19095}
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 metric() { curl -sf "http://$HTTP/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 start() {
-    "$BROKER" --data-dir "$1" --http-addr "$HTTP" --binary-addr "$BIN" --shards "$SHARDS" >> "$1.log" 2>&1 &
+    "$BROKER" --data-dir "$1" --http-addr "$HTTP" --binary-addr "$BIN" --registry-addr disabled --kafka-addr disabled --shards "$SHARDS" >> "$1.log" 2>&1 &
     broker=$!
     until curl -sf "http://$HTTP/ready" > /dev/null; do
         kill -0 "$broker" 2> /dev/null || { echo "broker exited; its log: $1.log" >&2; exit 1; }

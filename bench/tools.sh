@@ -39,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 # 1. Fill: a release broker, es-bench until the dir holds SIZE_MB.
-"$BIN_DIR/es-broker" --data-dir "$WORK/data" --http-addr "$HTTP" --binary-addr "$BINARY" \
+"$BIN_DIR/es-broker" --data-dir "$WORK/data" --http-addr "$HTTP" --binary-addr "$BINARY" --registry-addr disabled --kafka-addr disabled \
     --shards 2 > "$WORK/broker.log" 2>&1 &
 broker=$!
 for _ in $(seq 1 300); do
