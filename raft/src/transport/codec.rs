@@ -537,6 +537,7 @@ mod tests {
     use crate::types::Membership;
     use openraft::EmptyNode;
     use proptest::prelude::*;
+    use proptest::strategy::LazyJust;
 
     fn vote() -> impl Strategy<Value = Vote> {
         (any::<u64>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(|(term, voted_for, committed)| {
@@ -562,7 +563,7 @@ mod tests {
 
     fn entry() -> impl Strategy<Value = EsEntry> {
         let payload = prop_oneof![
-            Just(EsPayload::Blank),
+            LazyJust::new(|| EsPayload::Blank),
             proptest::collection::btree_set(1u64..9, 1..4).prop_map(|ids| {
                 let nodes: BTreeMap<NodeId, EmptyNode> = ids.iter().map(|&i| (i, EmptyNode {})).collect();
                 EsPayload::Membership(Membership::new(vec![ids.into_iter().collect::<BTreeSet<_>>()], nodes))
@@ -600,8 +601,8 @@ mod tests {
 
     fn append_response() -> impl Strategy<Value = AppendEntriesResponse<NodeId>> {
         prop_oneof![
-            Just(AppendEntriesResponse::Success),
-            Just(AppendEntriesResponse::Conflict),
+            LazyJust::new(|| AppendEntriesResponse::Success),
+            LazyJust::new(|| AppendEntriesResponse::Conflict),
             opt_log_id().prop_map(AppendEntriesResponse::PartialSuccess),
             vote().prop_map(AppendEntriesResponse::HigherVote),
         ]
