@@ -173,7 +173,7 @@ fn votes_appends_and_errors_map_to_what_openraft_expects() {
         let big = AppendEntriesRequest {
             vote: Vote::new_committed(3, 1),
             prev_log_id: None,
-            entries: (1..=3).map(|i| data_entry(i, 4000)).collect(),
+            entries: (0..3).map(|i| data_entry(i, 4000)).collect(),
             leader_commit: None,
         };
         match l7.append_entries(big, option()).await {
@@ -184,7 +184,7 @@ fn votes_appends_and_errors_map_to_what_openraft_expects() {
         let one = AppendEntriesRequest {
             vote: Vote::new_committed(3, 1),
             prev_log_id: None,
-            entries: vec![data_entry(1, 20_000)],
+            entries: vec![data_entry(0, 20_000)],
             leader_commit: None,
         };
         l7.append_entries(one, option()).await.expect("one entry goes");

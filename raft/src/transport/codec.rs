@@ -431,8 +431,28 @@ pub fn decode_append(payload: Bytes) -> Result<(GroupId, AppendEntriesRequest<Es
     let leader_commit = c.log_id("commit")?;
     let n = c.count("entry count", ENTRY_HEAD_BYTES)?;
     let mut entries = Vec::with_capacity(n);
+    // openraft assumes what a leader sends is a run of its own log: the
+    // entries follow `prev` one index at a time, terms never go down and
+    // none is past the leader's term. It asserts that rather than checking
+    // it, so a request that breaks it is refused here.
+    // The index the next entry must have (`None`: past the last index).
+    let mut next = match prev_log_id {
+        None => Some(0),
+        Some(p) => p.index.checked_add(1),
+    };
+    let mut term = prev_log_id.map_or(0, |p| p.leader_id.term);
     for _ in 0..n {
-        entries.push(c.entry()?);
+        let e = c.entry()?;
+        let id = e.log_id;
+        if next != Some(id.index) {
+            return Err(malformed(format!("entry {id} does not follow {prev_log_id:?}")));
+        }
+        if id.leader_id.term < term || id.leader_id.term > vote.leader_id.term {
+            return Err(malformed(format!("entry {id}: its term is out of order")));
+        }
+        term = id.leader_id.term;
+        next = id.index.checked_add(1);
+        entries.push(e);
     }
     c.end("AppendEntries")?;
     Ok((
@@ -561,8 +581,8 @@ mod tests {
         })
     }
 
-    fn entry() -> impl Strategy<Value = EsEntry> {
-        let payload = prop_oneof![
+    fn payload() -> impl Strategy<Value = EsPayload> {
+        prop_oneof![
             LazyJust::new(|| EsPayload::Blank),
             proptest::collection::btree_set(1u64..9, 1..4).prop_map(|ids| {
                 let nodes: BTreeMap<NodeId, EmptyNode> = ids.iter().map(|&i| (i, EmptyNode {})).collect();
@@ -571,22 +591,39 @@ mod tests {
             proptest::collection::vec(batch(), 1..4)
                 .prop_map(|bs| EsPayload::Batches(bs.into_iter().map(EntryBatch::Shared).collect())),
             proptest::collection::vec(any::<u8>(), 0..50).prop_map(|c| EsPayload::Command(Bytes::from(c))),
-        ];
-        (any::<u64>(), any::<u64>(), payload).prop_map(|(t, i, payload)| EsEntry {
-            log_id: log_id(t, i),
-            payload,
-        })
+        ]
     }
 
+    /// A request as a leader sends it: entries follow `prev`, terms rise
+    /// (or stay) up to the leader's.
     fn append() -> impl Strategy<Value = (GroupId, AppendEntriesRequest<EsRaft>)> {
         (
             any::<u64>(),
-            vote(),
+            (0u64..1000, proptest::option::of(any::<u64>()), any::<bool>()),
+            proptest::option::of((0u64..1000, 0u64..1 << 40)),
             opt_log_id(),
-            opt_log_id(),
-            proptest::collection::vec(entry(), 0..5),
+            proptest::collection::vec((0u64..3, payload()), 0..5),
         )
-            .prop_map(|(g, vote, prev_log_id, leader_commit, entries)| {
+            .prop_map(|(g, (t, voted_for, committed), prev, leader_commit, steps)| {
+                let prev_log_id = prev.map(|(term, index)| log_id(term, index));
+                let mut term = prev.map_or(0, |p| p.0);
+                let mut index = prev.map_or(0, |p| p.1 + 1);
+                let mut entries = Vec::new();
+                for (up, payload) in steps {
+                    term += up;
+                    entries.push(EsEntry {
+                        log_id: log_id(term, index),
+                        payload,
+                    });
+                    index += 1;
+                }
+                let vote = Vote {
+                    leader_id: LeaderId {
+                        term: term + t,
+                        voted_for,
+                    },
+                    committed,
+                };
                 (
                     g,
                     AppendEntriesRequest {
@@ -743,6 +780,31 @@ mod tests {
             prop_assert_eq!(decode_error(Bytes::from(b.clone())).unwrap(), e);
             truncations_refused(&b, decode_error)?;
         }
+    }
+
+    #[test]
+    fn entries_that_are_not_a_run_of_the_leaders_log_are_refused() {
+        let req = |prev: Option<LogId>, ids: &[(u64, u64)], vote_term: u64| AppendEntriesRequest::<EsRaft> {
+            vote: Vote::new_committed(vote_term, 1),
+            prev_log_id: prev,
+            entries: ids
+                .iter()
+                .map(|&(t, i)| EsEntry {
+                    log_id: log_id(t, i),
+                    payload: EsPayload::Blank,
+                })
+                .collect(),
+            leader_commit: None,
+        };
+        let decode = |r: AppendEntriesRequest<EsRaft>| decode_append(Bytes::from(enc_append(1, &r)));
+        assert!(decode(req(None, &[(1, 0), (1, 1), (2, 2)], 2)).is_ok());
+        assert!(decode(req(Some(log_id(1, 4)), &[(1, 5), (3, 6)], 3)).is_ok());
+        assert!(decode(req(None, &[(1, 1)], 2)).is_err(), "the first entry is not after prev");
+        assert!(decode(req(Some(log_id(1, 4)), &[(1, 5), (1, 7)], 2)).is_err(), "a gap");
+        assert!(decode(req(Some(log_id(2, 4)), &[(1, 5)], 2)).is_err(), "a term below prev's");
+        assert!(decode(req(None, &[(2, 0), (1, 1)], 2)).is_err(), "a term going down");
+        assert!(decode(req(None, &[(3, 0)], 2)).is_err(), "a term past the leader's");
+        assert!(decode(req(Some(log_id(1, u64::MAX)), &[(1, 0)], 2)).is_err(), "nothing after the last index");
     }
 
     #[test]
