@@ -232,8 +232,9 @@ impl RaftServer {
                 }
                 let tx = tx.clone();
                 let registry = self.0.registry.clone();
+                let stats = self.0.stats.clone();
                 glommio::spawn_local(async move {
-                    let (kind, body) = answer(&registry, h.kind, payload).await;
+                    let (kind, body) = answer(&registry, &stats, h.kind, payload).await;
                     let _ = tx.unbounded_send(frame::encode(kind, h.request_id, &body));
                     drop(permit);
                 })
@@ -303,12 +304,20 @@ fn stopped(group: u64, e: RaftError<u64>) -> ErrorBody {
 }
 
 /// The answer to one request: its kind and payload.
-async fn answer(registry: &GroupRegistry, kind: RaftKind, payload: Bytes) -> (RaftKind, Vec<u8>) {
+async fn answer(
+    registry: &GroupRegistry,
+    stats: &TransportStats,
+    kind: RaftKind,
+    payload: Bytes,
+) -> (RaftKind, Vec<u8>) {
     let mut out = Vec::new();
     let r: Result<(), ErrorBody> = async {
         match kind {
             RaftKind::AppendEntries => {
                 let (group, rpc) = codec::decode_append(payload).map_err(malformed)?;
+                if rpc.entries.is_empty() {
+                    TransportStats::bump(&stats.empty_appends_received);
+                }
                 let raft = registry.get(group)?;
                 let resp = raft.append_entries(rpc).await.map_err(|e| stopped(group, e))?;
                 codec::encode_append_response(&mut out, &resp);

@@ -24,9 +24,9 @@ pub struct TransportStats {
     pub frames_received: RefCell<BTreeMap<u8, u64>>,
     /// AppendEntries without entries sent inside Heartbeats frames.
     pub heartbeats_sent: Cell<u64>,
-    /// AppendEntries sent with zero entries in a frame of their own (0x40);
-    /// 0 while the heartbeat mux works.
-    pub empty_appends_sent: Cell<u64>,
+    /// AppendEntries frames (0x40) received without entries: heartbeats
+    /// that did not go through a peer's mux (0 between es nodes).
+    pub empty_appends_received: Cell<u64>,
 }
 
 impl TransportStats {
