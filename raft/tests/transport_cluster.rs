@@ -34,7 +34,13 @@ fn batch(tag: &str, n: usize) -> BatchBuf {
         })
         .collect();
     let mut out = Vec::new();
-    encode_v2(Offset(0), &recs, ProducerStamp::NONE, RaftStamp::default(), &mut out);
+    encode_v2(
+        Offset(0),
+        &recs,
+        ProducerStamp::NONE,
+        RaftStamp::default(),
+        &mut out,
+    );
     BatchBuf::from(out)
 }
 
@@ -50,10 +56,15 @@ fn write(leader: &Node, group: GroupId, tag: &str, count: usize) -> u64 {
         let raft = ctx.raft(group);
         for i in 0..count {
             let r = raft
-                .client_write(Proposal::Batches(vec![batch(&format!("{tag}{i}a"), 3), batch(&format!("{tag}{i}b"), 2)]))
+                .client_write(Proposal::Batches(vec![
+                    batch(&format!("{tag}{i}a"), 3),
+                    batch(&format!("{tag}{i}b"), 2),
+                ]))
                 .await
                 .expect("client_write");
-            assert!(matches!(r.data, Applied::Offsets(ref o) if o.len() == 2) || matches!(r.data, Applied::None));
+            assert!(
+                matches!(r.data, Applied::Offsets(ref o) if o.len() == 2) || matches!(r.data, Applied::None)
+            );
         }
         raft.metrics().borrow().last_applied.unwrap().index
     })
@@ -64,7 +75,12 @@ fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
         .collect();
     v.sort();
     v
@@ -137,9 +153,16 @@ fn three_nodes_over_tcp_replicate_and_a_restarted_follower_catches_up() {
     assert_eq!(connects, 2, "one connection to each peer, shared by both groups");
     for n in &all {
         let empty = n.call(|ctx| async move { ctx.stats.empty_appends_received.get() });
-        assert_eq!(empty, 0, "no heartbeat travels to node {} as an AppendEntries of its own", n.id);
+        assert_eq!(
+            empty, 0,
+            "no heartbeat travels to node {} as an AppendEntries of its own",
+            n.id
+        );
     }
-    assert!(appends > 0 && hb_frames > 0, "entries in 0x40, heartbeats in 0x42");
+    assert!(
+        appends > 0 && hb_frames > 0,
+        "entries in 0x40, heartbeats in 0x42"
+    );
     assert!(hbs >= hb_frames, "each Heartbeats frame carries one or more");
     drop(all);
 
@@ -161,9 +184,8 @@ fn three_nodes_over_tcp_replicate_and_a_restarted_follower_catches_up() {
     for n in &all {
         assert_eq!(committed_offset(n), hw, "node {} caught up", n.id);
     }
-    let (connects, lost) = by_id(&nodes, leader).call(|ctx| async move {
-        (ctx.stats.connects.get(), ctx.stats.connections_lost.get())
-    });
+    let (connects, lost) = by_id(&nodes, leader)
+        .call(|ctx| async move { (ctx.stats.connects.get(), ctx.stats.connections_lost.get()) });
     assert!(lost >= 1, "the leader saw its connection to the follower go");
     assert!(connects >= 3, "and opened a new one to the restarted follower");
     drop(all);
@@ -173,7 +195,11 @@ fn three_nodes_over_tcp_replicate_and_a_restarted_follower_catches_up() {
     let first = log_files(&dir(1));
     assert!(first.len() > 1, "the log rolled");
     for id in [2, 3] {
-        assert_eq!(log_files(&dir(id)), first, "node {id}'s segment files are byte-identical");
+        assert_eq!(
+            log_files(&dir(id)),
+            first,
+            "node {id}'s segment files are byte-identical"
+        );
     }
 }
 
@@ -183,12 +209,18 @@ fn connections_cut_under_the_nodes_reconnect() {
     // Every node reaches every other through a proxy.
     let proxies: BTreeMap<NodeId, Proxy> = IDS.iter().map(|&id| (id, Proxy::start(real[&id]))).collect();
     let via: BTreeMap<NodeId, SocketAddr> = proxies.iter().map(|(&id, p)| (id, p.addr)).collect();
-    let nodes: Vec<Node> = IDS.iter().map(|&id| Node::start(config(id, &via), real[&id])).collect();
+    let nodes: Vec<Node> = IDS
+        .iter()
+        .map(|&id| Node::start(config(id, &via), real[&id]))
+        .collect();
     for n in &nodes {
         n.call(|ctx| async move { ctx.start_mem(MEM_GROUP).await });
     }
     nodes[0].call(|ctx| async move {
-        ctx.raft(MEM_GROUP).initialize(BTreeSet::from(IDS)).await.expect("initialize");
+        ctx.raft(MEM_GROUP)
+            .initialize(BTreeSet::from(IDS))
+            .await
+            .expect("initialize");
     });
     let all: Vec<&Node> = nodes.iter().collect();
     let leader = wait_leader(&all, MEM_GROUP);
@@ -196,12 +228,18 @@ fn connections_cut_under_the_nodes_reconnect() {
     let last = write(l, MEM_GROUP, "a", 5);
     wait_applied(&all, MEM_GROUP, last);
     let total = |what: fn(&TransportStats) -> u64| -> u64 {
-        nodes.iter().map(|n| n.call(move |ctx| async move { what(&ctx.stats) })).sum()
+        nodes
+            .iter()
+            .map(|n| n.call(move |ctx| async move { what(&ctx.stats) }))
+            .sum()
     };
     let before = total(|s| s.connects.get());
 
     let cut: usize = proxies.values().map(Proxy::cut).sum();
-    assert!(cut >= 4, "the leader's connections to both followers were open: {cut} sockets");
+    assert!(
+        cut >= 4,
+        "the leader's connections to both followers were open: {cut} sockets"
+    );
     wait_until("the nodes notice their lost connections", || {
         total(|s| s.connections_lost.get()) >= 2
     });
@@ -211,12 +249,18 @@ fn connections_cut_under_the_nodes_reconnect() {
     let last = write(&nodes[(leader - 1) as usize], MEM_GROUP, "b", 5);
     wait_applied(&all, MEM_GROUP, last);
     let after = total(|s| s.connects.get());
-    assert!(after >= before + 2, "connections were opened again ({before} -> {after})");
+    assert!(
+        after >= before + 2,
+        "connections were opened again ({before} -> {after})"
+    );
     let states: Vec<_> = nodes
         .iter()
         .map(|n| n.call(|ctx| async move { ctx.mems.borrow()[&MEM_GROUP].1.state().applied }))
         .collect();
-    assert!(states.iter().all(|s| *s == states[0]), "every replica applied the same entries");
+    assert!(
+        states.iter().all(|s| *s == states[0]),
+        "every replica applied the same entries"
+    );
     for n in nodes {
         n.stop();
     }

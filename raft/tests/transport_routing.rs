@@ -30,7 +30,10 @@ use futures::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 
 fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 const HASH: &str = "routing-test";
@@ -71,10 +74,21 @@ fn pair(append_bytes_max: usize) -> Pair {
     }
 }
 
-async fn start_group(registry: &GroupRegistry, id: NodeId, group: GroupId, net: &ShardNetwork) -> Raft<es_raft::EsRaft> {
-    let raft = Raft::new(id, common::config(), net.group(group), MemLog::default(), MemSm::default())
-        .await
-        .unwrap();
+async fn start_group(
+    registry: &GroupRegistry,
+    id: NodeId,
+    group: GroupId,
+    net: &ShardNetwork,
+) -> Raft<es_raft::EsRaft> {
+    let raft = Raft::new(
+        id,
+        common::config(),
+        net.group(group),
+        MemLog::default(),
+        MemSm::default(),
+    )
+    .await
+    .unwrap();
     registry.insert(group, raft.clone());
     raft
 }
@@ -119,17 +133,29 @@ fn heartbeats_to_a_peer_share_one_frame_and_are_answered_one_by_one() {
             links.push(link(&p.client, g, 2).await);
         }
         // Sent together: all are queued before the first flush.
-        let answers = futures::future::join_all(links.iter_mut().map(|l| l.append_entries(heartbeat(), option()))).await;
+        let answers =
+            futures::future::join_all(links.iter_mut().map(|l| l.append_entries(heartbeat(), option())))
+                .await;
         for (g, a) in groups.iter().zip(&answers) {
             assert!(a.is_ok(), "group {g}: {a:?}");
         }
         let opening = answers[20].as_ref().unwrap_err();
-        assert!(matches!(opening, RPCError::Unreachable(_)) && opening.to_string().contains("not_ready"), "{opening}");
+        assert!(
+            matches!(opening, RPCError::Unreachable(_)) && opening.to_string().contains("not_ready"),
+            "{opening}"
+        );
         let unknown = answers[21].as_ref().unwrap_err();
-        assert!(matches!(unknown, RPCError::Unreachable(_)) && unknown.to_string().contains("unknown_group"), "{unknown}");
+        assert!(
+            matches!(unknown, RPCError::Unreachable(_)) && unknown.to_string().contains("unknown_group"),
+            "{unknown}"
+        );
 
         let s = p.client.stats();
-        assert_eq!(s.sent_of(RaftKind::Heartbeats as u8), 1, "22 heartbeats, one frame");
+        assert_eq!(
+            s.sent_of(RaftKind::Heartbeats as u8),
+            1,
+            "22 heartbeats, one frame"
+        );
         assert_eq!(s.heartbeats_sent.get(), 22);
         assert_eq!(s.sent_of(RaftKind::AppendEntries as u8), 0);
         assert_eq!(p.server.stats().received_of(RaftKind::Heartbeats as u8), 1);
@@ -192,19 +218,36 @@ fn votes_appends_and_errors_map_to_what_openraft_expects() {
 
         // A group the peer does not have, and a peer that is not up.
         let mut l8 = link(&p.client, 8, 2).await;
-        let e = l8.vote(VoteRequest::new(Vote::new(3, 1), None), option()).await.unwrap_err();
-        assert!(matches!(e, RPCError::Unreachable(_)) && e.to_string().contains("unknown_group"), "{e}");
+        let e = l8
+            .vote(VoteRequest::new(Vote::new(3, 1), None), option())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, RPCError::Unreachable(_)) && e.to_string().contains("unknown_group"),
+            "{e}"
+        );
         p.server.close();
         let cfg = TransportConfig::new(1, [(3, free_addr())].into(), cluster_hash(HASH));
-        let down = ShardNetwork::new(&cfg, 0, Rc::new(TransportStats::default()), InflightBudget::new(1 << 20));
+        let down = ShardNetwork::new(
+            &cfg,
+            0,
+            Rc::new(TransportStats::default()),
+            InflightBudget::new(1 << 20),
+        );
         let mut l3 = link(&down, 7, 3).await;
         for _ in 0..2 {
-            let e = l3.vote(VoteRequest::new(Vote::new(3, 1), None), option()).await.unwrap_err();
+            let e = l3
+                .vote(VoteRequest::new(Vote::new(3, 1), None), option())
+                .await
+                .unwrap_err();
             assert!(matches!(e, RPCError::Unreachable(_)), "{e}");
         }
         assert!(down.stats().connect_failures.get() >= 1);
         let mut l9 = link(&down, 7, 9).await;
-        let e = l9.vote(VoteRequest::new(Vote::new(3, 1), None), option()).await.unwrap_err();
+        let e = l9
+            .vote(VoteRequest::new(Vote::new(3, 1), None), option())
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("not a known peer"), "{e}");
         raft.shutdown().await.unwrap();
         p.client.close();
@@ -228,7 +271,10 @@ fn connections_that_are_not_this_clusters_peers_are_refused() {
             .encode()
         };
         let cases: [(&str, [u8; 32]); 4] = [
-            ("preamble", *b"GET / HTTP/1.1\r\nHost: x\r\n\r\n.....".first_chunk().unwrap()),
+            (
+                "preamble",
+                *b"GET / HTTP/1.1\r\nHost: x\r\n\r\n.....".first_chunk().unwrap(),
+            ),
             ("cluster", preamble(1, cluster_hash("another cluster"))),
             ("preamble", preamble(9, cluster_hash(HASH))),
             ("wrong_shard", {

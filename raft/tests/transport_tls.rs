@@ -21,7 +21,8 @@ use es_raft::openraft::network::RPCOption;
 use es_raft::openraft::raft::VoteRequest;
 use es_raft::openraft::{EmptyNode, Raft, RaftNetwork, RaftNetworkFactory};
 use es_raft::transport::{
-    cluster_hash, GroupRegistry, InflightBudget, PeerTls, RaftServer, ShardNetwork, TransportConfig, TransportStats,
+    cluster_hash, GroupRegistry, InflightBudget, PeerTls, RaftServer, ShardNetwork, TransportConfig,
+    TransportStats,
 };
 use es_raft::{Applied, NodeId, Proposal, Vote};
 use es_storage::batch::encode;
@@ -64,7 +65,10 @@ fn a_cluster_with_certificates_replicates() {
         n.call(|ctx| async move { ctx.start_mem(GROUP).await });
     }
     nodes[0].call(|ctx| async move {
-        ctx.raft(GROUP).initialize(BTreeSet::from(IDS)).await.expect("initialize");
+        ctx.raft(GROUP)
+            .initialize(BTreeSet::from(IDS))
+            .await
+            .expect("initialize");
     });
     let all: Vec<&Node> = nodes.iter().collect();
     let leader = wait_leader(&all, GROUP);
@@ -79,7 +83,10 @@ fn a_cluster_with_certificates_replicates() {
                 timestamp_ms: 1,
             };
             encode(Offset(0), &[rec], ProducerStamp::NONE, &mut b);
-            let r = raft.client_write(Proposal::Batches(vec![BatchBuf::from(b)])).await.unwrap();
+            let r = raft
+                .client_write(Proposal::Batches(vec![BatchBuf::from(b)]))
+                .await
+                .unwrap();
             assert_eq!(r.data, Applied::Offsets(vec![i]));
         }
         raft.metrics().borrow().last_applied.unwrap().index
@@ -87,7 +94,10 @@ fn a_cluster_with_certificates_replicates() {
     wait_applied(&all, GROUP, last);
     for n in &nodes {
         let (refused, accepted) = n.call(|ctx| async move {
-            (ctx.stats.refused.borrow().values().sum::<u64>(), ctx.stats.accepted.get())
+            (
+                ctx.stats.refused.borrow().values().sum::<u64>(),
+                ctx.stats.accepted.get(),
+            )
         });
         assert_eq!(refused, 0, "node {} refused a peer", n.id);
         if n.id != leader {
@@ -116,9 +126,15 @@ async fn server(ca: &Ca) -> Server {
     let registry = GroupRegistry::default();
     let budget = InflightBudget::new(1 << 20);
     let net = ShardNetwork::new(&config, 0, stats.clone(), budget.clone());
-    let raft = Raft::new(1, common::config(), net.group(GROUP), MemLog::default(), MemSm::default())
-        .await
-        .unwrap();
+    let raft = Raft::new(
+        1,
+        common::config(),
+        net.group(GROUP),
+        MemLog::default(),
+        MemSm::default(),
+    )
+    .await
+    .unwrap();
     registry.insert(GROUP, raft.clone());
     let server = RaftServer::new(config, 0, registry, stats.clone(), budget);
     server.start(TcpListener::bind(addrs[&1]).unwrap());
@@ -142,7 +158,10 @@ async fn vote_from(
     let net = ShardNetwork::new(&config, 0, stats.clone(), InflightBudget::new(1 << 20));
     let mut link = net.group(GROUP).new_client(1, &EmptyNode {}).await;
     let r = link
-        .vote(VoteRequest::new(Vote::new(1, id), None), RPCOption::new(Duration::from_secs(5)))
+        .vote(
+            VoteRequest::new(Vote::new(1, id), None),
+            RPCOption::new(Duration::from_secs(5)),
+        )
         .await;
     net.close();
     let r = match r {
@@ -156,7 +175,11 @@ async fn vote_from(
 async fn wait_refused(stats: &TransportStats, reason: &str, n: u64) {
     let start = Instant::now();
     while stats.refused(reason) < n {
-        assert!(start.elapsed() < HANG_GUARD, "no refusal for {reason}: {:?}", stats.refused);
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "no refusal for {reason}: {:?}",
+            stats.refused
+        );
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -234,7 +257,10 @@ fn refusals_are_counted_and_fail_the_rpc() {
         let net = ShardNetwork::new(&config, 0, stats.clone(), InflightBudget::new(1 << 20));
         let mut link = net.group(GROUP).new_client(2, &EmptyNode {}).await;
         let e = link
-            .vote(VoteRequest::new(Vote::new(1, 3), None), RPCOption::new(Duration::from_secs(5)))
+            .vote(
+                VoteRequest::new(Vote::new(1, 3), None),
+                RPCOption::new(Duration::from_secs(5)),
+            )
             .await
             .unwrap_err();
         assert!(matches!(e, RPCError::Unreachable(_)), "{e}");

@@ -560,12 +560,12 @@ mod tests {
     use proptest::strategy::LazyJust;
 
     fn vote() -> impl Strategy<Value = Vote> {
-        (any::<u64>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(|(term, voted_for, committed)| {
-            Vote {
+        (any::<u64>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(
+            |(term, voted_for, committed)| Vote {
                 leader_id: LeaderId { term, voted_for },
                 committed,
-            }
-        })
+            },
+        )
     }
 
     fn opt_log_id() -> impl Strategy<Value = Option<LogId>> {
@@ -586,7 +586,10 @@ mod tests {
             LazyJust::new(|| EsPayload::Blank),
             proptest::collection::btree_set(1u64..9, 1..4).prop_map(|ids| {
                 let nodes: BTreeMap<NodeId, EmptyNode> = ids.iter().map(|&i| (i, EmptyNode {})).collect();
-                EsPayload::Membership(Membership::new(vec![ids.into_iter().collect::<BTreeSet<_>>()], nodes))
+                EsPayload::Membership(Membership::new(
+                    vec![ids.into_iter().collect::<BTreeSet<_>>()],
+                    nodes,
+                ))
             }),
             proptest::collection::vec(batch(), 1..4)
                 .prop_map(|bs| EsPayload::Batches(bs.into_iter().map(EntryBatch::Shared).collect())),
@@ -607,15 +610,14 @@ mod tests {
             .prop_map(|(g, (t, voted_for, committed), prev, leader_commit, steps)| {
                 let prev_log_id = prev.map(|(term, index)| log_id(term, index));
                 let mut term = prev.map_or(0, |p| p.0);
-                let mut index = prev.map_or(0, |p| p.1 + 1);
+                let first = prev.map_or(0, |p| p.1 + 1);
                 let mut entries = Vec::new();
-                for (up, payload) in steps {
+                for (index, (up, payload)) in (first..).zip(steps) {
                     term += up;
                     entries.push(EsEntry {
                         log_id: log_id(term, index),
                         payload,
                     });
-                    index += 1;
                 }
                 let vote = Vote {
                     leader_id: LeaderId {
@@ -646,14 +648,14 @@ mod tests {
     }
 
     fn heartbeat() -> impl Strategy<Value = Heartbeat> {
-        (any::<u64>(), vote(), opt_log_id(), opt_log_id()).prop_map(|(group, vote, prev_log_id, leader_commit)| {
-            Heartbeat {
+        (any::<u64>(), vote(), opt_log_id(), opt_log_id()).prop_map(
+            |(group, vote, prev_log_id, leader_commit)| Heartbeat {
                 group,
                 vote,
                 prev_log_id,
                 leader_commit,
-            }
-        })
+            },
+        )
     }
 
     fn error_body() -> impl Strategy<Value = ErrorBody> {
@@ -677,7 +679,11 @@ mod tests {
         let b = Bytes::copy_from_slice(b);
         if let Ok((g, r)) = decode_append(b.clone()) {
             // A membership's JSON may be written differently than received.
-            if !r.entries.iter().any(|e| matches!(e.payload, EsPayload::Membership(_))) {
+            if !r
+                .entries
+                .iter()
+                .any(|e| matches!(e.payload, EsPayload::Membership(_)))
+            {
                 prop_assert_eq!(&enc_append(g, &r)[..], &b[..]);
             }
         }
@@ -693,10 +699,16 @@ mod tests {
             prop_assert_eq!(&enc(encode_vote_response, &r)[..], &b[..]);
         }
         if let Ok(r) = decode_heartbeats(b.clone()) {
-            prop_assert_eq!(&enc(|o, v: &Vec<Heartbeat>| encode_heartbeats(o, v), &r)[..], &b[..]);
+            prop_assert_eq!(
+                &enc(|o, v: &Vec<Heartbeat>| encode_heartbeats(o, v), &r)[..],
+                &b[..]
+            );
         }
         if let Ok(r) = decode_heartbeat_results(b.clone()) {
-            prop_assert_eq!(&enc(|o, v: &Vec<HeartbeatResult>| encode_heartbeat_results(o, v), &r)[..], &b[..]);
+            prop_assert_eq!(
+                &enc(|o, v: &Vec<HeartbeatResult>| encode_heartbeat_results(o, v), &r)[..],
+                &b[..]
+            );
         }
         if let Ok(r) = decode_error(b.clone()) {
             prop_assert_eq!(&enc(encode_error, &r)[..], &b[..]);
@@ -710,7 +722,11 @@ mod tests {
         decode: impl Fn(Bytes) -> Result<T, TransportError>,
     ) -> Result<(), TestCaseError> {
         for cut in 0..b.len() {
-            prop_assert!(decode(Bytes::copy_from_slice(&b[..cut])).is_err(), "cut at {}", cut);
+            prop_assert!(
+                decode(Bytes::copy_from_slice(&b[..cut])).is_err(),
+                "cut at {}",
+                cut
+            );
         }
         let mut longer = b.to_vec();
         longer.push(0);
@@ -799,12 +815,30 @@ mod tests {
         let decode = |r: AppendEntriesRequest<EsRaft>| decode_append(Bytes::from(enc_append(1, &r)));
         assert!(decode(req(None, &[(1, 0), (1, 1), (2, 2)], 2)).is_ok());
         assert!(decode(req(Some(log_id(1, 4)), &[(1, 5), (3, 6)], 3)).is_ok());
-        assert!(decode(req(None, &[(1, 1)], 2)).is_err(), "the first entry is not after prev");
-        assert!(decode(req(Some(log_id(1, 4)), &[(1, 5), (1, 7)], 2)).is_err(), "a gap");
-        assert!(decode(req(Some(log_id(2, 4)), &[(1, 5)], 2)).is_err(), "a term below prev's");
-        assert!(decode(req(None, &[(2, 0), (1, 1)], 2)).is_err(), "a term going down");
-        assert!(decode(req(None, &[(3, 0)], 2)).is_err(), "a term past the leader's");
-        assert!(decode(req(Some(log_id(1, u64::MAX)), &[(1, 0)], 2)).is_err(), "nothing after the last index");
+        assert!(
+            decode(req(None, &[(1, 1)], 2)).is_err(),
+            "the first entry is not after prev"
+        );
+        assert!(
+            decode(req(Some(log_id(1, 4)), &[(1, 5), (1, 7)], 2)).is_err(),
+            "a gap"
+        );
+        assert!(
+            decode(req(Some(log_id(2, 4)), &[(1, 5)], 2)).is_err(),
+            "a term below prev's"
+        );
+        assert!(
+            decode(req(None, &[(2, 0), (1, 1)], 2)).is_err(),
+            "a term going down"
+        );
+        assert!(
+            decode(req(None, &[(3, 0)], 2)).is_err(),
+            "a term past the leader's"
+        );
+        assert!(
+            decode(req(Some(log_id(1, u64::MAX)), &[(1, 0)], 2)).is_err(),
+            "nothing after the last index"
+        );
     }
 
     #[test]
@@ -816,7 +850,10 @@ mod tests {
         put_log_id(&mut b, &None);
         put_log_id(&mut b, &None);
         put_u32(&mut b, u32::MAX);
-        assert!(matches!(decode_append(Bytes::from(b)), Err(TransportError::Malformed(_))));
+        assert!(matches!(
+            decode_append(Bytes::from(b)),
+            Err(TransportError::Malformed(_))
+        ));
         // A data entry whose batch claims more bytes than there are.
         let mut b = Vec::new();
         put_u64(&mut b, 1);

@@ -97,7 +97,11 @@ impl Conn {
     fn die(&self, why: &str) {
         if self.alive.replace(false) {
             TransportStats::bump(&self.stats.connections_lost);
-            tracing::info!(peer = self.node, why, "raft connection lost; the next request reconnects");
+            tracing::info!(
+                peer = self.node,
+                why,
+                "raft connection lost; the next request reconnects"
+            );
         }
         // Dropping the waiters answers them: the connection is gone.
         self.pending.borrow_mut().clear();
@@ -106,7 +110,11 @@ impl Conn {
     /// Sends `frame` (a whole frame whose request id field is filled in
     /// here) and waits for its answer. `_permit` (the budget's bytes for
     /// the frame) is held until then.
-    pub(crate) async fn call(&self, mut frame: Vec<u8>, _permit: StaticPermit) -> Result<Reply, TransportError> {
+    pub(crate) async fn call(
+        &self,
+        mut frame: Vec<u8>,
+        _permit: StaticPermit,
+    ) -> Result<Reply, TransportError> {
         let unreachable = |why: &str| TransportError::Unreachable {
             node: self.node,
             why: why.to_string(),
@@ -125,7 +133,8 @@ impl Conn {
             .unbounded_send(frame)
             .map_err(|_| unreachable("connection lost"))?;
         self.stats.sent(kind);
-        rx.await.map_err(|_| unreachable("connection lost before the answer"))
+        rx.await
+            .map_err(|_| unreachable("connection lost before the answer"))
     }
 
     fn deliver(&self, id: u64, reply: Reply) {

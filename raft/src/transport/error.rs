@@ -14,7 +14,11 @@ pub enum TransportError {
     Malformed(String),
     /// The peer answered with an Error frame (`unknown_group`, `not_ready`, ...).
     #[error("node {node} answered {code}: {message}")]
-    Remote { node: NodeId, code: String, message: String },
+    Remote {
+        node: NodeId,
+        code: String,
+        message: String,
+    },
     /// No connection to the peer (connect failed, lost, or backing off).
     #[error("node {node} unreachable: {why}")]
     Unreachable { node: NodeId, why: String },

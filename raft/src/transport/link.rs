@@ -16,7 +16,9 @@ use openraft::error::{
     Fatal, NetworkError, PayloadTooLarge, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
 use openraft::network::RPCOption;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
 use openraft::storage::Snapshot;
 use openraft::{EmptyNode, RaftNetwork, RaftNetworkFactory};
 
@@ -144,7 +146,9 @@ impl GroupLink {
             }
         }
         let (_, payload) = self
-            .call(RaftKind::AppendEntries, |out| codec::encode_append(out, self.group, &rpc))
+            .call(RaftKind::AppendEntries, |out| {
+                codec::encode_append(out, self.group, &rpc)
+            })
             .await?;
         Ok(Ok(codec::decode_append_response(payload)?))
     }
@@ -192,9 +196,11 @@ impl RaftNetwork<EsRaft> for GroupLink {
             peer = self.target,
             "a snapshot transfer was asked for; the raft transport does not send snapshots yet"
         );
-        Err(StreamingError::Network(NetworkError::new(&TransportError::Unreachable {
-            node: self.target,
-            why: "snapshot transfer is not supported by this transport yet".into(),
-        })))
+        Err(StreamingError::Network(NetworkError::new(
+            &TransportError::Unreachable {
+                node: self.target,
+                why: "snapshot transfer is not supported by this transport yet".into(),
+            },
+        )))
     }
 }

@@ -77,7 +77,11 @@ async fn flush(peer: &Peer, chunk: Vec<Queued>) {
     let mut out = frame::header(RaftKind::Heartbeats, 0, 0).to_vec();
     codec::encode_heartbeats(&mut out, &hbs);
     let payload_len = out.len() - es_protocol::frame::HEADER_BYTES;
-    out[..es_protocol::frame::HEADER_BYTES].copy_from_slice(&frame::header(RaftKind::Heartbeats, 0, payload_len));
+    out[..es_protocol::frame::HEADER_BYTES].copy_from_slice(&frame::header(
+        RaftKind::Heartbeats,
+        0,
+        payload_len,
+    ));
     let answers: Result<Vec<HeartbeatAnswer>, TransportError> = async {
         let (kind, payload) = peer.call(out).await?;
         match kind {
@@ -113,7 +117,9 @@ async fn flush(peer: &Peer, chunk: Vec<Queued>) {
         }
     }
     .await;
-    peer.stats.heartbeats_sent.set(peer.stats.heartbeats_sent.get() + hbs.len() as u64);
+    peer.stats
+        .heartbeats_sent
+        .set(peer.stats.heartbeats_sent.get() + hbs.len() as u64);
     match answers {
         Ok(answers) => {
             for ((_, tx), a) in chunk.into_iter().zip(answers) {

@@ -264,7 +264,11 @@ impl RaftServer {
     }
 }
 
-async fn write_loop(mut w: WriteHalf<PeerStream>, mut rx: mpsc::UnboundedReceiver<Vec<u8>>, stats: Rc<TransportStats>) -> String {
+async fn write_loop(
+    mut w: WriteHalf<PeerStream>,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    stats: Rc<TransportStats>,
+) -> String {
     while let Some(f) = rx.next().await {
         stats.sent(f[4]);
         if let Err(e) = w.write_all(&f).await {
@@ -330,11 +334,14 @@ async fn answer(
             }
             RaftKind::Heartbeats => {
                 let hbs = codec::decode_heartbeats(payload).map_err(malformed)?;
-                let results: Vec<HeartbeatResult> = futures::future::join_all(hbs.into_iter().map(|hb| async move {
-                    let raft = registry.get(hb.group)?;
-                    raft.append_entries(hb.request()).await.map_err(|e| stopped(hb.group, e))
-                }))
-                .await;
+                let results: Vec<HeartbeatResult> =
+                    futures::future::join_all(hbs.into_iter().map(|hb| async move {
+                        let raft = registry.get(hb.group)?;
+                        raft.append_entries(hb.request())
+                            .await
+                            .map_err(|e| stopped(hb.group, e))
+                    }))
+                    .await;
                 codec::encode_heartbeat_results(&mut out, &results);
             }
             other => {

@@ -106,7 +106,8 @@ impl PeerTls {
         let chain = certs(cert, "--peer-cert")?;
         let ca = certs(ca, "--peer-ca")?;
         // blocking-ok: main thread, before the shards run
-        let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("--peer-key {}: {e}", key.display()))?;
+        let key =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("--peer-key {}: {e}", key.display()))?;
         PeerTls::new(chain, key, ca)
     }
 

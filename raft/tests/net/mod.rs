@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use es_raft::mem_store::{MemLog, MemSm};
-use es_raft::openraft::{Raft, RaftMetrics, EmptyNode, ServerState};
+use es_raft::openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 use es_raft::transport::{
     GroupRegistry, InflightBudget, RaftServer, ShardNetwork, TransportConfig, TransportStats,
 };
@@ -56,9 +56,15 @@ impl Ctx {
     /// Starts `group` on the in-memory store.
     pub async fn start_mem(&self, group: GroupId) {
         let (log, sm) = (MemLog::default(), MemSm::default());
-        let raft = Raft::new(self.id, crate::common::config(), self.net.group(group), log.clone(), sm.clone())
-            .await
-            .expect("raft starts");
+        let raft = Raft::new(
+            self.id,
+            crate::common::config(),
+            self.net.group(group),
+            log.clone(),
+            sm.clone(),
+        )
+        .await
+        .expect("raft starts");
         self.mems.borrow_mut().insert(group, (log, sm));
         self.registry.insert(group, raft.clone());
         self.rafts.borrow_mut().insert(group, raft);
@@ -75,9 +81,15 @@ impl Ctx {
             .await
             .expect("open the replica");
         let sm = PartitionSm::new(&store).expect("state machine");
-        let raft = Raft::new(self.id, crate::common::config(), self.net.group(group), store.clone(), sm.clone())
-            .await
-            .expect("raft starts");
+        let raft = Raft::new(
+            self.id,
+            crate::common::config(),
+            self.net.group(group),
+            store.clone(),
+            sm.clone(),
+        )
+        .await
+        .expect("raft starts");
         self.logs.borrow_mut().insert(group, (store, sm));
         self.registry.insert(group, raft.clone());
         self.rafts.borrow_mut().insert(group, raft);
@@ -124,7 +136,8 @@ impl Node {
                         let budget = InflightBudget::new(config.inflight_shard_bytes);
                         let registry = GroupRegistry::default();
                         let net = ShardNetwork::new(&config, 0, stats.clone(), budget.clone());
-                        let server = RaftServer::new(config.clone(), 0, registry.clone(), stats.clone(), budget);
+                        let server =
+                            RaftServer::new(config.clone(), 0, registry.clone(), stats.clone(), budget);
                         server.start(TcpListener::bind(listen).expect("bind the raft listener"));
                         let ctx = Rc::new(Ctx {
                             id,
@@ -227,7 +240,10 @@ pub fn wait_leader(nodes: &[&Node], group: GroupId) -> NodeId {
                 return l;
             }
         }
-        assert!(start.elapsed() < HANG_GUARD, "no leader of group {group} after {HANG_GUARD:?}");
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "no leader of group {group} after {HANG_GUARD:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -235,9 +251,12 @@ pub fn wait_leader(nodes: &[&Node], group: GroupId) -> NodeId {
 /// Waits until every node of `nodes` applied `group` up to `index`.
 pub fn wait_applied(nodes: &[&Node], group: GroupId, index: u64) {
     for n in nodes {
-        wait_metrics(n, group, &format!("node {} applied {index} of group {group}", n.id), move |m| {
-            m.last_applied.is_some_and(|l| l.index >= index)
-        });
+        wait_metrics(
+            n,
+            group,
+            &format!("node {} applied {index} of group {group}", n.id),
+            move |m| m.last_applied.is_some_and(|l| l.index >= index),
+        );
     }
 }
 
