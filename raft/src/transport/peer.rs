@@ -116,7 +116,7 @@ impl Peer {
                 let n = self.failures.get().saturating_add(1);
                 self.failures.set(n);
                 let backoff = RECONNECT_BACKOFF_MIN
-                    .saturating_mul(1u32 << n.min(16))
+                    .saturating_mul(1u32 << (n - 1).min(16))
                     .min(RECONNECT_BACKOFF_MAX);
                 self.retry_at.set(Some(Instant::now() + backoff));
                 TransportStats::bump(&self.stats.connect_failures);
