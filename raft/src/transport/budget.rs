@@ -45,3 +45,34 @@ impl InflightBudget {
         self.sem.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[test]
+    fn a_request_waits_for_room_and_a_huge_one_takes_all() {
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(64 << 10)
+            .make()
+            .unwrap()
+            .run(async {
+                let b = InflightBudget::new(100);
+                let first = b.acquire(60).await.unwrap();
+                assert_eq!(b.available(), 40);
+                let mut second = Box::pin(b.acquire(60));
+                assert!(second.as_mut().now_or_never().is_none(), "no room yet");
+                drop(first);
+                let second = second.await.unwrap();
+                assert_eq!(b.available(), 40);
+                drop(second);
+                let all = b.acquire(1 << 30).await.unwrap();
+                assert_eq!(b.available(), 0, "larger than the budget: all of it");
+                drop(all);
+                b.close();
+                assert!(b.acquire(1).await.is_err(), "closed");
+            });
+    }
+}
