@@ -304,3 +304,49 @@ fn connections_that_are_not_this_clusters_peers_are_refused() {
         p.client.close();
     });
 }
+
+#[test]
+fn a_connection_handed_over_after_its_preamble_is_served() {
+    run(async {
+        // Node 2 accepts on its own listener, reads the preamble (as the
+        // accepting shard does) and hands the connection to `serve` (as
+        // the owning shard does).
+        let addrs: BTreeMap<NodeId, SocketAddr> = [(1, free_addr()), (2, free_addr())].into();
+        let c1 = TransportConfig::new(1, addrs.clone(), cluster_hash(HASH));
+        let c2 = TransportConfig::new(2, addrs.clone(), cluster_hash(HASH));
+        let client = ShardNetwork::new(
+            &c1,
+            0,
+            Rc::new(TransportStats::default()),
+            InflightBudget::new(1 << 20),
+        );
+        let registry = GroupRegistry::default();
+        let server = RaftServer::new(
+            c2,
+            0,
+            registry.clone(),
+            Rc::new(TransportStats::default()),
+            InflightBudget::new(1 << 20),
+        );
+        let raft = start_group(&registry, 2, 7, &client).await;
+        let listener = TcpListener::bind(addrs[&2]).unwrap();
+        let s2 = server.clone();
+        let accepted = glommio::spawn_local(async move {
+            let stream = listener.accept().await.unwrap();
+            let (stream, preamble) = s2.read_preamble(stream).await.unwrap();
+            assert_eq!((preamble.source_node, preamble.dest_shard), (1, 0));
+            s2.serve(stream, preamble);
+        });
+        let mut l = link(&client, 7, 2).await;
+        let v = l
+            .vote(VoteRequest::new(Vote::new(2, 1), None), option())
+            .await
+            .unwrap();
+        assert!(v.vote_granted);
+        accepted.await;
+        assert_eq!(server.stats().accepted.get(), 1);
+        raft.shutdown().await.unwrap();
+        server.close();
+        client.close();
+    });
+}
