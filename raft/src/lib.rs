@@ -14,9 +14,13 @@
 //! - `log_store`: `LogStore`, the Raft log over a partition log.
 //! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
+//! - `limits`: every bound of this crate, with its unit and reason.
+//! - `transport`: the network between replicas (frames, mutual TLS,
+//!   heartbeat coalescing, the server's group registry).
 
 pub mod config;
 pub mod entry;
+pub mod limits;
 pub mod log_store;
 pub mod mem_store;
 pub mod membership;
@@ -24,6 +28,7 @@ pub mod meta;
 pub mod partition_sm;
 pub mod runtime;
 pub mod snapshot;
+pub mod transport;
 pub mod types;
 
 pub use config::partition_config;

@@ -1,0 +1,68 @@
+//! Every bound es-raft keeps, its unit last, with why that value, and the
+//! relations between them checked at compile time.
+//!
+//! The transport's wire layout (`transport/frame.rs`, `preamble.rs`) is the
+//! format, not a bound of it: it stays with its codec. Defaults a flag can
+//! change (phase 2a) are `*_DEFAULT`; the rest are fixed.
+
+use std::time::Duration;
+
+// --- Frames -------------------------------------------------------------------
+
+/// Largest raft frame, header included: the largest batch the format takes
+/// (64 MiB, es-format's `BATCH_BYTES_MAX`) plus 64 KiB for the request's
+/// own fields around it, so an entry of one largest batch still travels.
+pub const FRAME_BYTES_MAX: usize = es_format::limits::BATCH_BYTES_MAX + FRAME_FIELDS_BYTES;
+/// Room in a frame for the fields around an entry's batches.
+pub const FRAME_FIELDS_BYTES: usize = 64 << 10;
+/// Largest membership or controller command body in an entry: a membership
+/// of thousands of node ids is a few tens of KiB; a command is small JSON.
+pub const ENTRY_BODY_BYTES_MAX: usize = 1 << 20;
+/// Largest error code or message in an Error frame: a code is a word, a
+/// message one line.
+pub const ERROR_TEXT_BYTES_MAX: usize = 4 << 10;
+/// Most heartbeats in one Heartbeats frame: a flush sends the queue in
+/// frames of at most this many (about 64 bytes each, so under 1 MiB).
+pub const HEARTBEATS_PER_FRAME_MAX: usize = 16 << 10;
+
+// --- The transport's defaults (flags in phase 2a) -----------------------------
+
+/// `--raft-heartbeat-coalesce-us`: how long the first queued heartbeat
+/// waits for others to the same peer, in microseconds: well under a
+/// heartbeat interval (150 ms), long enough to gather a tick's heartbeats.
+pub const HEARTBEAT_COALESCE_US_DEFAULT: u64 = 1000;
+/// `--raft-append-bytes-max`: largest AppendEntries the transport sends
+/// with more than one entry, in bytes: one round trip moves a useful
+/// amount without holding a follower's flush behind a huge write.
+pub const APPEND_BYTES_MAX_DEFAULT: usize = 4 << 20;
+/// `--raft-inflight-shard-bytes`: bytes of raft frames being sent or
+/// received on one shard at once (requests held until answered): the
+/// transport waits for room, so a slow peer cannot grow a shard's memory.
+pub const INFLIGHT_SHARD_BYTES_DEFAULT: usize = 256 << 20;
+
+// --- Connections --------------------------------------------------------------
+
+/// Time to open a TCP connection to a peer: a peer that is up answers in
+/// far less; one that is down is reported so openraft backs off.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Time for the preamble and the TLS handshake of an accepted or opened
+/// connection: a peer that says nothing is closed then.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// First wait after a failed connect before the next try.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Longest wait between connects to a peer that stays down: a restarted
+/// peer is found within seconds.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+// One largest batch fits a frame with its fields.
+const _: () = assert!(FRAME_BYTES_MAX > es_format::limits::BATCH_BYTES_MAX);
+// A frame's length is a u32.
+const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
+// The shard's budget holds at least one largest frame, so one always goes.
+const _: () = assert!(FRAME_BYTES_MAX <= INFLIGHT_SHARD_BYTES_DEFAULT);
+// An AppendEntries of the default size fits a frame.
+const _: () = assert!(APPEND_BYTES_MAX_DEFAULT <= FRAME_BYTES_MAX);
+// A full Heartbeats frame (at most 64 bytes each) fits a frame.
+const _: () = assert!(HEARTBEATS_PER_FRAME_MAX * 64 <= FRAME_BYTES_MAX);
+// Backoff grows from its minimum to its maximum.
+const _: () = assert!(RECONNECT_BACKOFF_MIN.as_millis() < RECONNECT_BACKOFF_MAX.as_millis());

@@ -1,0 +1,49 @@
+//! The raft transport: how a shard's groups talk to their replicas on other
+//! nodes (docs/design/raft-transport.md). One connection per (shard, peer),
+//! shared by every group and pipelined by request id; heartbeats of all
+//! groups to a peer coalesced into one frame; mutual TLS naming node ids.
+//!
+//! - `preamble`: the 32 plaintext bytes that open a connection.
+//! - `frame`: the raft frame kinds on the binary protocol's frame header.
+//! - `codec`: the frames' payloads, decoders bounded and fuzzed.
+//! - `config`: `TransportConfig`, a shard's settings.
+//! - `budget`: `InflightBudget`, the shard's bytes of frames in flight.
+//! - `stats`: `TransportStats`, the shard's counters.
+//! - `error`: `TransportError` and the Error frame's codes.
+//! - `stream`: `PeerStream`, a plaintext or TLS connection; reading a frame.
+//! - `tls`: `PeerTls`, mutual TLS with `es-node-<id>` names.
+//! - `conn`: `Conn`, one open connection to a peer with its waiters.
+//! - `peer`: `Peer`, reconnect with backoff, the shared connection.
+//! - `mux`: `HeartbeatMux`, heartbeats coalesced per peer.
+//! - `network`: `ShardNetwork`, a shard's peers.
+//! - `link`: `GroupNetwork` / `GroupLink`, openraft's network for a group.
+//! - `registry`: `GroupRegistry`, a shard's groups by id.
+//! - `server`: `RaftServer`, accepting peers and answering their frames.
+
+pub mod budget;
+pub mod codec;
+pub mod config;
+mod conn;
+pub mod error;
+pub mod frame;
+pub mod link;
+mod mux;
+pub mod network;
+mod peer;
+pub mod preamble;
+pub mod registry;
+pub mod server;
+pub mod stats;
+mod stream;
+pub mod tls;
+
+pub use budget::InflightBudget;
+pub use config::TransportConfig;
+pub use error::TransportError;
+pub use link::{GroupLink, GroupNetwork};
+pub use network::ShardNetwork;
+pub use preamble::{cluster_hash, Preamble};
+pub use registry::GroupRegistry;
+pub use server::RaftServer;
+pub use stats::TransportStats;
+pub use tls::{node_name, PeerTls};
