@@ -34,8 +34,9 @@ pub struct Args {
 impl Args {
     /// The command that runs this again.
     pub fn command(&self) -> String {
+        let program = std::env::args().next().unwrap_or_else(|| "es-chaos".into());
         format!(
-            "es-chaos run --broker {} --nodes {} --time {}s --seed {} --nemesis {} --interval {}-{} --out {}",
+            "{program} run --broker {} --nodes {} --time {}s --seed {} --nemesis {} --interval {}-{} --out {}",
             self.broker.display(),
             self.nodes,
             self.time.as_secs(),
