@@ -80,9 +80,13 @@ jepsen:
 	$(CARGO) build -p es-broker -p es-chaos
 	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
 
-# The same for SOAK_MIN minutes per seed, a fault every 3-6 s.
+# The same for SOAK_MIN minutes per seed of SOAK_SEEDS, a fault every 3-6 s,
+# then SOAK_WIDE_SEED with 1,000 partitions (500 per topic).
 SOAK_MIN ?= 30
 SOAK_SEEDS ?= 11 12 13
+SOAK_WIDE_SEED ?= 14
 jepsen-soak:
 	$(CARGO) build -p es-broker -p es-chaos
-	./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak
+	./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak; a=$$?; \
+	CHAOS_ARGS="--partitions 500" ./bench/chaos/seeds.sh "$(SOAK_WIDE_SEED)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak-wide; b=$$?; \
+	exit $$(( a > b ? a : b ))

@@ -61,7 +61,10 @@ impl BinConn {
             Ok(Some((got, resp))) if got == id => Ok(resp),
             Ok(Some((_, Response::Error(e)))) => {
                 self.sock = None;
-                Err(Outcome::Unknown(format!("connection error {}: {}", e.code, e.message)))
+                Err(Outcome::Unknown(format!(
+                    "connection error {}: {}",
+                    e.code, e.message
+                )))
             }
             Ok(Some((got, _))) => {
                 self.sock = None;

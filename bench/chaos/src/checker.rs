@@ -99,9 +99,9 @@ pub struct Results {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Availability {
-    /// Per fault: the longest time any partition went without an `ok` send
-    /// between the fault's start and its first ack after the fault ended
-    /// (seconds), and which partition.
+    /// Per fault: the longest time without an `ok` send on any partition,
+    /// and on one partition (which), between the fault's start and the
+    /// first ack after the fault ended (seconds).
     pub after_faults: Vec<Value>,
     /// Per partition: the longest time between two `ok` sends (seconds).
     pub longest_gap_s: BTreeMap<String, f64>,
@@ -174,18 +174,31 @@ pub fn check(history: &[Event], finals: &[FinalLog], faults: &[Fault]) -> Result
         ("sends_failed", Type::Fail),
         ("sends_info", Type::Info),
     ] {
-        stats.insert(name, history.iter().filter(|e| e.f == F::Send && e.kind == kind).count() as u64);
+        stats.insert(
+            name,
+            history
+                .iter()
+                .filter(|e| e.f == F::Send && e.kind == kind)
+                .count() as u64,
+        );
     }
     let polls_ok = history.iter().filter(|e| e.f == F::Poll && e.kind == Type::Ok);
     stats.insert("polls_ok", polls_ok.clone().count() as u64);
     stats.insert("records_polled", polls_ok.map(|e| e.records.len() as u64).sum());
     stats.insert(
         "commits_ok",
-        history.iter().filter(|e| e.f == F::Commit && e.kind == Type::Ok).count() as u64,
+        history
+            .iter()
+            .filter(|e| e.f == F::Commit && e.kind == Type::Ok)
+            .count() as u64,
     );
     stats.insert(
         "final_records",
-        reference.partitions.values().map(|l| l.records.len() as u64).sum(),
+        reference
+            .partitions
+            .values()
+            .map(|l| l.records.len() as u64)
+            .sum(),
     );
     stats.insert("faults", faults.len() as u64);
 
@@ -247,9 +260,7 @@ pub fn check(history: &[Event], finals: &[FinalLog], faults: &[Fault]) -> Result
     let mut inconsistent = Tally::new(Verdict::Fail);
     for ((part, o), values) in &seen {
         if values.len() > 1 {
-            inconsistent.add(|| {
-                json!({"topic": part.0, "partition": part.1, "offset": o, "values": values})
-            });
+            inconsistent.add(|| json!({"topic": part.0, "partition": part.1, "offset": o, "values": values}));
         }
     }
     checks.insert("inconsistent-offsets", inconsistent.done());
@@ -356,7 +367,8 @@ fn divergence(finals: &[FinalLog]) -> Check {
     let mut tally = Tally::new(Verdict::Fail);
     let names: BTreeSet<&String> = finals.iter().flat_map(|f| f.partitions.keys()).collect();
     for name in names {
-        let logs: Vec<(u32, Option<&Log>)> = finals.iter().map(|f| (f.node, f.partitions.get(name))).collect();
+        let logs: Vec<(u32, Option<&Log>)> =
+            finals.iter().map(|f| (f.node, f.partitions.get(name))).collect();
         if logs.len() < 2 {
             continue;
         }
@@ -365,9 +377,16 @@ fn divergence(finals: &[FinalLog]) -> Check {
             .map(|(_, l)| l.map_or(0, |l| l.high_watermark))
             .min()
             .unwrap_or(0);
-        let from = logs.iter().map(|(_, l)| l.map_or(0, |l| l.start)).max().unwrap_or(0);
+        let from = logs
+            .iter()
+            .map(|(_, l)| l.map_or(0, |l| l.start))
+            .max()
+            .unwrap_or(0);
         for o in from..common {
-            let values: Vec<Option<&String>> = logs.iter().map(|(_, l)| l.and_then(|l| l.records.get(&o))).collect();
+            let values: Vec<Option<&String>> = logs
+                .iter()
+                .map(|(_, l)| l.and_then(|l| l.records.get(&o)))
+                .collect();
             if values.windows(2).any(|w| w[0] != w[1]) {
                 tally.add(|| {
                     let by_node: BTreeMap<String, Option<&String>> = logs
@@ -528,9 +547,10 @@ fn lost_commits(history: &[Event]) -> Check {
     tally.done()
 }
 
-/// Per fault, the longest time any partition went without an `ok` send
-/// from the fault's start until its first ack after the fault ended; per
-/// partition, the longest gap between acks over the whole run.
+/// Per fault: the longest time without an `ok` send on any partition, and
+/// the longest on one partition, from the fault's start until the first
+/// ack after the fault ended; per partition, the longest gap between acks
+/// over the whole run.
 fn availability(sends_ok: &[&Event], faults: &[Fault], history: &[Event]) -> Availability {
     let mut acks: BTreeMap<Part, Vec<u64>> = BTreeMap::new();
     for e in sends_ok {
@@ -538,41 +558,46 @@ fn availability(sends_ok: &[&Event], faults: &[Fault], history: &[Event]) -> Ava
             acks.entry(part).or_default().push(e.time);
         }
     }
+    let all: Vec<u64> = sends_ok.iter().map(|e| e.time).collect();
     let end = history.last().map_or(0, |e| e.time);
     let mut out = Availability::default();
     for f in faults {
-        let mut worst: Option<(u64, &Part, bool)> = None;
+        let (any_gap, recovered) = gap_around(&all, f, end);
+        let mut worst: Option<(u64, &Part)> = None;
         for (part, times) in &acks {
-            let mut last = f.start;
-            let mut longest = 0;
-            let mut recovered = false;
-            for &t in times.iter().filter(|&&t| t >= f.start) {
-                longest = longest.max(t - last);
-                last = t;
-                if t >= f.end {
-                    recovered = true;
-                    break;
-                }
-            }
-            if !recovered {
-                longest = longest.max(end.saturating_sub(last));
-            }
-            if worst.is_none_or(|(w, _, _)| longest > w) {
-                worst = Some((longest, part, recovered));
+            let (gap, _) = gap_around(times, f, end);
+            if worst.is_none_or(|(w, _)| gap > w) {
+                worst = Some((gap, part));
             }
         }
-        if let Some((longest, part, recovered)) = worst {
-            out.after_faults.push(json!({
-                "fault": f.name, "start_s": secs(f.start), "duration_s": secs(f.end.saturating_sub(f.start)),
-                "longest_gap_s": secs(longest), "partition": part_name(part), "recovered": recovered,
-            }));
-        }
+        let (part_gap, part) = worst.map_or((0, String::new()), |(g, p)| (g, part_name(p)));
+        out.after_faults.push(json!({
+            "fault": f.name, "start_s": secs(f.start), "duration_s": secs(f.end.saturating_sub(f.start)),
+            "longest_gap_s": secs(any_gap), "recovered": recovered,
+            "partition_longest_gap_s": secs(part_gap), "partition": part,
+        }));
     }
     for (part, times) in &acks {
         let gap = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
         out.longest_gap_s.insert(part_name(part), secs(gap));
     }
     out
+}
+
+/// The longest gap between the ack times `times` (sorted) from `f`'s
+/// start to the first ack after it ended (or to `end`), and whether such
+/// an ack came.
+fn gap_around(times: &[u64], f: &Fault, end: u64) -> (u64, bool) {
+    let mut last = f.start;
+    let mut longest = 0;
+    for &t in times.iter().filter(|&&t| t >= f.start) {
+        longest = longest.max(t - last);
+        last = t;
+        if t >= f.end {
+            return (longest, true);
+        }
+    }
+    (longest.max(end.saturating_sub(last)), false)
 }
 
 #[cfg(test)]
@@ -591,7 +616,10 @@ mod tests {
 
     impl H {
         fn new() -> H {
-            H { events: Vec::new(), t: 0 }
+            H {
+                events: Vec::new(),
+                t: 0,
+            }
         }
 
         fn push(&mut self, mut e: Event) {
@@ -601,7 +629,15 @@ mod tests {
         }
 
         /// A send of `value` to t/`p` answered `kind` (offset for `ok`).
-        fn send(&mut self, process: &str, p: u32, value: &str, kind: Type, offset: Option<u64>, idempotent: bool) {
+        fn send(
+            &mut self,
+            process: &str,
+            p: u32,
+            value: &str,
+            kind: Type,
+            offset: Option<u64>,
+            idempotent: bool,
+        ) {
             let mut e = Event::new(process, Type::Invoke, F::Send).on("t", p);
             e.value = Some(value.into());
             e.idempotent = idempotent;
@@ -847,7 +883,11 @@ mod tests {
             start,
             end,
         };
-        let r = check(&h.events, &finals, &[fault(1_000_000, 5_000_000), fault(5_500_000, 9_000_000)]);
+        let r = check(
+            &h.events,
+            &finals,
+            &[fault(1_000_000, 5_000_000), fault(5_500_000, 9_000_000)],
+        );
         assert_eq!(r.availability.after_faults[0]["longest_gap_s"], 0.002);
         assert_eq!(r.availability.after_faults[0]["recovered"], true);
         // No ack after the second fault ended: it runs to the history's end.

@@ -53,7 +53,12 @@ pub fn run(ctx: &Ctx, index: u32) {
     while !ctx.stopped() {
         let Some(m) = member.as_mut() else {
             let body = json!({"topics": ctx.topics(), "session_timeout_ms": 10000});
-            match http.call("POST", &format!("{group_path}/members"), Some(&body), REQUEST_TIMEOUT) {
+            match http.call(
+                "POST",
+                &format!("{group_path}/members"),
+                Some(&body),
+                REQUEST_TIMEOUT,
+            ) {
                 Ok(v) => {
                     member = v["member_id"].as_str().map(|id| Member {
                         id: id.to_string(),
@@ -108,7 +113,8 @@ pub fn run(ctx: &Ctx, index: u32) {
                 .collect();
             let mut gone = false;
             if !offsets.is_empty() {
-                if let Err(Outcome::Refused(code)) = commit(ctx, &mut http, &process, &group_path, m, offsets) {
+                if let Err(Outcome::Refused(code)) = commit(ctx, &mut http, &process, &group_path, m, offsets)
+                {
                     gone = code == "unknown_member" || code == "group_not_found";
                 }
             }
@@ -127,7 +133,9 @@ pub fn run(ctx: &Ctx, index: u32) {
                         reposition = true;
                     }
                 }
-                Err(Outcome::Refused(code)) if code == "unknown_member" || code == "group_not_found" => gone = true,
+                Err(Outcome::Refused(code)) if code == "unknown_member" || code == "group_not_found" => {
+                    gone = true
+                }
                 Err(_) => {}
             }
             if gone {
@@ -154,7 +162,12 @@ pub fn run(ctx: &Ctx, index: u32) {
 
 /// Reads the group's committed offsets (a `position` operation). A group
 /// the broker does not know has none.
-fn position(ctx: &Ctx, http: &mut HttpConn, process: &str, group_path: &str) -> Result<HashMap<Part, u64>, Outcome> {
+fn position(
+    ctx: &Ctx,
+    http: &mut HttpConn,
+    process: &str,
+    group_path: &str,
+) -> Result<HashMap<Part, u64>, Outcome> {
     let op = ctx.observed.operation();
     let mut invoke = Event::new(process, Type::Invoke, F::Position);
     invoke.group = Some(GROUP.to_string());
@@ -264,7 +277,12 @@ fn commit(
     invoke.offsets = offsets.clone();
     let invoke = ctx.rec.record(invoke);
     let body = json!({"member_id": m.id, "generation": m.generation, "offsets": offsets});
-    match http.call("POST", &format!("{group_path}/commits"), Some(&body), REQUEST_TIMEOUT) {
+    match http.call(
+        "POST",
+        &format!("{group_path}/commits"),
+        Some(&body),
+        REQUEST_TIMEOUT,
+    ) {
         Ok(_) => {
             ctx.rec.record(invoke.complete(Type::Ok));
             Ok(())

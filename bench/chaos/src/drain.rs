@@ -39,7 +39,8 @@ pub fn drain(node: &Node, parts: &[Part]) -> Result<FinalLog, String> {
                     }
                     log.high_watermark = ok.high_watermark;
                     for r in ok.records() {
-                        log.records.insert(r.offset, String::from_utf8_lossy(r.value).into_owned());
+                        log.records
+                            .insert(r.offset, String::from_utf8_lossy(r.value).into_owned());
                     }
                     at = Some(ok.next_offset);
                     if ok.next_offset >= ok.high_watermark {
@@ -49,7 +50,11 @@ pub fn drain(node: &Node, parts: &[Part]) -> Result<FinalLog, String> {
                 other => {
                     failures += 1;
                     if failures >= ATTEMPTS_MAX {
-                        return Err(format!("drain {} from node {}: {other:?}", part_name(part), node.id));
+                        return Err(format!(
+                            "drain {} from node {}: {other:?}",
+                            part_name(part),
+                            node.id
+                        ));
                     }
                     std::thread::sleep(Duration::from_secs(1));
                 }

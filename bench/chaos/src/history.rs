@@ -184,8 +184,8 @@ pub fn read(path: &Path) -> Result<Vec<Event>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let event = serde_json::from_str(&line)
-            .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+        let event =
+            serde_json::from_str(&line).map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
         events.push(event);
     }
     Ok(events)
@@ -209,7 +209,11 @@ mod tests {
         let b = rec.record(ok);
         rec.flush().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.lines().next().unwrap().contains(r#""type":"invoke","f":"send""#));
+        assert!(text
+            .lines()
+            .next()
+            .unwrap()
+            .contains(r#""type":"invoke","f":"send""#));
         assert_eq!(read(&path).unwrap(), vec![a, b]);
     }
 }

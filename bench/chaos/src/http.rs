@@ -30,7 +30,13 @@ impl HttpConn {
     /// Sends one request and waits up to `timeout` for its answer: the
     /// status and the JSON body. A 2xx answer is `Ok`; an error answer is
     /// `Refused` with its `error.code`; no answer is `Unknown`.
-    pub fn call(&mut self, method: &str, path: &str, body: Option<&Value>, timeout: Duration) -> Result<Value, Outcome> {
+    pub fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Value, Outcome> {
         if self.sock.as_ref().is_some_and(|s| closed(s.get_ref())) {
             self.sock = None;
         }
@@ -97,7 +103,9 @@ impl HttpConn {
             };
             let value = value.trim();
             if name.eq_ignore_ascii_case("content-length") {
-                length = value.parse().map_err(|_| format!("bad Content-Length {value:?}"))?;
+                length = value
+                    .parse()
+                    .map_err(|_| format!("bad Content-Length {value:?}"))?;
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
                 chunked = value.eq_ignore_ascii_case("chunked");
             } else if name.eq_ignore_ascii_case("connection") {
@@ -115,7 +123,8 @@ impl HttpConn {
                 }
                 let start = body.len();
                 body.resize(start + size, 0);
-                sock.read_exact(&mut body[start..]).map_err(|e| format!("chunk: {e}"))?;
+                sock.read_exact(&mut body[start..])
+                    .map_err(|e| format!("chunk: {e}"))?;
                 line(sock)?;
                 if size == 0 {
                     break;

@@ -27,7 +27,8 @@ impl LoopFs {
         }
         let image = dir.join(format!("{name}.img"));
         let file = File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-        file.set_len(bytes).map_err(|e| format!("{}: {e}", image.display()))?;
+        file.set_len(bytes)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
         drop(file);
         // -m 0: no blocks kept for root, who runs the broker here.
         run(Command::new("mkfs.ext4")

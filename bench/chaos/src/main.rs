@@ -30,7 +30,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "es-chaos", version, about = "Fault injection and a history checker for es brokers")]
+#[command(
+    name = "es-chaos",
+    version,
+    about = "Fault injection and a history checker for es brokers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,6 +58,9 @@ enum Command {
         /// Seeds the fault schedule and the workload's choices.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Partitions of each of the two topics (1 to 1024).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        partitions: u32,
         /// Faults to inject: kill, pause, torn-tail, disk-full, or all.
         #[arg(long, default_value = "kill,pause,torn-tail,disk-full")]
         nemesis: String,
@@ -76,7 +83,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(i) => s.split_at(i),
         None => (s, "s"),
     };
-    let n: u64 = num.parse().map_err(|_| format!("not a duration: {s:?} (60s, 2m)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (60s, 2m)"))?;
     match unit {
         "s" => Ok(Duration::from_secs(n)),
         "m" => Ok(Duration::from_secs(n * 60)),
@@ -85,7 +94,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
-    let (a, b) = s.split_once('-').ok_or_else(|| format!("not a range: {s:?} (8-12)"))?;
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("not a range: {s:?} (8-12)"))?;
     let a: u64 = a.parse().map_err(|_| format!("not a range: {s:?}"))?;
     let b: u64 = b.parse().map_err(|_| format!("not a range: {s:?}"))?;
     if a == 0 || b < a {
@@ -102,6 +113,7 @@ fn main() -> ExitCode {
             nodes,
             time,
             seed,
+            partitions,
             nemesis,
             interval,
             out,
@@ -118,6 +130,7 @@ fn main() -> ExitCode {
                 nodes,
                 time,
                 seed,
+                partitions,
                 kinds,
                 quiet_s: interval,
                 out: out.unwrap_or_else(|| PathBuf::from(format!("target/chaos/seed-{seed}"))),
@@ -126,7 +139,10 @@ fn main() -> ExitCode {
             if let Ok(r) = &r {
                 run::summarize(r);
                 let verdict = if r.valid { "no violation" } else { "VIOLATIONS" };
-                println!("es-chaos: seed {seed}: {verdict}; {}", args.out.join("results.json").display());
+                println!(
+                    "es-chaos: seed {seed}: {verdict}; {}",
+                    args.out.join("results.json").display()
+                );
                 if !r.valid {
                     println!("es-chaos: reproduce with: {}", args.command());
                 }
@@ -137,7 +153,10 @@ fn main() -> ExitCode {
             let r = run::recheck(&dir);
             if let Ok(r) = &r {
                 run::summarize(r);
-                println!("es-chaos: {}", if r.valid { "no violation" } else { "VIOLATIONS" });
+                println!(
+                    "es-chaos: {}",
+                    if r.valid { "no violation" } else { "VIOLATIONS" }
+                );
             }
             r
         }

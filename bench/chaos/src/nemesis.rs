@@ -5,7 +5,7 @@
 //! | `kill` | kill -9 a node, restart it 1-4 s later |
 //! | `pause` | SIGSTOP a node for 2-6 s, then SIGCONT |
 //! | `torn-tail` | kill -9 a node; while it is down, tear the active segment of some partitions beyond what any client saw (torn.rs); restart it |
-//! | `disk-full` | fill the node's data filesystem (a loop mount, loopfs.rs) for 3-8 s, then free it |
+//! | `disk-full` | fill the node's data filesystem (a loop mount, loopfs.rs) for 3-8 s, half the time kill -9 the node then, free it (and restart the node) |
 //!
 //! Every fault is written to `nemesis.jsonl` as it starts and ends.
 
@@ -153,7 +153,11 @@ impl<'a> Nemesis<'a> {
                         continue;
                     }
                     let seen = self.ctx.observed.settled(part);
-                    let dir = node.data_dir.join("topics").join(&part.0).join(part.1.to_string());
+                    let dir = node
+                        .data_dir
+                        .join("topics")
+                        .join(&part.0)
+                        .join(part.1.to_string());
                     match torn::tear(&dir, seen, &mut self.rng) {
                         Ok(t) => {
                             torn_any = true;
@@ -171,14 +175,23 @@ impl<'a> Nemesis<'a> {
                     return Ok(());
                 };
                 let bytes = disk.fill()?;
-                detail.push(json!({"ballast_bytes": bytes}));
                 std::thread::sleep(Duration::from_millis(self.rng.range(3000, 8000)));
+                // Half the time the broker also crashes while the disk is
+                // full: refused writes must not come back with recovery.
+                let crash = self.rng.chance(50);
+                if crash {
+                    node.kill();
+                }
+                detail.push(json!({"ballast_bytes": bytes, "killed_while_full": crash}));
                 disk.free();
+                node.start()?;
             }
         }
         let end = self.ctx.rec.now();
-        self.note(json!({"time": end, "fault": kind.name(), "phase": "end", "node": id,
-                          "start": start, "detail": detail}));
+        self.note(
+            json!({"time": end, "fault": kind.name(), "phase": "end", "node": id,
+                          "start": start, "detail": detail}),
+        );
         self.faults.push(Fault {
             name: kind.name().to_string(),
             start,
@@ -214,9 +227,12 @@ pub fn read_faults(path: &Path) -> Result<Vec<Fault>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
     for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{}: {e}", path.display()))?;
         if v["phase"] == "end" {
-            if let (Some(name), Some(start), Some(end)) = (v["fault"].as_str(), v["start"].as_u64(), v["time"].as_u64()) {
+            if let (Some(name), Some(start), Some(end)) =
+                (v["fault"].as_str(), v["start"].as_u64(), v["time"].as_u64())
+            {
                 out.push(Fault {
                     name: name.to_string(),
                     start,
@@ -237,6 +253,8 @@ mod tests {
         assert_eq!(Kind::parse_list("kill,pause").unwrap(), [Kind::Kill, Kind::Pause]);
         assert_eq!(Kind::parse_list("all").unwrap(), Kind::ALL);
         assert_eq!(Kind::parse_list("kill,kill").unwrap(), [Kind::Kill]);
-        assert!(Kind::parse_list("kill,partition").unwrap_err().contains("partition"));
+        assert!(Kind::parse_list("kill,partition")
+            .unwrap_err()
+            .contains("partition"));
     }
 }

@@ -59,7 +59,9 @@ impl Node {
             .open(&self.log)
             .map_err(|e| format!("{}: {e}", self.log.display()))?;
         let _ = writeln!(log, "---- es-chaos: start {} of node {}", self.starts, self.id);
-        let err = log.try_clone().map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
         let child = Command::new(&self.bin)
             .arg("--data-dir")
             .arg(&self.data_dir)
@@ -68,7 +70,14 @@ impl Node {
             .args(["--node-id", &self.id.to_string()])
             // One shard, no spinning, few disk threads: brokers and the
             // workload share a small machine (shared/specs/raft.md §7.1).
-            .args(["--shards", "1", "--spin-before-park-us", "0", "--disk-threads", "2"])
+            .args([
+                "--shards",
+                "1",
+                "--spin-before-park-us",
+                "0",
+                "--disk-threads",
+                "2",
+            ])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -101,7 +110,11 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Err(format!("node {}: not ready after {}s", self.id, READY_TIMEOUT.as_secs()))
+        Err(format!(
+            "node {}: not ready after {}s",
+            self.id,
+            READY_TIMEOUT.as_secs()
+        ))
     }
 
     /// kill -9, and reaps it.

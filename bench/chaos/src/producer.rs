@@ -80,7 +80,9 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
             let result = match (via, producer) {
                 (Via::Http, _) => send_http(&mut http, &part, &value),
                 (Via::Binary, _) => send_binary(&mut bin, &part, &value, None),
-                (Via::Idempotent, Some((id, epoch))) => send_binary(&mut bin, &part, &value, Some((id, epoch, sequence))),
+                (Via::Idempotent, Some((id, epoch))) => {
+                    send_binary(&mut bin, &part, &value, Some((id, epoch, sequence)))
+                }
                 (Via::Idempotent, None) => Err(Outcome::Refused("no producer id".into())),
             };
             match result {
@@ -97,7 +99,11 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                 }
                 Err(Outcome::Refused(code)) => {
                     // duplicate_sequence: written long ago, perhaps.
-                    let kind = if code == "duplicate_sequence" { Type::Info } else { Type::Fail };
+                    let kind = if code == "duplicate_sequence" {
+                        Type::Info
+                    } else {
+                        Type::Fail
+                    };
                     ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
                     drop(op);
                     if via != Via::Idempotent {

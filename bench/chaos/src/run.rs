@@ -26,6 +26,8 @@ pub struct Args {
     pub nodes: u32,
     pub time: Duration,
     pub seed: u64,
+    /// Partitions of each of the workload's topics.
+    pub partitions: u32,
     pub kinds: Vec<Kind>,
     pub quiet_s: (u64, u64),
     pub out: PathBuf,
@@ -36,11 +38,12 @@ impl Args {
     pub fn command(&self) -> String {
         let program = std::env::args().next().unwrap_or_else(|| "es-chaos".into());
         format!(
-            "{program} run --broker {} --nodes {} --time {}s --seed {} --nemesis {} --interval {}-{} --out {}",
+            "{program} run --broker {} --nodes {} --time {}s --seed {} --partitions {} --nemesis {} --interval {}-{} --out {}",
             self.broker.display(),
             self.nodes,
             self.time.as_secs(),
             self.seed,
+            self.partitions,
             self.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
             self.quiet_s.0,
             self.quiet_s.1,
@@ -53,9 +56,14 @@ impl Args {
 fn prepare(out: &Path) -> Result<(), String> {
     if out.exists() {
         let earlier = out.join("history.jsonl").exists();
-        let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
+        let empty = std::fs::read_dir(out)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
         if !earlier && !empty {
-            return Err(format!("{} holds files that are not an es-chaos run's", out.display()));
+            return Err(format!(
+                "{} holds files that are not an es-chaos run's",
+                out.display()
+            ));
         }
         std::fs::remove_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     }
@@ -76,7 +84,10 @@ pub fn run(args: &Args) -> Result<Results, String> {
         ));
     }
     prepare(&args.out)?;
-    let out = args.out.canonicalize().map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let out = args
+        .out
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", args.out.display()))?;
     println!("es-chaos: seed {}; rerun with: {}", args.seed, args.command());
 
     let mut kinds = args.kinds.clone();
@@ -103,7 +114,7 @@ pub fn run(args: &Args) -> Result<Results, String> {
     for node in &mut nodes {
         node.start()?;
     }
-    workload::create_topics(&nodes[0].http)?;
+    workload::create_topics(&nodes[0].http, args.partitions)?;
 
     let start = Instant::now();
     let rec = Arc::new(Recorder::create(&out.join("history.jsonl"), start)?);
@@ -116,7 +127,7 @@ pub fn run(args: &Args) -> Result<Results, String> {
             http: nodes[0].http.clone(),
             binary: nodes[0].binary.clone(),
         },
-        parts: workload::partitions(),
+        parts: workload::partitions(args.partitions),
         seed: args.seed,
     });
     let load = Workload::start(ctx.clone())?;
@@ -136,20 +147,37 @@ pub fn run(args: &Args) -> Result<Results, String> {
         finals.push(crate::drain::drain(node, &ctx.parts)?);
     }
     let finals_path = out.join("final-logs.json");
-    std::fs::write(&finals_path, serde_json::to_vec(&finals).map_err(|e| e.to_string())?)
-        .map_err(|e| format!("{}: {e}", finals_path.display()))?;
+    std::fs::write(
+        &finals_path,
+        serde_json::to_vec(&finals).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("{}: {e}", finals_path.display()))?;
     let mut exits = Vec::new();
     for node in &mut nodes {
         let status = node.stop();
         exits.push(json!({"node": node.id, "exit": status.map(|s| s.to_string())}));
     }
-    drop(nodes);
-    drop(disks);
-
     let history = history::read(&out.join("history.jsonl"))?;
     let results = checker::check(&history, &finals, &faults);
     write_results(&out, &results, args, &exits)?;
+    if !results.valid {
+        // A data directory on a loop mount goes with it: keep a copy of
+        // what the violation happened to.
+        for (node, disk) in nodes.iter().zip(&disks) {
+            if disk.is_some() {
+                keep_copy(&node.data_dir, &out.join(format!("data-{}", node.id)));
+            }
+        }
+    }
     Ok(results)
+}
+
+/// Copies `from` to `to` (`cp -a`), saying so if it cannot.
+fn keep_copy(from: &Path, to: &Path) {
+    let copied = std::process::Command::new("cp").arg("-a").arg(from).arg(to).status();
+    if !copied.is_ok_and(|s| s.success()) {
+        println!("es-chaos: could not keep a copy of {} in {}", from.display(), to.display());
+    }
 }
 
 /// Re-checks the run in `dir` from its files.
@@ -164,7 +192,12 @@ pub fn recheck(dir: &Path) -> Result<Results, String> {
     Ok(checker::check(&history, &finals, &faults))
 }
 
-fn write_results(out: &Path, results: &Results, args: &Args, exits: &[serde_json::Value]) -> Result<(), String> {
+fn write_results(
+    out: &Path,
+    results: &Results,
+    args: &Args,
+    exits: &[serde_json::Value],
+) -> Result<(), String> {
     let mut v = serde_json::to_value(results).map_err(|e| e.to_string())?;
     v["seed"] = json!(args.seed);
     v["time_s"] = json!(args.time.as_secs());
@@ -181,7 +214,13 @@ pub fn summarize(results: &Results) {
     let s = &results.stats;
     println!(
         "es-chaos: {} faults; sends {} ok, {} failed, {} unknown; {} polls ({} records); {} commits",
-        s["faults"], s["sends_ok"], s["sends_failed"], s["sends_info"], s["polls_ok"], s["records_polled"], s["commits_ok"]
+        s["faults"],
+        s["sends_ok"],
+        s["sends_failed"],
+        s["sends_info"],
+        s["polls_ok"],
+        s["records_polled"],
+        s["commits_ok"]
     );
     for (name, c) in &results.checks {
         if c.count == 0 {
@@ -200,8 +239,8 @@ pub fn summarize(results: &Results) {
     }
     for f in &results.availability.after_faults {
         println!(
-            "  {} at {}s for {}s: longest time without an ack {}s ({})",
-            f["fault"], f["start_s"], f["duration_s"], f["longest_gap_s"], f["partition"]
+            "  {} at {}s for {}s: longest time without an ack {}s (on one partition: {}s, {})",
+            f["fault"], f["start_s"], f["duration_s"], f["longest_gap_s"], f["partition_longest_gap_s"], f["partition"]
         );
     }
 }

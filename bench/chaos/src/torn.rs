@@ -22,7 +22,9 @@ pub fn active_segment(dir: &Path) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name();
         let name = name.to_str()?;
-        let Some(stem) = name.strip_suffix(".log") else { continue };
+        let Some(stem) = name.strip_suffix(".log") else {
+            continue;
+        };
         if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
@@ -53,11 +55,9 @@ pub fn batches(bytes: &[u8]) -> Vec<BatchSpan> {
         let s = b.get(from..from + n)?;
         Some(s.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64))
     };
-    while let (Some(base), Some(len), Some(delta)) = (
-        le(bytes, at, 8),
-        le(bytes, at + 8, 4),
-        le(bytes, at + 24, 4),
-    ) {
+    while let (Some(base), Some(len), Some(delta)) =
+        (le(bytes, at, 8), le(bytes, at + 8, 4), le(bytes, at + 24, 4))
+    {
         let len = len as usize;
         if len < HEADER_BYTES || at + len > bytes.len() {
             break;
@@ -116,8 +116,12 @@ pub fn tear(dir: &Path, seen: Option<u64>, rng: &mut Rng) -> Result<Tear, String
     let (action, to) = if floor < valid_end && rng.chance(60) {
         // Cut somewhere after the floor: inside a batch or between two.
         let to = rng.range(floor + 1, valid_end - 1).max(floor);
-        file.set_len(to).map_err(|e| format!("{}: {e}", segment.display()))?;
-        (format!("cut at byte {to} (valid batches end at {valid_end}, seen up to byte {floor})"), to)
+        file.set_len(to)
+            .map_err(|e| format!("{}: {e}", segment.display()))?;
+        (
+            format!("cut at byte {to} (valid batches end at {valid_end}, seen up to byte {floor})"),
+            to,
+        )
     } else {
         let n = rng.range(1, APPEND_BYTES_MAX);
         let zeros = rng.chance(50);
@@ -128,11 +132,13 @@ pub fn tear(dir: &Path, seen: Option<u64>, rng: &mut Rng) -> Result<Tear, String
             .append(true)
             .open(&segment)
             .map_err(|e| format!("{}: {e}", segment.display()))?;
-        f.write_all(&junk).map_err(|e| format!("{}: {e}", segment.display()))?;
+        f.write_all(&junk)
+            .map_err(|e| format!("{}: {e}", segment.display()))?;
         let what = if zeros { "zeros" } else { "garbage" };
         (format!("appended {n} bytes of {what}"), from + n)
     };
-    file.sync_all().map_err(|e| format!("{}: {e}", segment.display()))?;
+    file.sync_all()
+        .map_err(|e| format!("{}: {e}", segment.display()))?;
     Ok(Tear {
         segment,
         action,
@@ -166,7 +172,10 @@ mod tests {
         let mut bytes = segment();
         let spans = batches(&bytes);
         assert_eq!(spans.len(), 3);
-        assert_eq!(spans.iter().map(|s| s.last_offset).collect::<Vec<_>>(), [11, 12, 15]);
+        assert_eq!(
+            spans.iter().map(|s| s.last_offset).collect::<Vec<_>>(),
+            [11, 12, 15]
+        );
         assert_eq!(spans[2].end, bytes.len() as u64);
         bytes.extend_from_slice(&[0u8; 100]);
         assert_eq!(batches(&bytes), spans);

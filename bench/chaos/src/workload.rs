@@ -2,7 +2,8 @@
 //! start and stop. Threads: plain producers over HTTP (`w0`, `w1`) and the
 //! binary protocol (`w2`), idempotent producers over the binary protocol
 //! (`w3`, `w4`), two members of one consumer group committing every second
-//! (`c0`, `c1`), and one assign-mode reader tailing each partition (`r<i>`).
+//! (`c0`, `c1`), and assign-mode readers tailing every partition (`r<i>`,
+//! one per partition up to six).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,9 +20,13 @@ use crate::outcome::Outcome;
 use crate::producer::Via;
 use crate::{consumer, producer, reader};
 
-/// The topics: `chaos` keeps the default segment size; `chaos-roll` rolls
-/// a segment every 16 KiB, so recovery meets many segments.
-pub const TOPICS: [(&str, u32, Option<u64>); 2] = [("chaos", 3, None), ("chaos-roll", 3, Some(16384))];
+/// The topics, each with `--partitions` partitions: `chaos` keeps the
+/// default segment size; `chaos-roll` rolls a segment every 16 KiB, so
+/// recovery meets many segments.
+pub const TOPICS: [(&str, Option<u64>); 2] = [("chaos", None), ("chaos-roll", Some(16384))];
+/// Most assign-mode reader threads; past this, each tails several
+/// partitions.
+const READERS_MAX: usize = 6;
 /// The consumer group of `c0` and `c1`.
 pub const GROUP: &str = "chaos-group";
 
@@ -49,7 +54,7 @@ impl Ctx {
     }
 
     pub fn topics(&self) -> Vec<String> {
-        TOPICS.iter().map(|(t, _, _)| t.to_string()).collect()
+        TOPICS.iter().map(|(t, _)| t.to_string()).collect()
     }
 
     /// Sleeps `ms`, in short steps so a stop is seen soon.
@@ -63,18 +68,19 @@ impl Ctx {
     }
 }
 
-/// Every partition of [`TOPICS`].
-pub fn partitions() -> Vec<Part> {
+/// Every partition of [`TOPICS`], `per_topic` each.
+pub fn partitions(per_topic: u32) -> Vec<Part> {
     TOPICS
         .iter()
-        .flat_map(|(t, n, _)| (0..*n).map(move |p| (t.to_string(), p)))
+        .flat_map(|(t, _)| (0..per_topic).map(move |p| (t.to_string(), p)))
         .collect()
 }
 
-/// Creates [`TOPICS`] on the broker at `http`.
-pub fn create_topics(http: &str) -> Result<(), String> {
+/// Creates [`TOPICS`] with `partitions` partitions each on the broker at
+/// `http`.
+pub fn create_topics(http: &str, partitions: u32) -> Result<(), String> {
     let mut conn = HttpConn::new(http);
-    for (name, partitions, segment_bytes) in TOPICS {
+    for (name, segment_bytes) in TOPICS {
         let mut body = json!({"name": name, "partitions": partitions});
         if let Some(bytes) = segment_bytes {
             body["config"] = json!({"segment_bytes": bytes});
@@ -89,8 +95,13 @@ pub fn create_topics(http: &str) -> Result<(), String> {
 }
 
 fn topic_exists(conn: &mut HttpConn, name: &str) -> bool {
-    conn.call("GET", &format!("/v1/topics/{name}"), None, Duration::from_secs(30))
-        .is_ok()
+    conn.call(
+        "GET",
+        &format!("/v1/topics/{name}"),
+        None,
+        Duration::from_secs(30),
+    )
+    .is_ok()
 }
 
 pub struct Workload {
@@ -109,21 +120,31 @@ impl Workload {
             threads.push(h);
             Ok(())
         };
-        for (i, via) in [Via::Http, Via::Http, Via::Binary, Via::Idempotent, Via::Idempotent]
-            .into_iter()
-            .enumerate()
+        for (i, via) in [
+            Via::Http,
+            Via::Http,
+            Via::Binary,
+            Via::Idempotent,
+            Via::Idempotent,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let c = ctx.clone();
-            spawn(format!("w{i}"), Box::new(move || producer::run(&c, i as u32, via)))?;
+            spawn(
+                format!("w{i}"),
+                Box::new(move || producer::run(&c, i as u32, via)),
+            )?;
         }
         for i in 0..2 {
             let c = ctx.clone();
             spawn(format!("c{i}"), Box::new(move || consumer::run(&c, i)))?;
         }
-        for (i, part) in ctx.parts.iter().enumerate() {
+        let readers = ctx.parts.len().min(READERS_MAX);
+        for i in 0..readers {
             let c = ctx.clone();
-            let part = part.clone();
-            spawn(format!("r{i}"), Box::new(move || reader::run(&c, i as u32, &part)))?;
+            let parts: Vec<Part> = ctx.parts.iter().skip(i).step_by(readers).cloned().collect();
+            spawn(format!("r{i}"), Box::new(move || reader::run(&c, i as u32, &parts)))?;
         }
         Ok(Workload { ctx, threads })
     }
