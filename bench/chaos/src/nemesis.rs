@@ -17,11 +17,16 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::checker::{part_name, Fault};
+use crate::http::{escape, HttpConn};
 use crate::loopfs::LoopFs;
 use crate::node::Node;
 use crate::rng::Rng;
 use crate::torn;
 use crate::workload::Ctx;
+
+/// Attempts to read the high watermarks of a restarted broker, half a
+/// second apart.
+const DESCRIBE_ATTEMPTS_MAX: u32 = 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -137,6 +142,7 @@ impl<'a> Nemesis<'a> {
                 node.kill();
                 std::thread::sleep(Duration::from_millis(self.rng.range(1000, 4000)));
                 node.start()?;
+                self.recovered(node)?;
             }
             Kind::Pause => {
                 node.pause();
@@ -169,6 +175,7 @@ impl<'a> Nemesis<'a> {
                     }
                 }
                 node.start()?;
+                self.recovered(node)?;
             }
             Kind::DiskFull => {
                 let Some(disk) = self.disks.get(i).and_then(Option::as_ref) else {
@@ -185,6 +192,7 @@ impl<'a> Nemesis<'a> {
                 detail.push(json!({"ballast_bytes": bytes, "killed_while_full": crash}));
                 disk.free();
                 node.start()?;
+                self.recovered(node)?;
             }
         }
         let end = self.ctx.rec.now();
@@ -208,9 +216,41 @@ impl<'a> Nemesis<'a> {
                 disk.free();
             }
             node.start()?;
+            self.recovered(node)?;
         }
         let now = self.ctx.rec.now();
         self.note(json!({"time": now, "fault": "heal", "phase": "end"}));
+        Ok(())
+    }
+}
+
+impl Nemesis<'_> {
+    /// What a restarted broker recovered is durable (recovery fsyncs it
+    /// before `/ready`): a later tear must leave it, as if a client had
+    /// seen it, so every partition's high watermark now counts as seen.
+    fn recovered(&self, node: &Node) -> Result<(), String> {
+        let mut http = HttpConn::new(&node.http);
+        for topic in self.ctx.topics() {
+            let path = format!("/v1/topics/{}", escape(&topic));
+            let mut attempts = 0;
+            let v = loop {
+                match http.call("GET", &path, None, Duration::from_secs(30)) {
+                    Ok(v) => break v,
+                    Err(e) if attempts >= DESCRIBE_ATTEMPTS_MAX => {
+                        return Err(format!("node {}: GET {path} after a restart: {}", node.id, e.why()))
+                    }
+                    Err(_) => {
+                        attempts += 1;
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                }
+            };
+            for p in v["partitions"].as_array().into_iter().flatten() {
+                if let (Some(p), Some(hw)) = (p["partition"].as_u64(), p["high_watermark"].as_u64()) {
+                    self.ctx.observed.saw_hw(&topic, p as u32, hw);
+                }
+            }
+        }
         Ok(())
     }
 }

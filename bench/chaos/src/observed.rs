@@ -1,6 +1,7 @@
 //! What clients have seen of each partition: the highest offset
-//! acknowledged, polled or below a reported high watermark. A torn tail
-//! may only cut above it (what no client saw may never have been synced);
+//! acknowledged, polled or below a reported high watermark (the nemesis
+//! adds what a restarted broker recovered). A torn tail may only cut above
+//! it (what no client saw may never have been synced);
 //! the gate lets the nemesis wait until no operation is in flight, so that
 //! no answer arrives after it read the bound.
 
