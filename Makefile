@@ -70,12 +70,12 @@ bench-storage:
 	$(CARGO) bench -p es-storage --bench durable_append
 
 # The fault suite (docs/reliability.md): one debug broker under kill -9,
-# pause, torn tails and a full disk (as root), a recorded workload, then
+# clean restarts, pause, torn tails and a full disk (as root), a recorded workload, then
 # the history checker; fixed seeds, each JEPSEN_TIME of faults. A failing
 # seed prints the command that reruns it.
 JEPSEN_SEEDS ?= 1 2
 JEPSEN_TIME ?= 60s
-JEPSEN_NEMESIS ?= kill,pause,torn-tail,disk-full
+JEPSEN_NEMESIS ?= all
 jepsen:
 	$(CARGO) build -p es-broker -p es-chaos
 	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen

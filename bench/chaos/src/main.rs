@@ -61,8 +61,8 @@ enum Command {
         /// Partitions of each of the two topics (1 to 1024).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1024))]
         partitions: u32,
-        /// Faults to inject: kill, pause, torn-tail, disk-full, or all.
-        #[arg(long, default_value = "kill,pause,torn-tail,disk-full")]
+        /// Faults to inject: kill, restart, pause, torn-tail, disk-full, or all.
+        #[arg(long, default_value = "all")]
         nemesis: String,
         /// Seconds of calm between two faults, drawn in LO-HI.
         #[arg(long, default_value = "8-12", value_parser = parse_range)]

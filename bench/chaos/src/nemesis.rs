@@ -3,6 +3,7 @@
 //! | fault | what |
 //! |---|---|
 //! | `kill` | kill -9 a node, restart it 1-4 s later |
+//! | `restart` | SIGTERM a node (it must exit 0), restart it |
 //! | `pause` | SIGSTOP a node for 2-6 s, then SIGCONT |
 //! | `torn-tail` | kill -9 a node; while it is down, tear the active segment of some partitions beyond what any client saw (torn.rs); restart it |
 //! | `disk-full` | fill the node's data filesystem (a loop mount, loopfs.rs) for 3-8 s, half the time kill -9 the node then, free it (and restart the node) |
@@ -31,17 +32,25 @@ const DESCRIBE_ATTEMPTS_MAX: u32 = 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Kill,
+    Restart,
     Pause,
     TornTail,
     DiskFull,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Kill, Kind::Pause, Kind::TornTail, Kind::DiskFull];
+    pub const ALL: [Kind; 5] = [
+        Kind::Kill,
+        Kind::Restart,
+        Kind::Pause,
+        Kind::TornTail,
+        Kind::DiskFull,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Kill => "kill",
+            Kind::Restart => "restart",
             Kind::Pause => "pause",
             Kind::TornTail => "torn-tail",
             Kind::DiskFull => "disk-full",
@@ -144,6 +153,14 @@ impl<'a> Nemesis<'a> {
                 node.start()?;
                 self.recovered(node)?;
             }
+            Kind::Restart => {
+                match node.stop() {
+                    Some(status) if status.success() => {}
+                    other => return Err(format!("node {id}: SIGTERM: es-broker exited {other:?}, not 0")),
+                }
+                node.start()?;
+                self.recovered(node)?;
+            }
             Kind::Pause => {
                 node.pause();
                 std::thread::sleep(Duration::from_millis(self.rng.range(2000, 6000)));
@@ -237,7 +254,11 @@ impl Nemesis<'_> {
                 match http.call("GET", &path, None, Duration::from_secs(30)) {
                     Ok(v) => break v,
                     Err(e) if attempts >= DESCRIBE_ATTEMPTS_MAX => {
-                        return Err(format!("node {}: GET {path} after a restart: {}", node.id, e.why()))
+                        return Err(format!(
+                            "node {}: GET {path} after a restart: {}",
+                            node.id,
+                            e.why()
+                        ))
                     }
                     Err(_) => {
                         attempts += 1;

@@ -72,7 +72,12 @@ fn high_watermarks(ctx: &Ctx, http: &mut HttpConn) -> Option<HashMap<Part, u64>>
     let mut out = HashMap::new();
     for topic in ctx.topics() {
         let v = http
-            .call("GET", &format!("/v1/topics/{}", escape(&topic)), None, ANSWER_SLACK)
+            .call(
+                "GET",
+                &format!("/v1/topics/{}", escape(&topic)),
+                None,
+                ANSWER_SLACK,
+            )
             .ok()?;
         for p in v["partitions"].as_array()? {
             out.insert(
@@ -86,7 +91,14 @@ fn high_watermarks(ctx: &Ctx, http: &mut HttpConn) -> Option<HashMap<Part, u64>>
 
 /// One fetch of `part` from `at` (the log start when `None`), recorded;
 /// `at` moves past what it read. False when it failed.
-fn poll(ctx: &Ctx, bin: &mut BinConn, process: &str, (topic, partition): &Part, at: &mut Option<u64>, wait_ms: u32) -> bool {
+fn poll(
+    ctx: &Ctx,
+    bin: &mut BinConn,
+    process: &str,
+    (topic, partition): &Part,
+    at: &mut Option<u64>,
+    wait_ms: u32,
+) -> bool {
     let _op = ctx.observed.operation();
     let mut invoke = Event::new(process, Type::Invoke, F::Poll).on(topic, *partition);
     invoke.session = Some(1);
@@ -120,7 +132,11 @@ fn poll(ctx: &Ctx, bin: &mut BinConn, process: &str, (topic, partition): &Part, 
             true
         }
         Ok(_) => {
-            record_failure(ctx, &invoke, &Outcome::Unknown("unexpected answer to a fetch".into()));
+            record_failure(
+                ctx,
+                &invoke,
+                &Outcome::Unknown("unexpected answer to a fetch".into()),
+            );
             false
         }
         Err(e) => {

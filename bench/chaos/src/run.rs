@@ -174,9 +174,17 @@ pub fn run(args: &Args) -> Result<Results, String> {
 
 /// Copies `from` to `to` (`cp -a`), saying so if it cannot.
 fn keep_copy(from: &Path, to: &Path) {
-    let copied = std::process::Command::new("cp").arg("-a").arg(from).arg(to).status();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status();
     if !copied.is_ok_and(|s| s.success()) {
-        println!("es-chaos: could not keep a copy of {} in {}", from.display(), to.display());
+        println!(
+            "es-chaos: could not keep a copy of {} in {}",
+            from.display(),
+            to.display()
+        );
     }
 }
 
@@ -240,7 +248,12 @@ pub fn summarize(results: &Results) {
     for f in &results.availability.after_faults {
         println!(
             "  {} at {}s for {}s: longest time without an ack {}s (on one partition: {}s, {})",
-            f["fault"], f["start_s"], f["duration_s"], f["longest_gap_s"], f["partition_longest_gap_s"], f["partition"]
+            f["fault"],
+            f["start_s"],
+            f["duration_s"],
+            f["longest_gap_s"],
+            f["partition_longest_gap_s"],
+            f["partition"]
         );
     }
 }

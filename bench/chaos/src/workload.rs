@@ -144,7 +144,10 @@ impl Workload {
         for i in 0..readers {
             let c = ctx.clone();
             let parts: Vec<Part> = ctx.parts.iter().skip(i).step_by(readers).cloned().collect();
-            spawn(format!("r{i}"), Box::new(move || reader::run(&c, i as u32, &parts)))?;
+            spawn(
+                format!("r{i}"),
+                Box::new(move || reader::run(&c, i as u32, &parts)),
+            )?;
         }
         Ok(Workload { ctx, threads })
     }
