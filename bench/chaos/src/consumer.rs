@@ -1,7 +1,8 @@
 //! A consumer-group member over HTTP: joins [`GROUP`], reads its assigned
 //! partitions from the committed offsets, commits its positions every
 //! second and heartbeats; after a rebalance or a broker restart it reads
-//! the committed offsets again (a new reader session).
+//! the committed offsets again (a new reader session). Every 10-30 s it
+//! leaves and joins again.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use crate::checker::Part;
 use crate::history::{Committed, Event, Type, F};
 use crate::http::{escape, HttpConn};
 use crate::outcome::Outcome;
+use crate::rng::Rng;
 use crate::workload::{Ctx, GROUP};
 
 /// How long a group request or a fetch waits for its answer.
@@ -20,6 +22,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const COMMIT_EVERY: Duration = Duration::from_secs(1);
 /// Records per fetch.
 const FETCH_RECORDS_MAX: u32 = 200;
+/// How long a member stays before it leaves and joins again (seconds,
+/// drawn in the range).
+const STAY_S: (u64, u64) = (10, 30);
 
 struct Member {
     id: String,
@@ -50,6 +55,11 @@ pub fn run(ctx: &Ctx, index: u32) {
     let mut positions: Option<HashMap<Part, Option<u64>>> = None;
     let mut session = 0u64;
     let mut last_commit = Instant::now();
+    // Members leave and join again now and then, so the group rebalances
+    // under the faults too.
+    let mut rng = Rng::fork(ctx.seed, 200 + index as u64);
+    let mut joined_at = Instant::now();
+    let mut stay = Duration::from_secs(rng.range(STAY_S.0, STAY_S.1));
     while !ctx.stopped() {
         let Some(m) = member.as_mut() else {
             let body = json!({"topics": ctx.topics(), "session_timeout_ms": 10000});
@@ -66,6 +76,7 @@ pub fn run(ctx: &Ctx, index: u32) {
                         assigned: assignment(&v),
                     });
                     positions = None;
+                    joined_at = Instant::now();
                 }
                 Err(_) => ctx.nap(300),
             }
@@ -138,6 +149,11 @@ pub fn run(ctx: &Ctx, index: u32) {
                 }
                 Err(_) => {}
             }
+            if !gone && joined_at.elapsed() >= stay {
+                leave(&mut http, &group_path, m);
+                stay = Duration::from_secs(rng.range(STAY_S.0, STAY_S.1));
+                gone = true;
+            }
             if gone {
                 member = None;
                 positions = None;
@@ -151,13 +167,17 @@ pub fn run(ctx: &Ctx, index: u32) {
         }
     }
     if let Some(m) = member {
-        let _ = http.call(
-            "DELETE",
-            &format!("{group_path}/members/{}", escape(&m.id)),
-            None,
-            REQUEST_TIMEOUT,
-        );
+        leave(&mut http, &group_path, &m);
     }
+}
+
+fn leave(http: &mut HttpConn, group_path: &str, m: &Member) {
+    let _ = http.call(
+        "DELETE",
+        &format!("{group_path}/members/{}", escape(&m.id)),
+        None,
+        REQUEST_TIMEOUT,
+    );
 }
 
 /// Reads the group's committed offsets (a `position` operation). A group
