@@ -1,5 +1,5 @@
-//! A producer thread: one record per send, value `w<index>-<n>`, to a
-//! partition drawn from the run's seed. Plain producers retry a send whose
+//! A producer thread: requests of 1-4 records, values `w<index>-<n>`, to
+//! a partition drawn from the run's seed. Plain producers retry a send whose
 //! outcome is unknown a few times (at least once: duplicates are counted);
 //! idempotent ones retry it with the same sequence until it is answered
 //! (exactly once: a duplicate is a violation).
@@ -23,6 +23,8 @@ use crate::workload::Ctx;
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts of a plain send whose outcome stays unknown.
 const PLAIN_ATTEMPTS_MAX: u32 = 3;
+/// Most records in one produce request.
+const BATCH_RECORDS_MAX: u64 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {
@@ -51,8 +53,14 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
     let mut sequences: HashMap<Part, i32> = HashMap::new();
     let mut n = 0u64;
     while !ctx.stopped() {
-        n += 1;
-        let value = format!("{process}-{n}");
+        // One request of 1-4 records to one partition; each record is a
+        // send of its own in the history.
+        let values: Vec<String> = (0..rng.range(1, BATCH_RECORDS_MAX))
+            .map(|_| {
+                n += 1;
+                format!("{process}-{n}")
+            })
+            .collect();
         let part = rng.pick(&ctx.parts).clone();
         let mut attempts = 0;
         while !ctx.stopped() {
@@ -72,28 +80,35 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
             }
             let sequence = sequences.get(&part).copied().unwrap_or(0);
             let op = ctx.observed.operation();
-            let mut invoke = Event::new(&process, Type::Invoke, F::Send).on(&part.0, part.1);
-            invoke.value = Some(value.clone());
-            invoke.node = Some(ctx.target.node);
-            invoke.idempotent = via == Via::Idempotent;
-            let invoke = ctx.rec.record(invoke);
+            let invokes: Vec<Event> = values
+                .iter()
+                .map(|v| {
+                    let mut invoke = Event::new(&process, Type::Invoke, F::Send).on(&part.0, part.1);
+                    invoke.value = Some(v.clone());
+                    invoke.node = Some(ctx.target.node);
+                    invoke.idempotent = via == Via::Idempotent;
+                    ctx.rec.record(invoke)
+                })
+                .collect();
             let result = match (via, producer) {
-                (Via::Http, _) => send_http(&mut http, &part, &value),
-                (Via::Binary, _) => send_binary(&mut bin, &part, &value, None),
+                (Via::Http, _) => send_http(&mut http, &part, &values),
+                (Via::Binary, _) => send_binary(&mut bin, &part, &values, None),
                 (Via::Idempotent, Some((id, epoch))) => {
-                    send_binary(&mut bin, &part, &value, Some((id, epoch, sequence)))
+                    send_binary(&mut bin, &part, &values, Some((id, epoch, sequence)))
                 }
                 (Via::Idempotent, None) => Err(Outcome::Refused("no producer id".into())),
             };
             match result {
-                Ok(offset) => {
-                    ctx.observed.saw(&part.0, part.1, offset);
-                    let mut ok = invoke.complete(Type::Ok);
-                    ok.offset = Some(offset);
-                    ctx.rec.record(ok);
+                Ok(offsets) => {
+                    for (invoke, &offset) in invokes.iter().zip(&offsets) {
+                        ctx.observed.saw(&part.0, part.1, offset);
+                        let mut ok = invoke.complete(Type::Ok);
+                        ok.offset = Some(offset);
+                        ctx.rec.record(ok);
+                    }
                     drop(op);
                     if via == Via::Idempotent {
-                        sequences.insert(part.clone(), sequence + 1);
+                        sequences.insert(part.clone(), sequence + values.len() as i32);
                     }
                     break;
                 }
@@ -104,7 +119,9 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                     } else {
                         Type::Fail
                     };
-                    ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
+                    for invoke in &invokes {
+                        ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
+                    }
                     drop(op);
                     if via != Via::Idempotent {
                         break;
@@ -113,11 +130,14 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                         producer = None;
                         break;
                     }
-                    // Nothing written: the same sequence and value again.
+                    // Nothing written: the same sequence and values again.
                     ctx.nap(100);
                 }
                 Err(Outcome::Unknown(why)) => {
-                    ctx.rec.record(invoke.complete(Type::Info).with_error(why));
+                    for invoke in &invokes {
+                        ctx.rec
+                            .record(invoke.complete(Type::Info).with_error(why.clone()));
+                    }
                     drop(op);
                     if via != Via::Idempotent && attempts >= PLAIN_ATTEMPTS_MAX {
                         break;
@@ -145,33 +165,56 @@ fn init_producer(bin: &mut BinConn, existing: Option<i64>) -> Result<(i64, i16),
     }
 }
 
-fn send_http(http: &mut HttpConn, (topic, partition): &Part, value: &str) -> Result<u64, Outcome> {
-    let body = json!({"records": [{"value": value, "partition": partition}]});
+/// The offsets of `values`, in order, from an answer's offsets: one per
+/// record, or the answer is not understood.
+fn offsets_of(got: Vec<u64>, values: &[String]) -> Result<Vec<u64>, Outcome> {
+    if got.len() == values.len() {
+        Ok(got)
+    } else {
+        Err(Outcome::Unknown(format!(
+            "{} offsets for {} records",
+            got.len(),
+            values.len()
+        )))
+    }
+}
+
+fn send_http(http: &mut HttpConn, (topic, partition): &Part, values: &[String]) -> Result<Vec<u64>, Outcome> {
+    let records: Vec<serde_json::Value> = values
+        .iter()
+        .map(|v| json!({"value": v, "partition": partition}))
+        .collect();
+    let body = json!({ "records": records });
     let v = http.call(
         "POST",
         &format!("/v1/topics/{}/records", escape(topic)),
         Some(&body),
         SEND_TIMEOUT,
     )?;
-    v["offsets"][0]["offset"]
-        .as_u64()
-        .ok_or_else(|| Outcome::Unknown(format!("answer without an offset: {v}")))
+    let got = v["offsets"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|o| o["offset"].as_u64()).collect())
+        .unwrap_or_default();
+    offsets_of(got, values)
 }
 
 fn send_binary(
     bin: &mut BinConn,
     (topic, partition): &Part,
-    value: &str,
+    values: &[String],
     idempotent: Option<(i64, i16, i32)>,
-) -> Result<u64, Outcome> {
+) -> Result<Vec<u64>, Outcome> {
     let produce = Produce {
         topic: topic.clone(),
-        records: vec![ProduceRecord {
-            partition: Some(*partition),
-            timestamp_ms: None,
-            key: None,
-            value: value.as_bytes().to_vec(),
-        }],
+        records: values
+            .iter()
+            .map(|v| ProduceRecord {
+                partition: Some(*partition),
+                timestamp_ms: None,
+                key: None,
+                value: v.as_bytes().to_vec(),
+            })
+            .collect(),
     };
     let req = match idempotent {
         Some((producer_id, epoch, sequence)) => Request::IdempotentProduce(IdempotentProduce {
@@ -183,11 +226,7 @@ fn send_binary(
         None => Request::Produce(produce),
     };
     match bin.call(&req, SEND_TIMEOUT)? {
-        Response::ProduceOk(ok) => ok
-            .offsets
-            .first()
-            .map(|&(_, o)| o)
-            .ok_or_else(|| Outcome::Unknown("ProduceOk without an offset".into())),
+        Response::ProduceOk(ok) => offsets_of(ok.offsets.iter().map(|&(_, o)| o).collect(), values),
         _ => Err(Outcome::Unknown("unexpected answer to a produce".into())),
     }
 }
