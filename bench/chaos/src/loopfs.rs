@@ -59,7 +59,17 @@ impl LoopFs {
             }
         }
         let _ = file.sync_all();
+        self.settle();
         Ok(written)
+    }
+
+    /// Flushes the image file on the host disk. Without it the host's
+    /// writeback of the ballast would be paid by the broker's next fsync
+    /// through the loop device (its recovery after a crash, say).
+    fn settle(&self) {
+        if let Ok(image) = File::open(&self.image) {
+            let _ = image.sync_all();
+        }
     }
 
     /// Deletes the ballast: the space comes back.
@@ -68,6 +78,7 @@ impl LoopFs {
         if let Ok(dir) = File::open(&self.mount) {
             let _ = dir.sync_all();
         }
+        self.settle();
     }
 }
 
