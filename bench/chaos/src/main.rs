@@ -11,6 +11,7 @@ mod consumer;
 mod drain;
 mod history;
 mod http;
+mod interrupt;
 mod loopfs;
 mod nemesis;
 mod node;
@@ -107,6 +108,7 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    interrupt::install();
     let results = match cli.command {
         Command::Run {
             broker,

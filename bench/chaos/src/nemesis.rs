@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::checker::{part_name, Fault};
 use crate::http::{escape, HttpConn};
+use crate::interrupt;
 use crate::loopfs::LoopFs;
 use crate::node::Node;
 use crate::rng::Rng;
@@ -128,6 +129,9 @@ impl<'a> Nemesis<'a> {
                 break;
             }
             sleep_until(next);
+            if interrupt::requested() {
+                break;
+            }
             let kind = *self.rng.pick(&kinds);
             let i = self.rng.range(0, nodes.len() as u64 - 1) as usize;
             let result = self.inject(kind, i, nodes);
@@ -276,10 +280,14 @@ impl Nemesis<'_> {
     }
 }
 
+/// Sleeps until `t`, or until a stop is asked for (Ctrl-C, SIGTERM).
 fn sleep_until(t: Instant) {
-    let now = Instant::now();
-    if t > now {
-        std::thread::sleep(t - now);
+    while !interrupt::requested() {
+        let now = Instant::now();
+        if t <= now {
+            return;
+        }
+        std::thread::sleep((t - now).min(Duration::from_millis(100)));
     }
 }
 

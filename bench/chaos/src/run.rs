@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::checker::{self, FinalLog, Results};
 use crate::history::{self, Recorder};
+use crate::interrupt;
 use crate::loopfs::LoopFs;
 use crate::nemesis::{self, Kind, Nemesis, Plan};
 use crate::node::Node;
@@ -140,6 +141,10 @@ pub fn run(args: &Args) -> Result<Results, String> {
     // complete against a live broker before it stops.
     load.stop();
     let faults = faults?;
+    if interrupt::requested() {
+        // Dropping the nodes and disks stops the brokers and unmounts.
+        return Err(format!("interrupted; what ran is in {}", out.display()));
+    }
     rec.flush()?;
 
     let mut finals: Vec<FinalLog> = Vec::new();
