@@ -107,7 +107,12 @@ pub fn run(ctx: &Ctx, index: u32) {
                     pos.insert(part.clone(), Some(next));
                 }
                 Err(Outcome::Refused(code)) if code == "offset_out_of_range" => reposition = true,
-                Err(_) => {}
+                // The broker is down, paused or out of room: the rest of
+                // the round would fail alike.
+                Err(_) => {
+                    ctx.nap(200);
+                    break;
+                }
             }
         }
         if last_commit.elapsed() >= COMMIT_EVERY {

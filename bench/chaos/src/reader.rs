@@ -60,7 +60,10 @@ pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
             };
             if behind && !ctx.stopped() {
                 fetched = true;
-                poll(ctx, &mut bin, &process, part, pos, 0);
+                if !poll(ctx, &mut bin, &process, part, pos, 0) {
+                    // The rest of the round would fail alike.
+                    break;
+                }
             }
         }
         ctx.nap(if fetched { BUSY_ROUND_MS } else { IDLE_ROUND_MS });
