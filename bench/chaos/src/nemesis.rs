@@ -1,4 +1,5 @@
-//! The nemesis: faults on a seeded schedule, each healed before the next.
+//! The nemesis: faults on a seeded schedule, each healed before the next,
+//! every kind once (in a seeded order) before any repeats.
 //!
 //! | fault | what |
 //! |---|---|
@@ -121,6 +122,7 @@ impl<'a> Nemesis<'a> {
     /// running. The faults, in order.
     pub fn run(mut self, nodes: &mut [Node], plan: &Plan, until: Instant) -> Result<Vec<Fault>, String> {
         let kinds: Vec<Kind> = plan.kinds.clone();
+        let mut bag: Vec<Kind> = Vec::new();
         loop {
             let quiet = self.rng.range(plan.quiet_s.0, plan.quiet_s.1);
             let next = Instant::now() + Duration::from_secs(quiet);
@@ -132,7 +134,16 @@ impl<'a> Nemesis<'a> {
             if interrupt::requested() {
                 break;
             }
-            let kind = *self.rng.pick(&kinds);
+            // Every kind once, in a seeded order, before any repeats: a
+            // short run still meets most of them.
+            if bag.is_empty() {
+                bag = kinds.clone();
+                for i in (1..bag.len()).rev() {
+                    let j = self.rng.range(0, i as u64) as usize;
+                    bag.swap(i, j);
+                }
+            }
+            let Some(kind) = bag.pop() else { break };
             let i = self.rng.range(0, nodes.len() as u64 - 1) as usize;
             let result = self.inject(kind, i, nodes);
             if let Err(e) = result {
