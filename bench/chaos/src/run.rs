@@ -262,3 +262,29 @@ pub fn summarize(results: &Results) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_out_dir_is_emptied_only_when_it_holds_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("notes.txt"), b"keep me").unwrap();
+        assert!(prepare(&theirs).unwrap_err().contains("not an es-chaos run"));
+        assert_eq!(std::fs::read(theirs.join("notes.txt")).unwrap(), b"keep me");
+
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(run.join("history.jsonl"), b"{}").unwrap();
+        std::fs::write(run.join("results.json"), b"{}").unwrap();
+        prepare(&run).unwrap();
+        assert_eq!(std::fs::read_dir(&run).unwrap().count(), 0);
+
+        let fresh = dir.path().join("a/b");
+        prepare(&fresh).unwrap();
+        assert!(fresh.is_dir());
+    }
+}
