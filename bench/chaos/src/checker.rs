@@ -1,5 +1,5 @@
 //! The checker: a history and the final log of every replica in, a
-//! verdict out (shared/specs/raft.md §7.5).
+//! verdict out (docs/reliability.md lists the checks).
 //!
 //! | check | rule | verdict |
 //! |---|---|---|

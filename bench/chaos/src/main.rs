@@ -1,4 +1,4 @@
-//! es-chaos: a Jepsen-style fault suite for es (shared/specs/raft.md §7).
+//! es-chaos: a Jepsen-style fault suite for es.
 //!
 //! Runs `es-broker` processes on loopback, drives them only through their
 //! public interfaces (HTTP and the binary protocol) with a recorded

@@ -69,7 +69,7 @@ impl Node {
             .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
             .args(["--node-id", &self.id.to_string()])
             // One shard, no spinning, few disk threads: brokers and the
-            // workload share a small machine (shared/specs/raft.md §7.1).
+            // workload share a small machine.
             .args([
                 "--shards",
                 "1",
