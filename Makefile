@@ -7,7 +7,7 @@ BINARY_ADDR ?= 127.0.0.1:9090
 REGISTRY_ADDR ?= 127.0.0.1:8081
 KAFKA_ADDR ?= 127.0.0.1:9092
 
-.PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz
+.PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz jepsen jepsen-soak
 
 # Every binary (es-broker, es, es-tools, es-bench) in release, with one feature set:
 # run-broker, the demo and the CLI all use this one build.
@@ -69,3 +69,25 @@ bench: bench-storage
 # 1, 16 and 256 concurrent appenders (docs/benchmarks.md). BENCH_DIR picks the disk.
 bench-storage:
 	$(CARGO) bench -p es-storage --bench durable_append
+
+# The fault suite (docs/reliability.md): one debug broker under kill -9,
+# clean restarts, pause, torn tails and a full disk (as root), a recorded workload, then
+# the history checker; fixed seeds, each JEPSEN_TIME of faults. A failing
+# seed prints the command that reruns it.
+JEPSEN_SEEDS ?= 1 2
+JEPSEN_TIME ?= 60s
+JEPSEN_NEMESIS ?= all
+jepsen:
+	$(CARGO) build -p es-broker -p es-chaos
+	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
+
+# The same for SOAK_MIN minutes per seed of SOAK_SEEDS, a fault every 3-6 s,
+# then SOAK_WIDE_SEED with 1,000 partitions (500 per topic).
+SOAK_MIN ?= 30
+SOAK_SEEDS ?= 11 12 13
+SOAK_WIDE_SEED ?= 14
+jepsen-soak:
+	$(CARGO) build -p es-broker -p es-chaos
+	./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak; a=$$?; \
+	CHAOS_ARGS="--partitions 500" ./bench/chaos/seeds.sh "$(SOAK_WIDE_SEED)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak-wide; b=$$?; \
+	exit $$(( a > b ? a : b ))

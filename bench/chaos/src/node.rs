@@ -1,0 +1,211 @@
+//! One `es-broker` process the harness runs: its ports (fixed across
+//! restarts), its data directory, its log, and the faults done to the
+//! process: kill -9, SIGSTOP / SIGCONT, restart.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a (re)started broker may take to answer `GET /ready`: a hang
+/// guard, far above a debug build's start on a loaded machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a SIGTERM'd broker may take to exit before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct Node {
+    pub id: u32,
+    pub http: String,
+    pub binary: String,
+    pub data_dir: PathBuf,
+    bin: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+    /// Starts so far (the log marks each).
+    starts: u32,
+}
+
+impl Node {
+    /// A node whose broker is `bin`, with its data in `data_dir` and its log
+    /// in `dir/broker-<id>.log`; two free loopback ports are picked now.
+    pub fn new(id: u32, bin: &Path, dir: &Path, data_dir: PathBuf) -> Result<Node, String> {
+        let (http, binary) = free_ports()?;
+        Ok(Node {
+            id,
+            http: http.to_string(),
+            binary: binary.to_string(),
+            data_dir,
+            bin: bin.to_path_buf(),
+            log: dir.join(format!("broker-{id}.log")),
+            child: None,
+            paused: false,
+            starts: 0,
+        })
+    }
+
+    /// Starts the broker and waits until it is ready.
+    pub fn start(&mut self) -> Result<(), String> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        self.starts += 1;
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let _ = writeln!(log, "---- es-chaos: start {} of node {}", self.starts, self.id);
+        let err = log
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let child = Command::new(&self.bin)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--http-addr", &self.http, "--binary-addr", &self.binary])
+            .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
+            .args(["--node-id", &self.id.to_string()])
+            // One shard, no spinning, few disk threads: brokers and the
+            // workload share a small machine.
+            .args([
+                "--shards",
+                "1",
+                "--spin-before-park-us",
+                "0",
+                "--disk-threads",
+                "2",
+            ])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            // Its own process group: a Ctrl-C to the harness is not its.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
+        self.child = Some(child);
+        self.paused = false;
+        self.wait_ready()
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let start = Instant::now();
+        let addr: SocketAddr = self.http.parse().map_err(|e| format!("{}: {e}", self.http))?;
+        while start.elapsed() < READY_TIMEOUT {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "node {}: es-broker exited ({status}) before it was ready; see {}:\n{}",
+                        self.id,
+                        self.log.display(),
+                        self.log_tail()
+                    ));
+                }
+            }
+            if ready(addr) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!(
+            "node {}: not ready after {}s",
+            self.id,
+            READY_TIMEOUT.as_secs()
+        ))
+    }
+
+    /// kill -9, and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// SIGSTOP: the process stays, its sockets stay open, nothing answers.
+    pub fn pause(&mut self) {
+        if !self.paused && self.signal(libc::SIGSTOP) {
+            self.paused = true;
+        }
+    }
+
+    /// SIGCONT after [`pause`](Node::pause).
+    pub fn resume(&mut self) {
+        if self.paused {
+            self.signal(libc::SIGCONT);
+            self.paused = false;
+        }
+    }
+
+    fn signal(&self, sig: i32) -> bool {
+        let Some(pid) = self.child.as_ref().and_then(|c| i32::try_from(c.id()).ok()) else {
+            return false;
+        };
+        // SAFETY: signalling our own child, which we have not reaped.
+        unsafe { libc::kill(pid, sig) == 0 }
+    }
+
+    /// SIGTERM, waiting for the exit (SIGKILL after a long hang guard).
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        self.resume();
+        let mut child = self.child.take()?;
+        self.signal_child(&child, libc::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < STOP_TIMEOUT {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    fn signal_child(&self, child: &Child, sig: i32) {
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: signalling our own child, which we have not reaped.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    }
+
+    /// The end of the broker's log, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Two free loopback ports (both held until both are known).
+fn free_ports() -> Result<(SocketAddr, SocketAddr), String> {
+    let bind = || TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a)));
+    let (_a, http) = bind().map_err(|e| format!("no free port: {e}"))?;
+    let (_b, binary) = bind().map_err(|e| format!("no free port: {e}"))?;
+    Ok((http, binary))
+}
+
+/// `GET /ready` answers 200.
+fn ready(http: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&http, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req = format!("GET /ready HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}

@@ -1,0 +1,232 @@
+//! A producer thread: requests of 1-4 records, values `w<index>-<n>`, to
+//! a partition drawn from the run's seed. Plain producers retry a send whose
+//! outcome is unknown a few times (at least once: duplicates are counted);
+//! idempotent ones retry it with the same sequence until it is answered
+//! (exactly once: a duplicate is a violation).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use es_protocol::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
+use es_protocol::{Kind, Request, Response};
+use serde_json::json;
+
+use crate::binary::BinConn;
+use crate::checker::Part;
+use crate::history::{Event, Type, F};
+use crate::http::{escape, HttpConn};
+use crate::outcome::Outcome;
+use crate::rng::Rng;
+use crate::workload::Ctx;
+
+/// How long a send waits for its answer before its outcome is unknown.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts of a plain send whose outcome stays unknown.
+const PLAIN_ATTEMPTS_MAX: u32 = 3;
+/// Most records in one produce request.
+const BATCH_RECORDS_MAX: u64 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    Http,
+    Binary,
+    Idempotent,
+}
+
+/// Answers after which an idempotent producer starts a new epoch: the
+/// broker's state for it is not what it sent (the value is abandoned).
+const RESTART_CODES: [&str; 4] = [
+    "out_of_order_sequence",
+    "producer_fenced",
+    "unknown_producer_id",
+    "duplicate_sequence",
+];
+
+pub fn run(ctx: &Ctx, index: u32, via: Via) {
+    let process = format!("w{index}");
+    let mut rng = Rng::fork(ctx.seed, 100 + index as u64);
+    let mut http = HttpConn::new(&ctx.target.http);
+    let mut bin = BinConn::new(&ctx.target.binary, &process);
+    // (producer id, epoch) and the next sequence per partition.
+    let mut producer: Option<(i64, i16)> = None;
+    let mut last_id: Option<i64> = None;
+    let mut sequences: HashMap<Part, i32> = HashMap::new();
+    let mut n = 0u64;
+    while !ctx.stopped() {
+        // One request of 1-4 records to one partition; each record is a
+        // send of its own in the history.
+        let values: Vec<String> = (0..rng.range(1, BATCH_RECORDS_MAX))
+            .map(|_| {
+                n += 1;
+                format!("{process}-{n}")
+            })
+            .collect();
+        let part = rng.pick(&ctx.parts).clone();
+        let mut attempts = 0;
+        while !ctx.stopped() {
+            attempts += 1;
+            if via == Via::Idempotent && producer.is_none() {
+                match init_producer(&mut bin, last_id) {
+                    Ok(p) => {
+                        producer = Some(p);
+                        last_id = Some(p.0);
+                        sequences.clear();
+                    }
+                    Err(_) => {
+                        ctx.nap(200);
+                        continue;
+                    }
+                }
+            }
+            let sequence = sequences.get(&part).copied().unwrap_or(0);
+            let op = ctx.observed.operation();
+            let invokes: Vec<Event> = values
+                .iter()
+                .map(|v| {
+                    let mut invoke = Event::new(&process, Type::Invoke, F::Send).on(&part.0, part.1);
+                    invoke.value = Some(v.clone());
+                    invoke.node = Some(ctx.target.node);
+                    invoke.idempotent = via == Via::Idempotent;
+                    ctx.rec.record(invoke)
+                })
+                .collect();
+            let result = match (via, producer) {
+                (Via::Http, _) => send_http(&mut http, &part, &values),
+                (Via::Binary, _) => send_binary(&mut bin, &part, &values, None),
+                (Via::Idempotent, Some((id, epoch))) => {
+                    send_binary(&mut bin, &part, &values, Some((id, epoch, sequence)))
+                }
+                (Via::Idempotent, None) => Err(Outcome::Refused("no producer id".into())),
+            };
+            match result {
+                Ok(offsets) => {
+                    for (invoke, &offset) in invokes.iter().zip(&offsets) {
+                        ctx.observed.saw(&part.0, part.1, offset);
+                        let mut ok = invoke.complete(Type::Ok);
+                        ok.offset = Some(offset);
+                        ctx.rec.record(ok);
+                    }
+                    drop(op);
+                    if via == Via::Idempotent {
+                        sequences.insert(part.clone(), sequence + values.len() as i32);
+                    }
+                    break;
+                }
+                Err(Outcome::Refused(code)) => {
+                    // duplicate_sequence: written long ago, perhaps.
+                    let kind = if code == "duplicate_sequence" {
+                        Type::Info
+                    } else {
+                        Type::Fail
+                    };
+                    for invoke in &invokes {
+                        ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
+                    }
+                    drop(op);
+                    if via != Via::Idempotent {
+                        break;
+                    }
+                    if RESTART_CODES.contains(&code.as_str()) {
+                        producer = None;
+                        break;
+                    }
+                    // Nothing written: the same sequence and values again.
+                    ctx.nap(100);
+                }
+                Err(Outcome::Unknown(why)) => {
+                    for invoke in &invokes {
+                        ctx.rec
+                            .record(invoke.complete(Type::Info).with_error(why.clone()));
+                    }
+                    drop(op);
+                    if via != Via::Idempotent && attempts >= PLAIN_ATTEMPTS_MAX {
+                        break;
+                    }
+                    ctx.nap(100);
+                }
+            }
+        }
+        ctx.nap(rng.range(10, 40));
+    }
+}
+
+/// A producer id: a new one, or the next epoch of `existing`.
+fn init_producer(bin: &mut BinConn, existing: Option<i64>) -> Result<(i64, i16), Outcome> {
+    let body = match existing {
+        Some(id) => json!({ "producer_id": id }),
+        None => json!({}),
+    };
+    match bin.call(&Request::Admin(Kind::InitProducer, body), SEND_TIMEOUT)? {
+        Response::AdminOk(v) => match (v["producer_id"].as_i64(), v["epoch"].as_i64()) {
+            (Some(id), Some(epoch)) => Ok((id, epoch as i16)),
+            _ => Err(Outcome::Refused(format!("bad InitProducer answer {v}"))),
+        },
+        _ => Err(Outcome::Refused("unexpected answer to InitProducer".into())),
+    }
+}
+
+/// The offsets of `values`, in order, from an answer's offsets: one per
+/// record, or the answer is not understood.
+fn offsets_of(got: Vec<u64>, values: &[String]) -> Result<Vec<u64>, Outcome> {
+    if got.len() == values.len() {
+        Ok(got)
+    } else {
+        Err(Outcome::Unknown(format!(
+            "{} offsets for {} records",
+            got.len(),
+            values.len()
+        )))
+    }
+}
+
+fn send_http(http: &mut HttpConn, (topic, partition): &Part, values: &[String]) -> Result<Vec<u64>, Outcome> {
+    let records: Vec<serde_json::Value> = values
+        .iter()
+        .map(|v| json!({"value": v, "partition": partition}))
+        .collect();
+    let body = json!({ "records": records });
+    let v = http.call(
+        "POST",
+        &format!("/v1/topics/{}/records", escape(topic)),
+        Some(&body),
+        SEND_TIMEOUT,
+    )?;
+    let got = v["offsets"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|o| o["offset"].as_u64()).collect())
+        .unwrap_or_default();
+    offsets_of(got, values)
+}
+
+fn send_binary(
+    bin: &mut BinConn,
+    (topic, partition): &Part,
+    values: &[String],
+    idempotent: Option<(i64, i16, i32)>,
+) -> Result<Vec<u64>, Outcome> {
+    let produce = Produce {
+        topic: topic.clone(),
+        records: values
+            .iter()
+            .map(|v| ProduceRecord {
+                partition: Some(*partition),
+                timestamp_ms: None,
+                key: None,
+                value: v.as_bytes().to_vec(),
+            })
+            .collect(),
+    };
+    let req = match idempotent {
+        Some((producer_id, epoch, sequence)) => Request::IdempotentProduce(IdempotentProduce {
+            producer_id,
+            epoch,
+            sequence,
+            produce,
+        }),
+        None => Request::Produce(produce),
+    };
+    match bin.call(&req, SEND_TIMEOUT)? {
+        Response::ProduceOk(ok) => offsets_of(ok.offsets.iter().map(|&(_, o)| o).collect(), values),
+        _ => Err(Outcome::Unknown("unexpected answer to a produce".into())),
+    }
+}

@@ -1,0 +1,150 @@
+//! An assign-mode reader: tails its partitions over the binary protocol
+//! from their log start. With one partition it long-polls at the high
+//! watermark; with many it asks the topics' high watermarks
+//! (`GET /v1/topics/{t}`) each round and fetches only the partitions that
+//! have records it has not read. Its positions are its own (no seeks), so
+//! its whole run is one session per partition.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use es_protocol::requests::fetch::Fetch;
+use es_protocol::{Request, Response};
+
+use crate::binary::BinConn;
+use crate::checker::Part;
+use crate::consumer::record_failure;
+use crate::history::{Event, Type, F};
+use crate::http::{escape, HttpConn};
+use crate::outcome::Outcome;
+use crate::workload::Ctx;
+
+/// How long a fetch waits at the high watermark for new records.
+const WAIT_MS: u32 = 500;
+/// How long past `WAIT_MS` an answer may take before it is given up.
+const ANSWER_SLACK: Duration = Duration::from_secs(5);
+const FETCH_RECORDS_MAX: u32 = 500;
+const FETCH_BYTES_MAX: u32 = 1 << 20;
+/// Pause after a round of a many-partition reader: after a round that
+/// found nothing new, and after one that fetched (the rounds' high
+/// watermark requests must not crowd out the producers).
+const IDLE_ROUND_MS: u64 = 200;
+const BUSY_ROUND_MS: u64 = 100;
+
+pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
+    let process = format!("r{index}");
+    let mut bin = BinConn::new(&ctx.target.binary, &process);
+    let mut at: HashMap<Part, Option<u64>> = parts.iter().map(|p| (p.clone(), None)).collect();
+    if let [part] = parts {
+        while !ctx.stopped() {
+            let pos = at.get_mut(part).expect("every part has a position");
+            if !poll(ctx, &mut bin, &process, part, pos, WAIT_MS) {
+                ctx.nap(200);
+            }
+        }
+        return;
+    }
+    let mut http = HttpConn::new(&ctx.target.http);
+    while !ctx.stopped() {
+        let Some(hws) = high_watermarks(ctx, &mut http) else {
+            ctx.nap(200);
+            continue;
+        };
+        let mut fetched = false;
+        for part in parts {
+            let pos = at.get_mut(part).expect("every part has a position");
+            let behind = match (*pos, hws.get(part)) {
+                (None, _) => true,
+                (Some(p), Some(&hw)) => p < hw,
+                (Some(_), None) => false,
+            };
+            if behind && !ctx.stopped() {
+                fetched = true;
+                if !poll(ctx, &mut bin, &process, part, pos, 0) {
+                    // The rest of the round would fail alike.
+                    break;
+                }
+            }
+        }
+        ctx.nap(if fetched { BUSY_ROUND_MS } else { IDLE_ROUND_MS });
+    }
+}
+
+/// The high watermark of every partition of the workload's topics.
+fn high_watermarks(ctx: &Ctx, http: &mut HttpConn) -> Option<HashMap<Part, u64>> {
+    let mut out = HashMap::new();
+    for topic in ctx.topics() {
+        let v = http
+            .call(
+                "GET",
+                &format!("/v1/topics/{}", escape(&topic)),
+                None,
+                ANSWER_SLACK,
+            )
+            .ok()?;
+        for p in v["partitions"].as_array()? {
+            out.insert(
+                (topic.clone(), p["partition"].as_u64()? as u32),
+                p["high_watermark"].as_u64()?,
+            );
+        }
+    }
+    Some(out)
+}
+
+/// One fetch of `part` from `at` (the log start when `None`), recorded;
+/// `at` moves past what it read. False when it failed.
+fn poll(
+    ctx: &Ctx,
+    bin: &mut BinConn,
+    process: &str,
+    (topic, partition): &Part,
+    at: &mut Option<u64>,
+    wait_ms: u32,
+) -> bool {
+    let _op = ctx.observed.operation();
+    let mut invoke = Event::new(process, Type::Invoke, F::Poll).on(topic, *partition);
+    invoke.session = Some(1);
+    invoke.offset = *at;
+    invoke.node = Some(ctx.target.node);
+    let invoke = ctx.rec.record(invoke);
+    let fetch = Fetch {
+        topic: topic.clone(),
+        partition: *partition,
+        offset: *at,
+        max_records: FETCH_RECORDS_MAX,
+        max_bytes: FETCH_BYTES_MAX,
+        wait_ms,
+    };
+    let timeout = Duration::from_millis(wait_ms as u64) + ANSWER_SLACK;
+    match bin.call(&Request::Fetch(fetch), timeout) {
+        Ok(Response::FetchOk(ok)) => {
+            let records: Vec<(u64, String)> = ok
+                .records()
+                .map(|r| (r.offset, String::from_utf8_lossy(r.value).into_owned()))
+                .collect();
+            for (o, _) in &records {
+                ctx.observed.saw(topic, *partition, *o);
+            }
+            ctx.observed.saw_hw(topic, *partition, ok.high_watermark);
+            *at = Some(ok.next_offset);
+            let mut done = invoke.complete(Type::Ok);
+            done.records = records;
+            done.hw = Some(ok.high_watermark);
+            ctx.rec.record(done);
+            true
+        }
+        Ok(_) => {
+            record_failure(
+                ctx,
+                &invoke,
+                &Outcome::Unknown("unexpected answer to a fetch".into()),
+            );
+            false
+        }
+        Err(e) => {
+            record_failure(ctx, &invoke, &e);
+            false
+        }
+    }
+}
