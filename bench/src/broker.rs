@@ -60,7 +60,7 @@ impl Broker {
             .try_clone()
             .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
         let mut cmd = Command::new(bin);
-        cmd.args(["--registry-addr", "disabled"]);
+        cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
         cmd.arg("--data-dir")
             .arg(dir.join("data"))
             .arg("--http-addr")

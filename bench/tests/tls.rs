@@ -73,7 +73,7 @@ fn produce_e2e_and_consume_over_tls() {
     let binary = format!("127.0.0.1:{}", port::free_port());
     let log = dir.join("broker.log");
     let child = Command::new(broker_bin::broker_bin())
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{}", port::free_port())])

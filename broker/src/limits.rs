@@ -210,6 +210,11 @@ pub const KAFKA_PRE_AUTH_FRAME_BYTES_MAX: usize = 64 << 10;
 /// whole into their own buffer; this is what is kept for the next
 /// length prefix and small frames.
 pub const KAFKA_READ_BYTES: usize = 64 << 10;
+/// Rounds a ListOffsets "max timestamp" (-3) waits, each up to
+/// [`WAIT_MS_MAX`], for a newer timestamp's record to become durable
+/// before answering `unavailable`: only a steady stream of ever newer,
+/// not yet durable timestamps uses them all.
+pub const KAFKA_MAX_TIMESTAMP_ROUNDS: usize = 4;
 
 const _: () = assert!(KAFKA_INFLIGHT_REQUESTS_DEFAULT <= KAFKA_INFLIGHT_REQUESTS_LIMIT);
 

@@ -270,7 +270,7 @@ fn a_created_key_survives_kill_9() {
 #[test]
 fn a_non_loopback_listener_without_tls_refuses_to_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .args([
             "--auth",
             "required",

@@ -75,7 +75,7 @@ fn default_data_dir_is_relative_to_the_working_directory() {
 /// es-broker on these ports, its output discarded.
 fn broker_command(http: u16, binary: u16) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-    cmd.args(["--registry-addr", "disabled"]);
+    cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
     cmd.args(["--http-addr", &format!("127.0.0.1:{http}")])
         .args(["--binary-addr", &format!("127.0.0.1:{binary}")])
         .stdout(Stdio::null())

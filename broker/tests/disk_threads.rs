@@ -75,7 +75,7 @@ fn zero_disk_threads_keeps_the_writes_on_io_uring() {
 fn too_many_disk_threads_are_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .args(["--data-dir", dir.path().to_str().unwrap()])
         .args(["--http-addr", "127.0.0.1:0", "--binary-addr", "127.0.0.1:0"])
         .args([

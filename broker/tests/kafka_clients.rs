@@ -178,6 +178,59 @@ fn a_record_with_headers_is_refused_and_nothing_written() {
     assert!(fetch_all(&b, "h", 0, "utf8").is_empty());
 }
 
+/// ListOffsets as clients ask it: earliest and latest; the max
+/// timestamp (-3, KIP-734) is the first record with the largest
+/// timestamp; by time, the first record at or after it with that
+/// record's own timestamp (confluent-kafka and kafka-python); and the log
+/// start offset a consumer learns from Fetch.
+#[test]
+fn list_offsets_answers_max_timestamp_and_the_found_records_timestamp() {
+    let (b, kafka) = start(2, &[]);
+    create_topic(&b, "times", 1);
+    let client = Client::connect(&b.binary_addr(), Options::default()).expect("binary connect");
+    let base = 1_600_000_000_000i64;
+    let records = [100, 300, 200, 300, 50]
+        .iter()
+        .map(|t| ProduceRecord {
+            partition: Some(0),
+            timestamp_ms: Some(base + t),
+            key: None,
+            value: b"v".to_vec(),
+        })
+        .collect();
+    client.produce("times", records).expect("binary produce");
+    let asked = (base + 150).to_string();
+    let got: BTreeMap<String, Value> = py(&["offsets", &kafka, "times", &asked])
+        .into_iter()
+        .map(|l| (l["spec"].as_str().unwrap().to_string(), l))
+        .collect();
+    let at = |spec: &str| {
+        (
+            got[spec]["offset"].as_i64().unwrap(),
+            got[spec]["ts"].as_i64().unwrap(),
+        )
+    };
+    assert_eq!(at("earliest").0, 0, "{got:?}");
+    assert_eq!(at("latest").0, 5, "{got:?}");
+    assert_eq!(
+        at("max"),
+        (1, base + 300),
+        "the first of the two largest: {got:?}"
+    );
+    assert_eq!(
+        at("time"),
+        (1, base + 300),
+        "the found record's timestamp: {got:?}"
+    );
+    assert_eq!(at("kafka-python time"), (1, base + 300), "{got:?}");
+    let w = &got["cached watermarks"];
+    assert_eq!(
+        (w["lo"].as_i64(), w["hi"].as_i64()),
+        (Some(0), Some(5)),
+        "{got:?}"
+    );
+}
+
 /// Kafka to es and es to Kafka: null and empty keys, values, offsets and
 /// timestamps read the same through Kafka, HTTP and the binary protocol.
 #[test]

@@ -29,7 +29,7 @@ fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Output, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let mut cmd = Command::new(broker_bin());
-    cmd.args(["--registry-addr", "disabled"]);
+    cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
     cmd.args(["--data-dir", data.to_str().expect("utf-8 path")])
         .args(["--http-addr", "127.0.0.1:0", "--binary-addr", "127.0.0.1:0"])
         .args(args);
@@ -179,7 +179,7 @@ fn a_locked_memory_limit_too_low_says_what_to_raise() {
     let out = Command::new("bash")
         .arg("-c")
         .arg(
-            "ulimit -l 64 && exec \"$0\" --data-dir \"$1\" --http-addr 127.0.0.1:0 --binary-addr 127.0.0.1:0 --registry-addr disabled",
+            "ulimit -l 64 && exec \"$0\" --data-dir \"$1\" --http-addr 127.0.0.1:0 --binary-addr 127.0.0.1:0 --registry-addr disabled --kafka-addr disabled",
         )
         .arg(broker_bin())
         .arg(dir.path().join("data"))
@@ -203,7 +203,7 @@ fn an_address_in_use_names_its_flag() {
     let addr = taken.local_addr().expect("addr").to_string();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(broker_bin())
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .args(["--data-dir", dir.path().join("data").to_str().expect("utf-8")])
         .args(["--http-addr", "127.0.0.1:0", "--binary-addr", &addr])
         .output()

@@ -202,7 +202,7 @@ fn ids_idle_for_the_expiry_are_forgotten_everywhere_and_active_ones_stay() {
 fn the_expiry_is_a_documented_flag_with_a_range() {
     for bad in ["999", "31536000001"] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_es-broker"))
-            .args(["--registry-addr", "disabled"])
+            .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
             .args(["--producer-id-expiry-ms", bad])
             .output()
             .expect("run es-broker");

@@ -81,7 +81,7 @@ fn an_id_that_wrote_on_one_shard_is_not_refused_on_another_while_the_broker_star
     let log = std::fs::File::create(&log_path).expect("log file");
     let mut held = Held(
         Command::new(env!("CARGO_BIN_EXE_es-broker"))
-            .args(["--registry-addr", "disabled"])
+            .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
             .arg("--data-dir")
             .arg(b.data_dir())
             .args(["--http-addr", &http])

@@ -37,7 +37,7 @@ fn a_shard_thread_that_dies_stops_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("broker.log");
     let child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
         .args(["--http-addr", &format!("127.0.0.1:{}", free_port())])
         .args(["--binary-addr", &format!("127.0.0.1:{}", free_port())])

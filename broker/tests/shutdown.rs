@@ -30,7 +30,7 @@ fn spawn(data_dir: &Path, log: &Path, env: &[(&str, &str)]) -> (Child, u16) {
     let http = free_port();
     let out = std::fs::File::create(log).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .args(["--data-dir", data_dir.to_str().expect("utf-8 path")])
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
         .args(["--binary-addr", &format!("127.0.0.1:{}", free_port())])

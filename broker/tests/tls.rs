@@ -651,7 +651,7 @@ fn refused_start(args: &[&str]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-    cmd.args(["--registry-addr", "disabled"]);
+    cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
     cmd.args(["--data-dir", data.to_str().unwrap(), "--shards", "1"])
         .args(["--http-addr", &format!("127.0.0.1:{}", common::free_port())])
         .args(["--binary-addr", &format!("127.0.0.1:{}", common::free_port())])

@@ -44,7 +44,7 @@ fn start_refused(data_dir: &Path) -> (ExitStatus, String) {
     let log = std::fs::File::create(&log_path).expect("create the log");
     let http = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_es-broker"))
-        .args(["--registry-addr", "disabled"])
+        .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--http-addr", &http])

@@ -176,10 +176,49 @@ pub(super) async fn offset_for_time(
     let log = log_of(shard, topic, partition)?;
     let hw = log.durable_offset();
     let found = log
-        .offset_for_timestamp(timestamp_ms, hw)
+        .record_for_timestamp(timestamp_ms, hw)
         .await
         .map_err(ApiError::storage)?;
-    Ok(serde_json::json!({"offset": found.unwrap_or(hw).0}))
+    Ok(match found {
+        Some((offset, timestamp)) => serde_json::json!({"offset": offset.0, "timestamp": timestamp}),
+        None => serde_json::json!({"offset": hw.0, "timestamp": null}),
+    })
+}
+
+/// The first record with the largest timestamp of a partition this shard
+/// owns, among durable records: `{"offset", "timestamp"}`, both null when
+/// it holds none. When that timestamp's record is written but not yet
+/// durable, waits for it (`KAFKA_MAX_TIMESTAMP_ROUNDS` rounds at most, each
+/// up to `WAIT_MS_MAX`), then answers `unavailable`.
+pub(super) async fn max_timestamp(
+    shard: &Shard,
+    topic: &str,
+    partition: u32,
+) -> Result<serde_json::Value, ApiError> {
+    let log = log_of(shard, topic, partition)?;
+    for _ in 0..crate::limits::KAFKA_MAX_TIMESTAMP_ROUNDS {
+        let hw = log.durable_offset();
+        if let Some((offset, timestamp)) = log.max_timestamp_record(hw).await.map_err(ApiError::storage)? {
+            return Ok(serde_json::json!({"offset": offset.0, "timestamp": timestamp}));
+        }
+        let end = log.next_offset();
+        if end <= hw {
+            return Ok(serde_json::json!({"offset": null, "timestamp": null}));
+        }
+        let durable = log.wait_durable(end).fuse();
+        let guard = glommio::timer::sleep(Duration::from_millis(WAIT_MS_MAX)).fuse();
+        let stopping = shard.shutdown.wait_for(1).fuse();
+        futures::pin_mut!(durable, guard, stopping);
+        futures::select! {
+            r = durable => r.map_err(ApiError::storage)?,
+            _ = guard => break,
+            _ = stopping => break,
+        }
+    }
+    Err(ApiError::new(
+        ErrorCode::Unavailable,
+        format!("{topic}/{partition}: its newest timestamp's record is not durable yet"),
+    ))
 }
 
 /// Reads what `args` asks of a partition this shard owns, waiting up to
@@ -221,6 +260,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
             start_offset: offset,
             next_offset: offset,
             high_watermark: hw,
+            log_start_offset: start,
             first_batch_bytes: None,
         });
     }
@@ -251,6 +291,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
                 start_offset: offset,
                 next_offset: read.next_offset.0,
                 high_watermark: hw,
+                log_start_offset: start,
                 first_batch_bytes: read.first_batch_bytes,
             }),
             // Retention moved the start while this fetch waited or read.
@@ -283,6 +324,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
         start_offset: offset,
         next_offset,
         high_watermark: hw,
+        log_start_offset: start,
         first_batch_bytes,
     })
 }

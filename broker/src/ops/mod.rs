@@ -53,6 +53,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::Classic { .. } => "classic_group",
         Op::ListGroups => "list_groups",
         Op::OffsetForTime { .. } => "offset_for_time",
+        Op::MaxTimestamp { .. } => "max_timestamp",
         Op::AdoptConnection { .. } => "adopt_connection",
         Op::Keys(_) => "keys",
         Op::Series => "series",
@@ -108,6 +109,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             partition,
             timestamp_ms,
         } => Reply::Json(Box::pin(fetch::offset_for_time(&shard, &topic, partition, timestamp_ms)).await),
+        Op::MaxTimestamp { topic, partition } => {
+            Reply::Json(Box::pin(fetch::max_timestamp(&shard, &topic, partition)).await)
+        }
         Op::AdoptConnection {
             socket,
             unhandled,

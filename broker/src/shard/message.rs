@@ -69,11 +69,19 @@ pub enum Op {
     /// `Series`.
     Series,
     /// The first offset at or after a timestamp (the high watermark if
-    /// none); replies `Json({"offset": n})`.
+    /// none); replies `Json({"offset": n, "timestamp": t})`, `t` the found
+    /// record's timestamp (null when none is).
     OffsetForTime {
         topic: String,
         partition: u32,
         timestamp_ms: i64,
+    },
+    /// The first record with the partition's largest timestamp (Kafka's
+    /// ListOffsets -3, KIP-734); replies `Json({"offset": n, "timestamp":
+    /// t})`, both null when the partition holds no record.
+    MaxTimestamp {
+        topic: String,
+        partition: u32,
     },
     /// From the controller to every shard: what it must know of producer
     /// ids (issued ids and epochs, the registry's floors, expiry).
@@ -204,6 +212,8 @@ pub struct Fetched {
     pub start_offset: u64,
     pub next_offset: u64,
     pub high_watermark: u64,
+    /// The partition's log start offset when it was read.
+    pub log_start_offset: u64,
     /// Set when nothing was read because the first batch is larger than
     /// `FetchArgs::limit_bytes`: its length.
     pub first_batch_bytes: Option<usize>,

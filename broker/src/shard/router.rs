@@ -98,7 +98,12 @@ fn dropped(target: ShardId) -> Reply {
 fn runs_to_completion(op: &Op) -> bool {
     use crate::groups::coordinator::GroupOp;
     match op {
-        Op::Fetch(_) | Op::Describe { .. } | Op::Series | Op::ListGroups | Op::OffsetForTime { .. } => false,
+        Op::Fetch(_)
+        | Op::Describe { .. }
+        | Op::Series
+        | Op::ListGroups
+        | Op::OffsetForTime { .. }
+        | Op::MaxTimestamp { .. } => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
         Op::Registry { op, .. } => op.is_write(),
         Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),

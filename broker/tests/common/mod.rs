@@ -436,6 +436,11 @@ impl Broker {
         if !self.extra.iter().any(|a| a.starts_with("--registry-addr")) {
             args.extend(["--registry-addr".into(), self.registry_addr.to_string()]);
         }
+        // No Kafka listener unless the test gives one: its default port
+        // is one per machine, and tests run at once.
+        if !self.extra.iter().any(|a| a.starts_with("--kafka-addr")) {
+            args.extend(["--kafka-addr".into(), "disabled".into()]);
+        }
         args.extend(self.extra.iter().cloned());
 
         let mut log = OpenOptions::new()
@@ -1155,7 +1160,7 @@ pub fn start_refused(b: &Broker) -> (Option<i32>, String) {
     let out_path = dir.path().join("out.log");
     let out = std::fs::File::create(&out_path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-    cmd.args(["--registry-addr", "disabled"]);
+    cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
     cmd.args(["--data-dir", b.data_dir().to_str().unwrap()])
         .args(["--http-addr", &b.addr().to_string()])
         .args(["--binary-addr", &b.binary_addr()])

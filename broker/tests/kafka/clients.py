@@ -205,11 +205,45 @@ def throttle(boot, topic, seconds, rate, *extra):
     out({"acked": in_window, "seconds": elapsed, "throttles": len(events)})
 
 
+def offsets(boot, topic, ts):
+    """ListOffsets through confluent-kafka's AdminClient (earliest, latest,
+    max timestamp, by time) and kafka-python's offsets_for_times, each
+    with the timestamp the broker answered; then the low watermark a
+    consumer learns from Fetch responses (log_start_offset)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    a = AdminClient(conf(boot))
+    tp = TopicPartition(topic, 0)
+    for name, spec in [("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest()),
+                       ("max", OffsetSpec.max_timestamp()),
+                       ("time", OffsetSpec.for_timestamp(int(ts)))]:
+        r = a.list_offsets({tp: spec})[tp].result(30)
+        out({"spec": name, "offset": r.offset, "ts": r.timestamp})
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+    k = KafkaConsumer(bootstrap_servers=boot)
+    ktp = KTopicPartition(topic, 0)
+    r = k.offsets_for_times({ktp: int(ts)})[ktp]
+    out({"spec": "kafka-python time", "offset": r.offset, "ts": r.timestamp})
+    k.close()
+    c = Consumer(conf(boot, ("group.id=offsets-unused", "enable.auto.commit=false")))
+    c.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            break
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), cached=True)
+    out({"spec": "cached watermarks", "lo": lo, "hi": hi})
+    c.close()
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"produce": lambda: produce(args[0], args[1], int(args[2]), int(args[3]), *args[4:]),
      "produce-headers": lambda: produce_headers(*args),
      "consume": lambda: consume(*args),
+     "offsets": lambda: offsets(*args),
      "group-member": lambda: group_member(*args),
      "admin": lambda: admin(*args),
      "create": lambda: create(*args),

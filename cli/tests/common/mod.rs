@@ -159,8 +159,15 @@ fn spawn_broker(dir: &Path, http_port: u16, addr: &str, extra: &[String]) -> Chi
     } else {
         &["--registry-addr", "disabled"]
     };
+    // Nor a Kafka listener: its default port is one per machine.
+    let kafka: &[&str] = if extra.iter().any(|a| a == "--kafka-addr") {
+        &[]
+    } else {
+        &["--kafka-addr", "disabled"]
+    };
     let child = Command::new(broker_path())
         .args(registry)
+        .args(kafka)
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--http-addr", &format!("127.0.0.1:{http_port}")])

@@ -324,6 +324,38 @@ impl PartitionLog {
     /// `timestamp_ms`; `None` if there is none yet. Searches the hot tier
     /// only.
     pub async fn offset_for_timestamp(&self, timestamp_ms: i64, upto: Offset) -> Result<Option<Offset>> {
+        Ok(self
+            .record_for_timestamp(timestamp_ms, upto)
+            .await?
+            .map(|(offset, _)| offset))
+    }
+
+    /// The first record below `upto` with the largest timestamp of the
+    /// hot tier's records (Kafka's ListOffsets "max timestamp", KIP-734):
+    /// its offset and timestamp. `None` if the hot tier holds no record
+    /// below `upto`, or if its largest timestamp belongs to a record at or
+    /// past `upto` (written, not yet durable: ask again once it is).
+    pub async fn max_timestamp_record(&self, upto: Offset) -> Result<Option<(Offset, i64)>> {
+        let largest = self
+            .shared()
+            .segments()
+            .iter()
+            .filter(|s| s.base < upto)
+            .map(|s| s.max_timestamp_ms)
+            .max();
+        match largest {
+            Some(t) if t > i64::MIN => self.record_for_timestamp(t, upto).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// [`offset_for_timestamp`](Self::offset_for_timestamp), with the
+    /// found record's own timestamp.
+    pub async fn record_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+        upto: Offset,
+    ) -> Result<Option<(Offset, i64)>> {
         let shared = self.shared();
         'search: loop {
             let candidates: Vec<Offset> = {
@@ -372,7 +404,7 @@ impl PartitionLog {
                         .iter()
                         .find(|r| r.timestamp_ms >= timestamp_ms && r.offset < upto)
                     {
-                        return Ok(Some(r.offset));
+                        return Ok(Some((r.offset, r.timestamp_ms)));
                     }
                 }
             }

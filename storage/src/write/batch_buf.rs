@@ -247,6 +247,26 @@ impl ReceivingBatch {
         self.checksum.update(from, new);
     }
 
+    /// The whole batch, its checksum field set to the checksum of the
+    /// bytes received (the field's own bytes, as received, are left out
+    /// of it): for a batch the broker writes itself, in order, whose
+    /// checksum is known only once its last byte is (the Kafka listener's
+    /// conversion). Panics unless all of it was received.
+    pub fn finish_stamped(self) -> BatchBuf {
+        let mut batch = self.finish();
+        if let Repr::Paged {
+            pages,
+            head,
+            checksum: Some(sum),
+            ..
+        } = &mut batch.0
+        {
+            let field = *head + CHECKSUM_FIELD.start..*head + CHECKSUM_FIELD.end;
+            pages[field].copy_from_slice(&sum.to_le_bytes());
+        }
+        batch
+    }
+
     /// The whole batch. Panics unless all of it was received.
     pub fn finish(self) -> BatchBuf {
         let (head, len) = (self.pages.head(), self.pages.len());
@@ -366,6 +386,23 @@ mod tests {
     fn an_unfinished_batch_is_not_a_batch() {
         let r = ReceivingBatch::new(0, 10);
         let _ = r.finish();
+    }
+
+    #[test]
+    fn a_stamped_batch_carries_the_checksum_of_its_bytes() {
+        let mut batch = a_batch();
+        let crc = batch[12..16].to_vec();
+        batch[12..16].fill(0);
+        let mut r = ReceivingBatch::new(300, batch.len());
+        r.extend_from_slice(&batch[..40]);
+        r.extend_from_slice(&batch[40..]);
+        let stamped = r.finish_stamped();
+        assert_eq!(&stamped[12..16], &crc[..]);
+        assert_eq!(
+            stamped.received_checksum(),
+            Some(u32::from_le_bytes(crc[..].try_into().unwrap()))
+        );
+        assert!(crate::batch::check(&stamped).is_ok());
     }
 
     #[test]

@@ -65,6 +65,10 @@ impl Broker {
         if !self.args.iter().any(|a| a == "--registry-addr") {
             cmd.args(["--registry-addr", "disabled"]);
         }
+        // Nor a Kafka listener: its default port is one per machine.
+        if !self.args.iter().any(|a| a == "--kafka-addr") {
+            cmd.args(["--kafka-addr", "disabled"]);
+        }
         cmd.arg("--data-dir")
             .arg(&self.data)
             .args(["--http-addr", &format!("127.0.0.1:{}", self.http_port)])

@@ -6,7 +6,8 @@
 //! soon as one has records. No fetch sessions (`session_id` 0: clients
 //! send full fetches); no transactions (`last_stable_offset` is the high
 //! watermark). ListOffsets answers the log start (-2), the high watermark
-//! (-1), or the first offset at or after a timestamp.
+//! (-1), the first record with the largest timestamp (-3), or the first
+//! record at or after a timestamp, with that record's timestamp.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -14,14 +15,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::*;
 
 use super::connection::Answer;
-use super::handler::{answer, code, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
+use super::fetch_response::{self, PartitionOut, TopicOut};
+use super::handler::{code, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::quota::Direction;
 use crate::auth::Principal;
@@ -37,7 +38,10 @@ struct Part {
     error: i16,
     high_watermark: i64,
     log_start: i64,
-    records: Bytes,
+    /// The stored batches read, and their bytes once in Kafka's form.
+    batches: Vec<Bytes>,
+    records_len: usize,
+    compacted: bool,
     /// Its read's charge of the shard's budget, held until written.
     charge: Option<crate::shard::budget::Charge>,
 }
@@ -48,7 +52,9 @@ impl Part {
             error: code,
             high_watermark: -1,
             log_start: -1,
-            records: Bytes::new(),
+            batches: Vec::new(),
+            records_len: 0,
+            compacted: false,
             charge: None,
         }
     }
@@ -86,7 +92,7 @@ pub async fn fetch(
             .map(|(t, pi, off, b)| read(shard, p, t, *pi, *off, *b, 0)),
     )
     .await;
-    let empty = parts.iter().all(|x| x.error == 0 && x.records.is_empty());
+    let empty = parts.iter().all(|x| x.error == 0 && x.records_len == 0);
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(WAIT_MS_MAX);
     if empty && wait_ms > 0 && !parts.is_empty() {
         // Long-poll every partition at once; the first with records answers.
@@ -96,7 +102,7 @@ pub async fn fetch(
             .map(|(i, (t, pi, off, b))| async move { (i, read(shard, p, t, *pi, *off, *b, wait_ms).await) })
             .collect();
         while let Some((i, part)) = polls.next().await {
-            let found = !part.records.is_empty() || part.error != 0;
+            let found = part.records_len > 0 || part.error != 0;
             parts[i] = part;
             if found {
                 break;
@@ -106,47 +112,51 @@ pub async fn fetch(
     // Over `max_bytes` in all: later partitions' records wait for the next fetch.
     let mut total = 0usize;
     for part in parts.iter_mut() {
-        if total > 0 && total + part.records.len() > max_bytes {
-            part.records = Bytes::new();
+        if total > 0 && total + part.records_len > max_bytes {
+            part.batches.clear();
+            part.records_len = 0;
         }
-        total += part.records.len();
+        total += part.records_len;
     }
     if total > 0 {
         quotas.charge(p, Direction::Fetch, total as u64);
     }
-    let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut topics: Vec<TopicOut> = Vec::new();
     let mut charges = Vec::new();
     for ((topic, partition, ..), mut part) in wanted.into_iter().zip(parts) {
         charges.extend(part.charge.take());
-        let data = PartitionData::default()
-            .with_partition_index(partition)
-            .with_error_code(part.error)
-            .with_high_watermark(part.high_watermark)
-            .with_last_stable_offset(part.high_watermark)
-            .with_log_start_offset(part.log_start)
-            .with_aborted_transactions(None)
-            .with_preferred_read_replica(BrokerId(-1))
-            .with_records(Some(part.records));
-        match responses.last_mut() {
-            Some(last) if last.topic.0.as_str() == topic => last.partitions.push(data),
-            _ => responses.push(
-                FetchableTopicResponse::default()
-                    .with_topic(TopicName(super::codec::s(topic)))
-                    .with_partitions(vec![data]),
-            ),
+        let out = PartitionOut {
+            index: partition,
+            error: part.error,
+            high_watermark: part.high_watermark,
+            log_start: part.log_start,
+            batches: part.batches,
+            records_len: part.records_len,
+            compacted: part.compacted,
+        };
+        match topics.last_mut() {
+            Some(last) if last.name == topic => last.partitions.push(out),
+            _ => topics.push(TopicOut {
+                name: topic,
+                partitions: vec![out],
+            }),
         }
     }
-    let body = FetchResponse::default()
-        .with_throttle_time_ms(throttle.as_millis().min(i32::MAX as u128) as i32)
-        .with_session_id(0)
-        .with_responses(responses);
-    let mut out = answer(ApiKey::Fetch, version, cid, &body);
+    let throttle_ms = throttle.as_millis().min(i32::MAX as u128) as i32;
+    let mut out = match fetch_response::encode(version, cid, throttle_ms, &topics) {
+        Ok(bytes) => Answer::bytes(bytes),
+        Err(e) => {
+            tracing::error!(error = %e, "a Kafka fetch response did not encode; closing the connection");
+            Answer::closing(None)
+        }
+    };
     out.charges = charges;
     (out, Duration::ZERO)
 }
 
 /// Reads one partition from `offset`, about `bytes` at most, waiting up to
-/// `wait_ms` at the high watermark.
+/// `wait_ms` at the high watermark: the stored batches, measured in
+/// Kafka's form (converted when the response is written).
 async fn read(
     shard: &Rc<Shard>,
     p: &Principal,
@@ -189,19 +199,23 @@ async fn read(
         return Part::error(-1);
     };
     let compacted = meta.config.is_compacted();
-    let mut out = Vec::with_capacity(parts.iter().map(|b| b.len() + b.len() / 8).sum());
+    let mut records_len = 0;
     for b in &parts {
-        if let Err(e) = super::records::to_kafka(b, compacted, &mut out) {
-            tracing::error!(topic, partition, error = %e, "a stored batch did not convert to Kafka's format");
-            return Part::error(-1);
+        match super::records::kafka_len(b, compacted) {
+            Ok(n) => records_len += n,
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "a stored batch did not convert to Kafka's format");
+                return Part::error(-1);
+            }
         }
     }
     Part {
         error: 0,
         high_watermark: fetched.high_watermark as i64,
-        // Unknown here (-1): it would cost a call to the partition's shard.
-        log_start: -1,
-        records: Bytes::from(out),
+        log_start: fetched.log_start_offset as i64,
+        batches: parts,
+        records_len,
+        compacted,
         charge,
     }
 }
@@ -250,9 +264,11 @@ pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequ
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-/// The offset (and its timestamp, -1 where not asked by time) for a
-/// ListOffsets timestamp: -2 the log start, -1 the high watermark, else
-/// the first record at or after it (-1 when none is).
+/// The offset and timestamp a ListOffsets timestamp asks for: -2 the log
+/// start, -1 the high watermark (timestamp -1 for both, as Kafka answers),
+/// -3 the first record with the largest timestamp (KIP-734), else the
+/// first record at or after the timestamp; offset and timestamp -1 when
+/// there is no such record.
 async fn offset_for(
     shard: &Rc<Shard>,
     p: &Principal,
@@ -268,25 +284,31 @@ async fn offset_for(
         return Err(UNKNOWN_TOPIC_OR_PARTITION);
     }
     let partition = partition as u32;
-    let (start, hw) = bounds(shard, topic, partition).await.map_err(|e| code(&e))?;
-    match ts {
-        -2 => Ok((start, -1)),
-        -1 => Ok((hw, -1)),
-        t if t < 0 => Err(INVALID_REQUEST),
-        t => {
-            let op = Op::OffsetForTime {
-                topic: topic.to_string(),
-                partition,
-                timestamp_ms: t,
-            };
-            match shard.call(shard.owner(topic, partition), op).await {
-                Reply::Json(Ok(v)) => {
-                    let found = v.get("offset").and_then(|o| o.as_i64()).unwrap_or(hw);
-                    Ok(if found >= hw { (-1, -1) } else { (found, t) })
-                }
-                Reply::Json(Err(e)) | Reply::Done(Err(e)) => Err(code(&e)),
-                _ => Err(-1),
-            }
+    let op = match ts {
+        -2 | -1 => {
+            let (start, hw) = bounds(shard, topic, partition).await.map_err(|e| code(&e))?;
+            return Ok((if ts == -2 { start } else { hw }, -1));
         }
+        MAX_TIMESTAMP => Op::MaxTimestamp {
+            topic: topic.to_string(),
+            partition,
+        },
+        t if t < 0 => return Err(INVALID_REQUEST),
+        t => Op::OffsetForTime {
+            topic: topic.to_string(),
+            partition,
+            timestamp_ms: t,
+        },
+    };
+    match shard.call(shard.owner(topic, partition), op).await {
+        Reply::Json(Ok(v)) => Ok(match v.get("timestamp").and_then(|t| t.as_i64()) {
+            Some(found) => (v["offset"].as_i64().unwrap_or(-1), found),
+            None => (-1, -1),
+        }),
+        Reply::Json(Err(e)) | Reply::Done(Err(e)) => Err(code(&e)),
+        _ => Err(-1),
     }
 }
+
+/// ListOffsets' "max timestamp" (KIP-734, v7+).
+const MAX_TIMESTAMP: i64 = -3;

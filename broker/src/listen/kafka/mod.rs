@@ -9,6 +9,7 @@
 //! - `connection.rs`: frames in, answers out in order, requests run
 //!   concurrently; `codec.rs`: frames to requests, the advertised versions;
 //! - `records.rs`: RecordBatch v2 to es batches and back;
+//!   `fetch_response.rs`: the Fetch response, batches converted in place;
 //! - `handler.rs` (dispatch, ApiVersions, Metadata), `produce.rs`,
 //!   `fetch.rs` (with ListOffsets), `topics.rs` (CreateTopics,
 //!   DeleteTopics, DescribeConfigs, InitProducerId), `groups.rs` (the
@@ -17,6 +18,7 @@
 mod codec;
 mod connection;
 mod fetch;
+mod fetch_response;
 mod groups;
 mod handler;
 mod produce;

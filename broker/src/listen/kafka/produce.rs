@@ -151,15 +151,37 @@ fn prepare(
     }
     let partition = pd.index as u32;
     let bytes = pd.records.unwrap_or_default();
-    let converted = records::to_es(&bytes, meta.config.is_compacted(), limit)
-        .map_err(|r| (r.code, Some(r.message), -1))?;
+    let owner = shard.owner(topic, partition);
+    let converted = records::to_es(
+        &bytes,
+        meta.config.is_compacted(),
+        limit,
+        in_page(shard, owner, topic, partition, bytes.len()),
+    )
+    .map_err(|r| (r.code, Some(r.message), -1))?;
     if let Some((id, ..)) = converted.producer {
         shard
             .producers
             .check_owner(id, p)
             .map_err(|e| (super::handler::cluster_code(&e), Some(e.message), -1))?;
     }
-    Ok((shard.owner(topic, partition), partition, converted))
+    Ok((owner, partition, converted))
+}
+
+/// Where in its page the partition's log is expected to end when a batch
+/// of about `len` bytes is placed: the converted batch is built there, so
+/// that it is written as it lies. Known only for a partition of this
+/// shard; 0 otherwise (the batch is then copied once more, as any batch
+/// placed elsewhere than expected).
+fn in_page(shard: &Shard, owner: usize, topic: &str, partition: u32, len: usize) -> usize {
+    if owner != shard.id {
+        return 0;
+    }
+    shard
+        .partitions
+        .borrow()
+        .get(topic, partition)
+        .map_or(0, |o| o.log.next_in_page_offset(len))
 }
 
 /// Appends one converted batch on its shard: its base offset once
@@ -179,7 +201,7 @@ async fn append(
     let op = Op::Produce {
         topic,
         partition,
-        payload: Payload::Batch(es_storage::BatchBuf::from(c.batch), None),
+        payload: Payload::Batch(c.batch, None),
         producer,
     };
     match shard.call(owner, op).await {

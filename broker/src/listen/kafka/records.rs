@@ -22,7 +22,10 @@
 
 use std::io::Read;
 
-use es_format::batch::{BatchBuilder, BatchHeader, Records, HEADER_BYTES};
+use es_format::batch::{BatchHeader, ProducerStamp, Records, HEADER_BYTES, RECORD_OVERHEAD_BYTES};
+use es_format::Offset;
+use es_storage::BatchBuf;
+use es_storage::ReceivingBatch;
 
 /// Why a partition's records are refused: its Kafka error code and a
 /// message for the client.
@@ -72,19 +75,34 @@ struct Rec<'a> {
 #[derive(Debug)]
 pub struct Converted {
     /// One es batch at base offset 0 (the log assigns the offsets).
-    pub batch: Vec<u8>,
+    pub batch: BatchBuf,
     /// `(producer_id, epoch, base_sequence)` of an idempotent producer.
     pub producer: Option<(i64, i16, i32)>,
 }
 
+/// Where a Kafka batch's records lie: in the request (`owned` `None`) or
+/// in a decompressed buffer; its first timestamp and record count.
+struct Span {
+    owned: Option<usize>,
+    from: usize,
+    to: usize,
+    base_ts: i64,
+    count: i32,
+}
+
 /// Converts the records of one partition of a Produce into one es batch.
-/// `limit` bounds the decompressed bytes and the es batch.
-pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, Refused> {
+/// `limit` bounds the decompressed bytes and the es batch. The batch is
+/// written once, straight into page-aligned memory starting `in_page`
+/// bytes into a page (where the partition's log is expected to end, so
+/// that it is written as it lies), its checksum summed as it is written:
+/// the records are read twice (checked and measured, then copied), their
+/// bytes copied once.
+pub fn to_es(bytes: &[u8], compacted: bool, limit: usize, in_page: usize) -> Result<Converted, Refused> {
     let mut at = 0;
     let mut producer: Option<(i64, i16, i32)> = None;
     let mut next_sequence: Option<i32> = None;
     let mut owned: Vec<Vec<u8>> = Vec::new();
-    let mut spans: Vec<(usize, usize, usize, i64, i32)> = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
     let mut borrowed_total = 0usize;
     // First pass: check every batch and decompress what needs it, so
     // the records below borrow from stable buffers.
@@ -154,12 +172,24 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
         match attributes & 0x7 {
             0 => {
                 borrowed_total += payload.len();
-                spans.push((usize::MAX, span_start, span_start + payload.len(), base_ts, count));
+                spans.push(Span {
+                    owned: None,
+                    from: span_start,
+                    to: span_start + payload.len(),
+                    base_ts,
+                    count,
+                });
             }
             c => {
                 let left = limit.saturating_sub(borrowed_total + owned.iter().map(Vec::len).sum::<usize>());
                 let out = decompress(c, payload, left)?;
-                spans.push((owned.len(), 0, out.len(), base_ts, count));
+                spans.push(Span {
+                    owned: Some(owned.len()),
+                    from: 0,
+                    to: out.len(),
+                    base_ts,
+                    count,
+                });
                 owned.push(out);
             }
         }
@@ -168,16 +198,24 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
     if spans.is_empty() {
         return Err(corrupt("no record batch in the partition's records"));
     }
-    let mut builder = BatchBuilder::with_capacity(0);
-    for (which, from, to, base_ts, count) in spans {
-        let data = if which == usize::MAX {
-            &bytes[from..to]
-        } else {
-            &owned[which][from..to]
-        };
+    let data = |s: &Span| match s.owned {
+        None => &bytes[s.from..s.to],
+        Some(i) => &owned[i][s.from..s.to],
+    };
+    // Second pass: every record read and checked, the es batch measured.
+    let too_large = || Refused {
+        code: MESSAGE_TOO_LARGE,
+        message: format!("the records are larger than {limit} bytes once stored"),
+    };
+    let mut len = HEADER_BYTES;
+    let mut count = 0u32;
+    let mut first_ts = None;
+    let mut max_ts = i64::MIN;
+    for span in &spans {
+        let data = data(span);
         let mut c = Cur { b: data, at: 0 };
-        for i in 0..count {
-            let r = read_record(&mut c, i, base_ts)?;
+        for i in 0..span.count {
+            let r = read_record(&mut c, i, span.base_ts)?;
             if compacted {
                 if r.key.is_none() {
                     return Err(invalid(
@@ -190,20 +228,70 @@ pub fn to_es(bytes: &[u8], compacted: bool, limit: usize) -> Result<Converted, R
                     ));
                 }
             }
-            builder.push(r.key, r.value.unwrap_or(&[]), r.timestamp_ms);
-            if builder.len_bytes() > limit {
-                return Err(Refused {
-                    code: MESSAGE_TOO_LARGE,
-                    message: format!("the records are larger than {limit} bytes once stored"),
-                });
+            len += RECORD_OVERHEAD_BYTES + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len);
+            if len > limit {
+                return Err(too_large());
             }
+            first_ts.get_or_insert(r.timestamp_ms);
+            max_ts = max_ts.max(r.timestamp_ms);
+            count += 1;
         }
         if c.at != data.len() {
             return Err(corrupt("bytes left after the batch's last record"));
         }
     }
-    let batch = builder.finish(0, producer).ok_or_else(|| corrupt("no records"))?;
-    Ok(Converted { batch, producer })
+    // Third pass: the batch written, in order, its checksum summed as it goes.
+    let header = BatchHeader {
+        base_offset: Offset(0),
+        batch_len: len as u32,
+        crc: 0,
+        record_count: count,
+        last_offset_delta: count - 1,
+        first_timestamp_ms: first_ts.unwrap_or(0),
+        max_timestamp_ms: max_ts,
+        producer: producer.map_or(ProducerStamp::NONE, |(producer_id, epoch, base_sequence)| {
+            ProducerStamp {
+                producer_id,
+                epoch,
+                base_sequence,
+            }
+        }),
+        raft: None,
+    };
+    let mut out = ReceivingBatch::new(in_page, len);
+    out.extend_from_slice(&header.to_bytes());
+    let mut delta = 0u32;
+    // A record's framing before its value: delta, timestamp, key length,
+    // key, value length.
+    let mut framing = Vec::with_capacity(64);
+    for span in &spans {
+        let mut c = Cur { b: data(span), at: 0 };
+        for i in 0..span.count {
+            let r = read_record(&mut c, i, span.base_ts)?;
+            let value = r.value.unwrap_or(&[]);
+            framing.clear();
+            framing.extend_from_slice(&delta.to_le_bytes());
+            framing.extend_from_slice(&r.timestamp_ms.to_le_bytes());
+            match r.key {
+                Some(k) => {
+                    framing.extend_from_slice(&(k.len() as i32).to_le_bytes());
+                    framing.extend_from_slice(k);
+                }
+                None => framing.extend_from_slice(&(-1i32).to_le_bytes()),
+            }
+            framing.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(&framing);
+            out.extend_from_slice(value);
+            delta += 1;
+        }
+    }
+    if out.filled_len() != len {
+        return Err(corrupt("the records changed between two reads"));
+    }
+    Ok(Converted {
+        batch: out.finish_stamped(),
+        producer,
+    })
 }
 
 /// Reads record `i` of a batch whose first timestamp is `base_ts`.
@@ -386,14 +474,86 @@ fn varint_len(v: i64) -> usize {
     n
 }
 
-/// Appends the Kafka v2 form of the stored es `batch` (one whole, checked
-/// batch) to `out`. On a `compacted` topic an empty value is a tombstone
-/// and goes out as null.
-pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), String> {
+/// One stored record's Kafka form: its body's length (what its length
+/// varint says), its timestamp and offset deltas, and its value (`None`:
+/// null, the tombstone of a compacted topic).
+struct Out<'a> {
+    body: usize,
+    ts_delta: i64,
+    delta: i32,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+}
+
+impl<'a> Out<'a> {
+    fn of(r: &es_format::RecordRef<'a>, h: &BatchHeader, compacted: bool) -> Out<'a> {
+        let ts_delta = r.timestamp_ms.wrapping_sub(h.first_timestamp_ms);
+        let delta = r.offset.wrapping_sub(h.base_offset.0) as i32;
+        let value = (!(compacted && r.value.is_empty())).then_some(r.value);
+        let body = 1
+            + varint_len(ts_delta)
+            + varint_len(delta as i64)
+            + r.key.map_or(1, |k| varint_len(k.len() as i64) + k.len())
+            + value.map_or(1, |v| varint_len(v.len() as i64) + v.len())
+            + 1;
+        Out {
+            body,
+            ts_delta,
+            delta,
+            key: r.key,
+            value,
+        }
+    }
+
+    /// Bytes it takes, its length varint included.
+    fn len(&self) -> usize {
+        varint_len(self.body as i64) + self.body
+    }
+}
+
+/// The stored es `batch` (one whole, checked batch), its header and its
+/// bytes; `None` for a control batch, which holds no record and has no
+/// Kafka form.
+fn stored(batch: &[u8]) -> Result<Option<(BatchHeader, &[u8])>, String> {
     let h = BatchHeader::parse(batch).map_err(|e| e.to_string())?;
+    if h.is_control() {
+        return Ok(None);
+    }
     let batch = batch
         .get(..h.batch_len as usize)
         .ok_or("truncated stored batch")?;
+    Ok(Some((h, batch)))
+}
+
+/// How many bytes [`to_kafka`] writes for the stored `batch`: a walk
+/// over its records' framing, so that a response's length prefixes are
+/// written before its batches are.
+pub fn kafka_len(batch: &[u8], compacted: bool) -> Result<usize, String> {
+    let Some((h, batch)) = stored(batch)? else {
+        return Ok(0);
+    };
+    let mut n = 0u32;
+    let mut len = KAFKA_HEADER_BYTES;
+    for r in Records::new(batch, 0, u64::MAX) {
+        n += 1;
+        len += Out::of(&r, &h, compacted).len();
+    }
+    if n != h.record_count {
+        return Err(format!(
+            "stored batch at {} holds {n} of {} records",
+            h.base_offset.0, h.record_count
+        ));
+    }
+    Ok(len)
+}
+
+/// Appends the Kafka v2 form of the stored es `batch` (one whole, checked
+/// batch) to `out`: [`kafka_len`] bytes, none for a control batch. On a
+/// `compacted` topic an empty value is a tombstone and goes out as null.
+pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), String> {
+    let Some((h, batch)) = stored(batch)? else {
+        return Ok(());
+    };
     let start = out.len();
     out.extend_from_slice(&(h.base_offset.0 as i64).to_be_bytes());
     out.extend_from_slice(&[0; 4]); // batch length, below
@@ -411,27 +571,19 @@ pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), 
     let mut n = 0u32;
     for r in Records::new(batch, 0, u64::MAX) {
         n += 1;
-        let ts_delta = r.timestamp_ms.wrapping_sub(h.first_timestamp_ms);
-        let delta = r.offset.wrapping_sub(h.base_offset.0) as i32;
-        let value = (!(compacted && r.value.is_empty())).then_some(r.value);
-        let body = 1
-            + varint_len(ts_delta)
-            + varint_len(delta as i64)
-            + r.key.map_or(1, |k| varint_len(k.len() as i64) + k.len())
-            + value.map_or(1, |v| varint_len(v.len() as i64) + v.len())
-            + 1;
-        put_varint(out, body as i32);
+        let o = Out::of(&r, &h, compacted);
+        put_varint(out, o.body as i32);
         out.push(0);
-        put_varlong(out, ts_delta);
-        put_varint(out, delta);
-        match r.key {
+        put_varlong(out, o.ts_delta);
+        put_varint(out, o.delta);
+        match o.key {
             Some(k) => {
                 put_varint(out, k.len() as i32);
                 out.extend_from_slice(k);
             }
             None => put_varint(out, -1),
         }
-        match value {
+        match o.value {
             Some(v) => {
                 put_varint(out, v.len() as i32);
                 out.extend_from_slice(v);
@@ -440,7 +592,8 @@ pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), 
         }
         put_varint(out, 0); // headers
     }
-    if n != h.record_count || HEADER_BYTES > batch.len() {
+    if n != h.record_count {
+        out.truncate(start);
         return Err(format!(
             "stored batch at {} holds {n} of {} records",
             h.base_offset.0, h.record_count

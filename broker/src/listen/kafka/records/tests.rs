@@ -67,14 +67,14 @@ fn null_and_empty_keys_and_timestamps_survive_both_ways() {
         (Some(Vec::new()), Some(b"b".to_vec()), 5),
         (Some(b"k".to_vec()), None, -3),
     ];
-    let c = to_es(&kafka_batch(&recs, false, NONE), false, 1 << 20).unwrap();
+    let c = to_es(&kafka_batch(&recs, false, NONE), false, 1 << 20, 0).unwrap();
     assert_eq!(
         (es_format::batch::record_count_of(&c.batch), c.producer),
         (3, None)
     );
     let mut out = Vec::new();
     to_kafka(&c.batch, false, &mut out).unwrap();
-    let back = to_es(&out, false, 1 << 20).unwrap();
+    let back = to_es(&out, false, 1 << 20, 0).unwrap();
     let h = BatchHeader::parse(&back.batch).unwrap();
     let got: Vec<_> = Records::new(&back.batch, 0, u64::MAX)
         .map(|r| (r.key.map(<[u8]>::to_vec), r.value.to_vec(), r.timestamp_ms))
@@ -91,10 +91,33 @@ fn null_and_empty_keys_and_timestamps_survive_both_ways() {
 }
 
 #[test]
+fn the_batch_is_checked_by_storage_wherever_it_starts_in_its_page() {
+    let recs: Vec<Rec> = (0..40)
+        .map(|i| (Some(vec![b'k'; i % 3]), Some(vec![i as u8; 300]), i as i64 * 7))
+        .collect();
+    for in_page in [0, 1, 4000, 4095] {
+        let c = to_es(&kafka_batch(&recs, false, NONE), false, 1 << 20, in_page).unwrap();
+        let h = es_format::batch::check(&c.batch).expect("a whole, checked es batch");
+        assert_eq!((h.record_count, h.last_offset_delta), (40, 39));
+        assert_eq!((h.first_timestamp_ms, h.max_timestamp_ms), (1000, 1000 + 39 * 7));
+        let back: Vec<_> = Records::new(&c.batch, 0, u64::MAX)
+            .map(|r| {
+                (
+                    r.key.map(<[u8]>::to_vec),
+                    Some(r.value.to_vec()),
+                    r.timestamp_ms - 1000,
+                )
+            })
+            .collect();
+        assert_eq!(back, recs);
+    }
+}
+
+#[test]
 fn headers_transactions_bad_crc_and_compaction_rules_are_refused() {
     let one = vec![(Some(b"k".to_vec()), Some(b"v".to_vec()), 0)];
     assert_eq!(
-        to_es(&kafka_batch(&one, true, NONE), false, 1 << 20)
+        to_es(&kafka_batch(&one, true, NONE), false, 1 << 20, 0)
             .unwrap_err()
             .code,
         INVALID_RECORD
@@ -103,28 +126,28 @@ fn headers_transactions_bad_crc_and_compaction_rules_are_refused() {
     tx[22] |= 1 << 4;
     let crc = crc32c::crc32c(&tx[CRC_FROM..]);
     tx[17..21].copy_from_slice(&crc.to_be_bytes());
-    assert_eq!(to_es(&tx, false, 1 << 20).unwrap_err().code, INVALID_RECORD);
+    assert_eq!(to_es(&tx, false, 1 << 20, 0).unwrap_err().code, INVALID_RECORD);
     let mut bad = kafka_batch(&one, false, NONE);
     let last = bad.len() - 1;
     bad[last] ^= 1;
-    assert_eq!(to_es(&bad, false, 1 << 20).unwrap_err().code, CORRUPT_MESSAGE);
+    assert_eq!(to_es(&bad, false, 1 << 20, 0).unwrap_err().code, CORRUPT_MESSAGE);
     let empty_value = vec![(Some(b"k".to_vec()), Some(Vec::new()), 0)];
     assert_eq!(
-        to_es(&kafka_batch(&empty_value, false, NONE), true, 1 << 20)
+        to_es(&kafka_batch(&empty_value, false, NONE), true, 1 << 20, 0)
             .unwrap_err()
             .code,
         INVALID_RECORD
     );
     let no_key = vec![(None, Some(b"v".to_vec()), 0)];
     assert_eq!(
-        to_es(&kafka_batch(&no_key, false, NONE), true, 1 << 20)
+        to_es(&kafka_batch(&no_key, false, NONE), true, 1 << 20, 0)
             .unwrap_err()
             .code,
         INVALID_RECORD
     );
     // A null value on a compacted topic is a delete: stored empty, fetched null.
     let tombstone = vec![(Some(b"k".to_vec()), None, 0)];
-    let c = to_es(&kafka_batch(&tombstone, false, NONE), true, 1 << 20).unwrap();
+    let c = to_es(&kafka_batch(&tombstone, false, NONE), true, 1 << 20, 0).unwrap();
     let mut out = Vec::new();
     to_kafka(&c.batch, true, &mut out).unwrap();
     assert_eq!(out[out.len() - 2], 1, "value length -1 (zigzag 1): null");
@@ -133,7 +156,7 @@ fn headers_transactions_bad_crc_and_compaction_rules_are_refused() {
 #[test]
 fn an_idempotent_batch_keeps_its_producer_fields() {
     let one = vec![(Some(b"k".to_vec()), Some(b"v".to_vec()), 0)];
-    let c = to_es(&kafka_batch(&one, false, (7, 2, 40)), false, 1 << 20).unwrap();
+    let c = to_es(&kafka_batch(&one, false, (7, 2, 40)), false, 1 << 20, 0).unwrap();
     assert_eq!(c.producer, Some((7, 2, 40)));
     assert_eq!(es_format::batch::producer_of(&c.batch), Some((7, 2, 40)));
 }
@@ -162,12 +185,12 @@ fn compressed_records_decompress_under_the_bound() {
         let crc = crc32c::crc32c(&b[CRC_FROM..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
-            es_format::batch::record_count_of(&to_es(&b, false, 1 << 20).unwrap().batch),
+            es_format::batch::record_count_of(&to_es(&b, false, 1 << 20, 0).unwrap().batch),
             50,
             "codec {codec}"
         );
         assert_eq!(
-            to_es(&b, false, 1000).unwrap_err().code,
+            to_es(&b, false, 1000, 0).unwrap_err().code,
             MESSAGE_TOO_LARGE,
             "codec {codec} bounded"
         );
@@ -177,8 +200,8 @@ fn compressed_records_decompress_under_the_bound() {
 proptest! {
     #[test]
     fn any_bytes_are_refused_or_converted_never_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = to_es(&bytes, false, 1 << 16);
-        let _ = to_es(&bytes, true, 1 << 16);
+        let _ = to_es(&bytes, false, 1 << 16, 0);
+        let _ = to_es(&bytes, true, 1 << 16, 0);
     }
 
     #[test]
@@ -192,7 +215,7 @@ proptest! {
         b[i] = to;
         let crc = crc32c::crc32c(&b[CRC_FROM.min(b.len())..]);
         if b.len() > 21 { b[17..21].copy_from_slice(&crc.to_be_bytes()); }
-        let _ = to_es(&b, false, 1 << 16);
+        let _ = to_es(&b, false, 1 << 16, 0);
     }
 
     #[test]
