@@ -49,6 +49,7 @@ def one_start(args, i, term_early):
                 [args.broker, "--data-dir", os.path.join(d, "data"),
                  "--http-addr", f"127.0.0.1:{http_port}",
                  "--binary-addr", f"127.0.0.1:{bin_port}",
+                 "--registry-addr", "disabled", "--kafka-addr", "disabled",
                  "--shards", str(args.shards)],
                 stdout=log, stderr=subprocess.STDOUT)
         try:
