@@ -13,8 +13,8 @@
 use crate::DecodeError;
 
 pub use es_format::batch::{
-    encode_refs as encode, producer_of, record_count_of, BatchBuilder, RecordRef, Records, Summary,
-    HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES,
+    downgrade_header, encode_refs as encode, producer_of, record_count_of, BatchBuilder, RecordRef, Records,
+    Summary, HEADER_BYTES, HEADER_V2_BYTES, MAGIC, MAGIC_V2, RECORD_OVERHEAD_BYTES,
 };
 
 /// Checks that `bytes` is exactly `batches` whole batches, each with a good

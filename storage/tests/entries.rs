@@ -348,3 +348,146 @@ fn an_entry_is_placed_whole_or_not_at_all() {
         log.close().await.unwrap();
     });
 }
+
+/// The records ENTRIES hold, in offset order: `(offset, value)`.
+fn data_records() -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for &(_, index, batches) in ENTRIES {
+        for b in 0..batches {
+            for i in 0..3 {
+                out.push((out.len() as u64, format!("{index}/{b}-{i}").into_bytes()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn clients_read_the_data_records_only_below_the_high_watermark() {
+    // One segment (control batches between data batches), and small
+    // segments (entries, control ones too, in several).
+    for segment_bytes in [1 << 20, 400] {
+        let dir = tempfile::tempdir().unwrap();
+        run(async {
+            let log = open(dir.path(), segment_bytes).await;
+            write_entries(&log).await;
+            if segment_bytes == 400 {
+                assert!(log.segment_count() >= 3, "{} segments", log.segment_count());
+            }
+            client_reads(&log).await;
+        });
+    }
+}
+
+async fn client_reads(log: &PartitionLog) {
+    {
+        let all = data_records();
+        assert_eq!(all.len(), 30);
+        // Replicated from now on: nothing is committed yet.
+        log.set_committed(Offset(0));
+        assert!(log.is_replicated());
+        assert_eq!(log.committed_offset(), Offset(0));
+        let none = log
+            .read(Offset(0), usize::MAX, log.committed_offset())
+            .await
+            .unwrap();
+        assert!(none.is_empty(), "nothing above the high watermark: {none:?}");
+        // Committed through entry 4 (offset 12).
+        log.set_committed(Offset(12));
+        let hw = log.committed_offset();
+        assert_eq!(hw, Offset(12));
+        let got: Vec<(u64, Vec<u8>)> = log
+            .read(Offset(0), usize::MAX, hw)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.offset.0, r.value))
+            .collect();
+        assert_eq!(
+            got,
+            all[..12].to_vec(),
+            "records, dense, below the high watermark"
+        );
+        // Batch-wise: the data batches only, and their records are the same.
+        let mut parts = Vec::new();
+        let read = log
+            .read_batches_into(Offset(0), usize::MAX, usize::MAX, hw, &mut parts)
+            .await
+            .unwrap();
+        assert_eq!((read.batches, read.next_offset), (4, hw));
+        let mut from_batches = Vec::new();
+        for p in &parts {
+            let h = es_storage::batch::check(p).unwrap();
+            assert!(!h.is_control(), "a control batch reached a client read");
+            assert!(h.record_count > 0);
+            let recs = es_storage::batch::records(&h, p).unwrap();
+            from_batches.extend(recs.into_iter().map(|r| (r.offset.0, r.value)));
+        }
+        assert_eq!(from_batches, all[..12].to_vec());
+        // From every offset, one batch at a time: never a control batch,
+        // never an empty read below the high watermark, dense offsets.
+        log.set_committed(Offset(30));
+        let hw = log.committed_offset();
+        assert_eq!(hw, Offset(30));
+        let mut from = 0u64;
+        let mut seen = Vec::new();
+        while from < hw.0 {
+            let mut parts = Vec::new();
+            let read = log
+                .read_batches_into(Offset(from), 1, 1, hw, &mut parts)
+                .await
+                .unwrap();
+            assert_eq!(
+                read.batches, 1,
+                "a read at {from} below the high watermark finds a batch"
+            );
+            let h = es_storage::batch::check(&parts[0]).unwrap();
+            assert!(!h.is_control());
+            for r in es_storage::batch::records(&h, &parts[0]).unwrap() {
+                if r.offset.0 >= from {
+                    seen.push((r.offset.0, r.value));
+                }
+            }
+            assert!(read.next_offset.0 > from, "a read moves on");
+            from = read.next_offset.0;
+        }
+        assert_eq!(seen, all);
+    }
+}
+
+#[test]
+fn the_high_watermark_never_passes_what_is_written_and_wakes_a_long_poll() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), 1 << 20).await;
+        write_entries(&log).await;
+        log.set_committed(Offset(30));
+        assert_eq!(log.committed_offset(), Offset(30));
+        // A long poll past the high watermark waits for the committed mark.
+        assert!(log.wait_committed(Offset(31)).now_or_never().is_none());
+        log.append_entry(4, 7, EntryBody::Batches(vec![batch("7/0", 3)], Stamping::Leader))
+            .unwrap();
+        log.wait_durable_index(7).await.unwrap();
+        assert_eq!(
+            log.committed_offset(),
+            Offset(30),
+            "written and durable, not yet committed"
+        );
+        assert!(
+            log.wait_committed(Offset(31)).now_or_never().is_none(),
+            "durable is not committed"
+        );
+        log.set_committed(Offset(33));
+        assert_eq!(log.committed_offset(), Offset(33));
+        assert!(matches!(
+            log.wait_committed(Offset(31)).now_or_never(),
+            Some(Ok(()))
+        ));
+        // A follower may learn that an entry is committed before its copy
+        // is written: the high watermark stays at what is written.
+        log.set_committed(Offset(1_000));
+        assert_eq!(log.committed_offset(), log.written_offset());
+        assert_eq!(log.committed_offset(), Offset(33));
+    });
+}

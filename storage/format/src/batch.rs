@@ -13,7 +13,7 @@ pub use crate::header::{producer_of, record_count_of, BatchHeader, RaftStamp};
 pub use crate::layout::{
     CONTROL_BLANK, CONTROL_MEMBERSHIP, HEADER_BYTES, HEADER_V2_BYTES, MAGIC, MAGIC_V2, RECORD_OVERHEAD_BYTES,
 };
-pub use crate::rebase::{rebase, restamp};
+pub use crate::rebase::{downgrade_header, rebase, restamp};
 pub use crate::record::{ProducerStamp, Record, RecordRef, StoredRecord};
 pub use crate::records::{records, Records};
 pub use crate::validate::{validate, validate_framing, validate_framing_parts, Summary};

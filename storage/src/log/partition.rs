@@ -90,10 +90,15 @@ pub(crate) struct LogState {
     /// entries are tracked by index. 0 in a log without entries.
     pub(crate) written_index: Watermark,
     pub(crate) durable_index: Watermark,
-    /// A replicated log's high watermark: the offset after the last
-    /// applied entry, set by its state machine (`entries.rs`); `None` for
-    /// a standalone log, whose high watermark is `durable`.
-    pub(crate) committed: std::cell::Cell<Option<u64>>,
+    /// Whether the log is replicated (its high watermark set by a state
+    /// machine: `entries.rs`); a standalone log's high watermark is
+    /// `durable`, and `committed` stays 0.
+    pub(crate) replicated: std::cell::Cell<bool>,
+    /// A replicated log's committed mark: the offset after the last
+    /// applied entry, set by its state machine. Clients read below
+    /// `min(committed, written)` (a follower may learn that an entry is
+    /// committed before its own copy is written).
+    pub(crate) committed: Watermark,
     /// Retention, compaction and tiering touch only segments that end at or
     /// below this offset (a replicated log's purge point); `u64::MAX` for a
     /// standalone log.
@@ -342,6 +347,7 @@ impl LogState {
         self.durable.fail(&reason);
         self.written_index.fail(&reason);
         self.durable_index.fail(&reason);
+        self.committed.fail(&reason);
     }
 }
 
