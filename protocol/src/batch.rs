@@ -1,7 +1,9 @@
 //! Record batches: how a FetchOk and a ProduceBatch carry records.
 //!
 //! The broker sends batches exactly as it stored them (no decode, no
-//! re-encode), so this is the broker's on-disk batch format, implemented
+//! re-encode; a replicated partition's version 2 batch gets the version 1
+//! header `downgrade_header` computes), so this is the broker's on-disk
+//! batch format, implemented
 //! once in `es-format` (storage/format: `layout.rs` gives every byte; unlike
 //! the rest of the protocol its integers are **little-endian**). This module
 //! is the protocol's face on it: the same items, with the validators'
