@@ -6,7 +6,8 @@ pub use crate::builder::BatchBuilder;
 pub use crate::check::{check, check_produced, check_produced_summed};
 pub use crate::checksum::checksum;
 pub use crate::encode::{
-    control_body, encode, encode_control, encode_kept, encode_refs, encode_v2, encoded_len, upgrade,
+    control_body, encode, encode_control, encode_kept, encode_kept_v2, encode_refs, encode_v2, encoded_len,
+    upgrade,
 };
 pub use crate::error::BatchError;
 pub use crate::header::{producer_of, record_count_of, BatchHeader, RaftStamp};
