@@ -11,6 +11,12 @@
 //!
 //! Truncating an uncommitted suffix reopens the log (`truncate_at`); the
 //! store holds the one handle that is replaced.
+//!
+//! The log is replicated from `open` on: clients read below its committed
+//! mark, which starts at the last committed log id the replica noted
+//! (`RaftMeta`'s `committed` file), so a restarted replica serves what it
+//! had committed before any leader tells it again; openraft re-applies the
+//! entries up to it (`read_committed`) at start.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -118,11 +124,18 @@ impl LogStore {
             table = table.split_off(&(purged.index + 1));
         }
         log.set_cleanup_limit(Offset(cleanup_limit));
+        // Replicated from now on: clients read below the committed mark,
+        // which starts at what this replica knew committed (its last
+        // committed log id, as far as its log holds it).
+        let committed = committed_in(&table, meta.committed())
+            .and_then(|c| table.get(&c.index))
+            .map_or(0, |l| l.next_offset);
+        log.set_committed(Offset(committed));
         Ok(LogStore(Rc::new(Inner {
             log: RefCell::new(log),
             meta,
             table: RefCell::new(table),
-            committed: Cell::new(0),
+            committed: Cell::new(committed),
             cleanup_limit: Cell::new(cleanup_limit),
         })))
     }
@@ -153,8 +166,10 @@ impl LogStore {
             .collect()
     }
 
-    /// Closes the partition log (a replica stopping).
+    /// Closes the partition log and the metadata's committed file (a
+    /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {
+        self.0.meta.close().await;
         self.log().close().await.map_err(write_err)
     }
 
@@ -185,6 +200,25 @@ impl LogStore {
         };
         Ok(EsEntry { log_id: id, payload })
     }
+}
+
+/// The committed log id `saved` as far as the log `table` holds it: the
+/// file is written behind and never fsynced, and a crash can end the log
+/// before it (an entry is committed once a majority holds it; this
+/// replica's copy may not have been fsynced). Every entry of the log up
+/// to `saved` is committed (the log is a prefix of the log the replica
+/// accepted, which held `saved`), so the last one at or below it is.
+/// `None` when the table holds neither it nor an entry below it, or holds
+/// another entry at its index (a file that does not match the log is
+/// not trusted).
+fn committed_in(table: &BTreeMap<u64, Loc>, saved: Option<LogId>) -> Option<LogId> {
+    let saved = saved?;
+    let (&index, loc) = table.range(..=saved.index).next_back()?;
+    if index == saved.index && loc.term != saved.leader_id.term {
+        tracing::warn!(%saved, term = loc.term, "the committed log id does not match the log; not used");
+        return None;
+    }
+    Some(log_id(loc.term, index))
 }
 
 /// A version 2 batch from what openraft hands the store.
@@ -293,7 +327,7 @@ impl RaftLogStorage<EsRaft> for LogStore {
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId>> {
-        Ok(self.0.meta.committed())
+        Ok(committed_in(&self.0.table.borrow(), self.0.meta.committed()))
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<EsRaft>) -> StorageResult<()>
@@ -349,9 +383,7 @@ impl RaftLogStorage<EsRaft> for LogStore {
             log.resume_entries(from.index - 1);
         }
         log.set_cleanup_limit(Offset(self.0.cleanup_limit.get()));
-        if self.0.committed.get() > 0 {
-            log.set_committed(Offset(self.0.committed.get()));
-        }
+        log.set_committed(Offset(self.0.committed.get()));
         *self.0.log.borrow_mut() = log;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
@@ -379,5 +411,36 @@ pub fn batch_bytes(e: &EsEntry) -> Vec<Bytes> {
     match &e.payload {
         EsPayload::Batches(bs) => bs.iter().map(|b| Bytes::copy_from_slice(b.bytes())).collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_hint_is_taken_as_far_as_the_log_holds_it() {
+        let loc = |term| Loc {
+            term,
+            segment: Offset(0),
+            position: 0,
+            len: 0,
+            next_offset: 0,
+        };
+        let table: BTreeMap<u64, Loc> = [(1, loc(1)), (2, loc(1)), (3, loc(2)), (4, loc(2))].into();
+        assert_eq!(committed_in(&table, None), None);
+        assert_eq!(committed_in(&table, Some(log_id(2, 3))), Some(log_id(2, 3)));
+        assert_eq!(
+            committed_in(&table, Some(log_id(3, 9))),
+            Some(log_id(2, 4)),
+            "past the log's end: its last entry"
+        );
+        assert_eq!(
+            committed_in(&table, Some(log_id(1, 4))),
+            None,
+            "another entry at its index"
+        );
+        assert_eq!(committed_in(&table, Some(log_id(1, 0))), None, "below the log");
+        assert_eq!(committed_in(&BTreeMap::new(), Some(log_id(1, 1))), None);
     }
 }

@@ -259,3 +259,62 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         );
     }
 }
+
+#[test]
+fn a_restarted_replica_serves_what_it_had_committed() {
+    let root = tempfile::tempdir().unwrap();
+    run(async {
+        let router = Router::default();
+        let (nodes, ups) = boot(&router, root.path()).await;
+        let leader = wait_leader(&router, &IDS).await;
+        let raft = router.node(leader).unwrap();
+        for i in 0..8 {
+            write(&raft, &format!("r{i}"), 2).await;
+        }
+        let last = raft.metrics().borrow().last_log_index.unwrap();
+        wait_applied(&router, &IDS, last).await;
+        let hw = ups[0].sm.committed_offset();
+        assert_eq!(hw, 8 * 2 * 2);
+        drop(raft);
+        for (id, up) in IDS.iter().zip(&ups) {
+            stop(&router, *id, up).await;
+        }
+        drop(ups);
+
+        // Each replica restarted alone: no leader tells it what is
+        // committed; its committed file does.
+        for (&id, node) in IDS.iter().zip(&nodes) {
+            let (store, sm) = node.open().await;
+            let log = store.log();
+            assert_eq!(
+                log.committed_offset().0,
+                hw,
+                "node {id} serves what it had committed, at open"
+            );
+            start(&router, id, store.clone(), sm.clone()).await;
+            assert_eq!(sm.committed_offset(), hw, "node {id} re-applied up to it");
+            assert_eq!(sm.last_applied().map(|l| l.index), Some(last));
+            let read = log
+                .read(Offset(0), usize::MAX, log.committed_offset())
+                .await
+                .unwrap();
+            assert_eq!(read.len() as u64, hw, "node {id}'s records, all readable");
+            kill(&router, id).await;
+            store.close().await.unwrap();
+        }
+
+        // The file is a hint: one that fails its checksum reads as none
+        // (the replica starts, serving nothing until a leader says more).
+        let file = nodes[0].dir.join("raft").join("committed");
+        let mut bytes = std::fs::read(&file).unwrap();
+        assert_eq!(bytes.len(), 20, "a log id and its CRC");
+        bytes[3] ^= 0xff;
+        std::fs::write(&file, &bytes).unwrap();
+        let (store, sm) = nodes[0].open().await;
+        assert_eq!(store.log().committed_offset().0, 0);
+        start(&router, IDS[0], store.clone(), sm.clone()).await;
+        assert_eq!(sm.committed_offset(), 0, "nothing re-applied on a bad hint");
+        kill(&router, IDS[0]).await;
+        store.close().await.unwrap();
+    });
+}
