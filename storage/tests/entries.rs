@@ -620,7 +620,7 @@ fn compaction_keeps_entry_stamps_and_drops_control_batches() {
             .into_iter()
             .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
             .collect();
-        let want = vec![
+        let want = [
             (0, "2a-a1"),
             (1, "2a-a2"),
             (4, "4-p"),
