@@ -253,6 +253,17 @@ impl RaftMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Any file content (the committed file is never fsynced: a crash
+        // can leave anything there) reads as a log id or as none.
+        #[test]
+        fn any_file_reads_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = unseal(&bytes).and_then(decode_log_id);
+            let _ = unseal(&bytes).and_then(decode_vote);
+        }
+    }
 
     #[test]
     fn votes_and_log_ids_round_trip_and_a_bad_crc_is_refused() {

@@ -186,6 +186,30 @@ mod tests {
         }
     }
 
+    proptest! {
+        // Whatever the bytes, no panic; a header only for a batch that
+        // checks, and then a version 1 batch that checks too.
+        #[test]
+        fn downgrading_any_bytes_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            magic_2 in any::<bool>(),
+        ) {
+            let mut bytes = bytes;
+            if magic_2 && bytes.len() > 17 {
+                bytes[16] = MAGIC_V2;
+                bytes[17] &= 3;
+            }
+            if let Some(head) = downgrade_header(&bytes) {
+                let h = BatchHeader::parse(&bytes).unwrap();
+                if check(&bytes).is_ok() {
+                    let mut v1 = head.to_vec();
+                    v1.extend_from_slice(&bytes[HEADER_V2_BYTES..h.batch_len as usize]);
+                    prop_assert!(check(&v1).is_ok());
+                }
+            }
+        }
+    }
+
     #[test]
     fn only_a_version_2_data_batch_is_downgraded() {
         let rec = Record {
