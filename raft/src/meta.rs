@@ -9,12 +9,15 @@
 //!
 //! - `committed`: the last committed log id, a hint and a lower bound:
 //!   written in place (one `pwrite` of 20 bytes, never fsynced) behind
-//!   openraft's `save_committed`, at most one write in flight and the
-//!   latest value written next, so a commit never waits on it. A restarted
-//!   replica re-applies its log up to it before it hears from a leader, so
-//!   it serves what it had committed at once. Lost or torn (a crash before
-//!   the page cache reached the disk), it is only older: a file that fails
-//!   its CRC or is short reads as none.
+//!   openraft's `save_committed`, so a commit never waits on it: one
+//!   writer task at a time, which writes the latest value, then waits
+//!   `COMMITTED_WRITE_INTERVAL` before it looks again (a busy replica
+//!   writes it about ten times a second, not once per commit), and opens
+//!   the file for each write (a replica holds no descriptor for it). A
+//!   restarted replica re-applies its log up to it before it hears from a
+//!   leader, so it serves what it had committed at once. Lost, late or
+//!   torn (a crash before the page cache reached the disk), it is only
+//!   older: a file that fails its CRC or is short reads as none.
 //!
 //! Each file is its payload followed by its CRC-32; a vote, purge point or
 //! snapshot file that fails its CRC is refused (the replica does not
@@ -24,7 +27,9 @@ use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::io::{BufferedFile, OpenOptions};
+use std::time::Duration;
+
+use glommio::io::OpenOptions;
 use openraft::{StorageError, StorageIOError};
 
 use crate::types::{log_id, LogId, NodeId, StorageResult, Vote};
@@ -33,6 +38,10 @@ const VOTE: &str = "vote";
 const PURGED: &str = "purged";
 const SNAPSHOT: &str = "snapshot";
 const COMMITTED: &str = "committed";
+
+/// How long the committed file's writer waits after a write before it
+/// writes a newer value: what a restarted replica's hint may lag by.
+pub const COMMITTED_WRITE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A replica's vote, purge point, snapshot descriptor and committed log
 /// id, on disk and cached.
@@ -50,12 +59,43 @@ struct Committed {
     value: Cell<Option<LogId>>,
     /// What the file holds (as far as this process wrote it).
     in_file: Cell<Option<LogId>>,
-    /// Open from `open` to `close`.
-    file: RefCell<Option<Rc<BufferedFile>>>,
     path: PathBuf,
-    /// The write task, while one runs: it writes until the file holds
-    /// `value`.
+    /// The writer task, while one runs (see the module's notes).
     writer: RefCell<Option<glommio::task::JoinHandle<()>>>,
+    /// Set by `close`: no writer starts after it.
+    closed: Cell<bool>,
+}
+
+impl Committed {
+    /// Writes `c` in place: open, one pwrite, close; no fsync.
+    async fn write(&self, c: LogId) -> std::io::Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .buffered_open(&self.path)
+            .await?;
+        let written = file.write_at(seal(encode_log_id(&c)), 0).await;
+        let closed = file.close().await;
+        written?;
+        closed?;
+        Ok(())
+    }
+
+    /// Writes the latest value if the file does not hold it yet.
+    async fn catch_up(&self) -> bool {
+        let Some(c) = self.value.get().filter(|&c| self.in_file.get() != Some(c)) else {
+            return false;
+        };
+        match self.write(c).await {
+            Ok(()) => self.in_file.set(Some(c)),
+            Err(e) => tracing::warn!(
+                file = %self.path.display(),
+                error = %e,
+                "could not note the committed log id (a hint: a restart learns it from the leader)"
+            ),
+        }
+        true
+    }
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> StorageError<NodeId> {
@@ -124,13 +164,6 @@ impl RaftMeta {
             .await
             .map_err(|e| io_err(&path, e))?
             .and_then(|b| unseal(&b).and_then(decode_log_id));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .buffered_open(&path)
-            .await
-            .map_err(|e| io_err(&path, e))?;
         let meta = RaftMeta {
             dir: dir.to_path_buf(),
             vote: Cell::new(None),
@@ -139,9 +172,9 @@ impl RaftMeta {
             committed: Rc::new(Committed {
                 value: Cell::new(in_file),
                 in_file: Cell::new(in_file),
-                file: RefCell::new(Some(Rc::new(file))),
                 path,
                 writer: RefCell::new(None),
+                closed: Cell::new(false),
             }),
         };
         meta.vote.set(meta.read(VOTE, decode_vote).await?);
@@ -150,17 +183,20 @@ impl RaftMeta {
         Ok(meta)
     }
 
-    /// Waits for the committed log id's write in flight, if any, and
-    /// closes its file (a replica stopping).
+    /// Stops the committed file's writer and writes the latest value (a
+    /// replica stopping): the file then holds the last committed log id
+    /// openraft saved.
     pub async fn close(&self) {
-        let writer = self.committed.writer.borrow_mut().take();
+        let committed = &self.committed;
+        committed.closed.set(true);
+        let writer = committed.writer.borrow_mut().take();
         if let Some(w) = writer {
+            // A write it had in flight may still land; it is older than
+            // the one below, and either is a lower bound.
+            w.cancel();
             w.await;
         }
-        let file = self.committed.file.borrow_mut().take();
-        if let Some(f) = file.and_then(|f| Rc::try_unwrap(f).ok()) {
-            let _ = f.close().await;
-        }
+        committed.catch_up().await;
     }
 
     async fn read<T>(&self, name: &str, decode: impl Fn(&[u8]) -> Option<T>) -> StorageResult<Option<T>> {
@@ -213,23 +249,15 @@ impl RaftMeta {
         let committed = &self.committed;
         committed.value.set(c);
         let running = committed.writer.borrow().as_ref().is_some();
-        if running || committed.in_file.get() == c {
+        if running || committed.closed.get() || committed.in_file.get() == c {
             return;
         }
         let task = Rc::clone(committed);
         let handle = glommio::spawn_local(async move {
-            // Until the file holds the latest value: each round writes
-            // what is current when it starts.
-            while let Some(c) = task.value.get().filter(|&c| task.in_file.get() != Some(c)) {
-                let Some(file) = task.file.borrow().clone() else {
-                    break;
-                };
-                let bytes = seal(encode_log_id(&c));
-                if let Err(e) = file.write_at(bytes, 0).await {
-                    tracing::warn!(file = %task.path.display(), error = %e, "could not note the committed log id (a hint; a restart re-learns it)");
-                    break;
-                }
-                task.in_file.set(Some(c));
+            // Each round writes what is current when it starts, then
+            // waits; the task ends once a round finds nothing new.
+            while task.catch_up().await {
+                glommio::timer::sleep(COMMITTED_WRITE_INTERVAL).await;
             }
             task.writer.borrow_mut().take();
         })
