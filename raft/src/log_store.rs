@@ -9,8 +9,10 @@
 //! kept as entries are placed, truncated and purged. (The spec's index v2,
 //! a sparse on-disk lookup by raft index, replaces it later.)
 //!
-//! Truncating an uncommitted suffix reopens the log (`truncate_at`); the
-//! store holds the one handle that is replaced.
+//! Truncating an uncommitted suffix cuts the log in place
+//! (`PartitionLog::truncate_from`): the store's handle, and every clone of
+//! it a broker holds, stays the log's; the store drops the entries cut
+//! from its table.
 //!
 //! The log is replicated from `open` on: clients read below its committed
 //! mark, which starts at the last committed log id the replica noted
@@ -18,7 +20,7 @@
 //! had committed before any leader tells it again; openraft re-applies the
 //! entries up to it (`read_committed`) at start.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -48,13 +50,9 @@ struct Loc {
 }
 
 struct Inner {
-    log: RefCell<PartitionLog>,
+    log: PartitionLog,
     meta: Rc<RaftMeta>,
     table: RefCell<BTreeMap<u64, Loc>>,
-    /// The log's high watermark and cleanup limit, set again on the log
-    /// a truncation reopens.
-    committed: Cell<u64>,
-    cleanup_limit: Cell<u64>,
 }
 
 /// A replica's Raft log over its partition log; clones share it.
@@ -132,11 +130,9 @@ impl LogStore {
             .map_or(0, |l| l.next_offset);
         log.set_committed(Offset(committed));
         Ok(LogStore(Rc::new(Inner {
-            log: RefCell::new(log),
+            log,
             meta,
             table: RefCell::new(table),
-            committed: Cell::new(committed),
-            cleanup_limit: Cell::new(cleanup_limit),
         })))
     }
 
@@ -145,15 +141,15 @@ impl LogStore {
         self.0.meta.clone()
     }
 
-    /// The partition log (the handle changes when a suffix is truncated).
+    /// The partition log: one handle for the store's life (a truncation
+    /// cuts it in place).
     pub fn log(&self) -> PartitionLog {
-        self.0.log.borrow().clone()
+        self.0.log.clone()
     }
 
     /// Raises the log's high watermark (the state machine applied up to it).
     pub fn set_committed(&self, offset: u64) {
-        self.0.committed.set(self.0.committed.get().max(offset));
-        self.log().set_committed(Offset(offset));
+        self.0.log.set_committed(Offset(offset));
     }
 
     /// The log ids of the entries held, in order.
@@ -367,24 +363,12 @@ impl RaftLogStorage<EsRaft> for LogStore {
     }
 
     async fn truncate(&mut self, from: LogId) -> StorageResult<()> {
-        let first = {
-            let table = self.0.table.borrow();
-            table.range(from.index..).next().map(|(_, &l)| l)
-        };
-        let Some(loc) = first else {
+        if self.0.table.borrow().range(from.index..).next().is_none() {
             return Ok(());
-        };
-        let log = self.log();
-        let log = log
-            .truncate_at(loc.segment, loc.position)
-            .await
-            .map_err(write_err)?;
-        if from.index > 0 {
-            log.resume_entries(from.index - 1);
         }
-        log.set_cleanup_limit(Offset(self.0.cleanup_limit.get()));
-        log.set_committed(Offset(self.0.committed.get()));
-        *self.0.log.borrow_mut() = log;
+        // The table loses the entries only once the log has: a failed cut
+        // poisons the log, and the table still says what may be on disk.
+        self.0.log.truncate_from(from.index).await.map_err(write_err)?;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
     }
@@ -398,9 +382,8 @@ impl RaftLogStorage<EsRaft> for LogStore {
             *table = keep;
             limit
         };
-        if let Some(limit) = limit.filter(|&l| l > self.0.cleanup_limit.get()) {
-            self.0.cleanup_limit.set(limit);
-            self.log().set_cleanup_limit(Offset(limit));
+        if let Some(limit) = limit.filter(|&l| l > self.0.log.cleanup_limit().0) {
+            self.0.log.set_cleanup_limit(Offset(limit));
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Three in-process nodes whose Raft logs are real partition logs
 //! (`LogStore`, `PartitionSm`), joined by the fault router: replication
 //! gives byte-identical segment files, a deposed leader's divergent suffix
-//! is truncated from its files when it rejoins, and a leader killed and
+//! is truncated from its files, in place, when it rejoins, and a leader killed and
 //! restarted from its directories catches up.
 
 mod common;
@@ -202,6 +202,9 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         let up_old = &ups[(old - 1) as usize];
         let divergent = up_old.store.log_ids();
         assert!(divergent.iter().any(|l| l.index > committed));
+        // A handle taken before the truncation, as a broker's partition
+        // table holds one: the cut is in place, so it stays the log's.
+        let handle = up_old.store.log();
 
         let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != old).collect();
         let new = wait_leader(&router, &rest).await;
@@ -220,6 +223,16 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
                 .filter(|l| l.index > committed)
                 .all(|l| !healed.contains(l)),
             "the uncommitted entries are gone from the old leader's log"
+        );
+        assert!(handle.failure().is_none(), "the old handle is not closed");
+        assert_eq!(
+            handle.next_offset(),
+            ups[(new - 1) as usize].store.log().next_offset(),
+            "the handle taken before the truncation holds the healed log"
+        );
+        assert_eq!(
+            handle.committed_offset(),
+            ups[(new - 1) as usize].store.log().committed_offset()
         );
 
         // Kill the new leader and restart it from its directories.

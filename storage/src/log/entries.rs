@@ -11,7 +11,7 @@ use crate::batch::{self, RaftStamp};
 use crate::write::batch_buf::BatchBuf;
 use crate::{Offset, Result, StorageError};
 
-use super::append::{must_roll, Placing};
+use super::append::{must_roll, truncating, Placing};
 use super::partition::PartitionLog;
 
 /// What an entry holds.
@@ -107,6 +107,9 @@ impl PartitionLog {
                 drop(inner);
                 return Err(self.shared.refusal());
             }
+            if inner.truncating {
+                return Err(truncating(&self.shared));
+            }
             let config = self.shared.config.borrow();
             if parts.iter().any(|(b, _, _)| b.len() > config.batch_bytes_max) {
                 return Err(invalid(format!(
@@ -178,7 +181,8 @@ impl PartitionLog {
             active.next_offset > active.base
                 && (must_roll(active, len, &config) || base.0 + count - active.base.0 > u32::MAX as u64)
         };
-        if roll && inner.failure.is_none() && !inner.closed && inner.rewinding.is_none() {
+        if roll && inner.failure.is_none() && !inner.closed && inner.rewinding.is_none() && !inner.truncating
+        {
             inner.segments.roll(&shared.dir, base);
         }
     }
@@ -220,12 +224,18 @@ impl PartitionLog {
         if !shared.replicated.get() {
             return self.wait_durable(offset).await;
         }
-        // Both marks only grow: once each has passed `offset`, their
-        // minimum has.
-        for mark in [&shared.committed, &shared.written] {
-            mark.wait_for(offset.0).await.map_err(|e| shared.wait_error(e))?;
+        // `written` first: a wait above an uncommitted suffix that is cut
+        // ends with `Truncated` (the offsets will hold other records). It
+        // may also move back while `committed` is waited on (a cut above
+        // the committed mark), so both are checked again at the end.
+        loop {
+            for mark in [&shared.written, &shared.committed] {
+                mark.wait_for(offset.0).await.map_err(|e| shared.wait_error(e))?;
+            }
+            if self.committed_offset() >= offset {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// Limits retention, compaction and tiering to segments that end at or

@@ -136,6 +136,7 @@ impl PartitionLog {
                 rewinds_begun: 0,
                 early: EarlyState::default(),
                 placed_index: 0,
+                truncating: false,
             }),
             written: Watermark::new(next.0),
             durable: Watermark::new(next.0),

@@ -137,6 +137,9 @@ pub(super) struct Inner {
     pub(super) early: EarlyState,
     /// The index after the last Raft entry placed (0: none, `entries.rs`).
     pub(super) placed_index: u64,
+    /// An uncommitted suffix is being cut (`truncate.rs`): nothing is
+    /// placed until it is done, so the cut sees a log that stands still.
+    pub(super) truncating: bool,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
@@ -160,6 +163,12 @@ pub(super) struct Pending {
 impl PartitionLog {
     pub(crate) fn shared(&self) -> &Rc<LogState> {
         &self.shared
+    }
+
+    /// Whether `other` is a handle to this same log (not another log
+    /// opened on the same directory).
+    pub fn same_log(&self, other: &PartitionLog) -> bool {
+        Rc::ptr_eq(&self.shared, &other.shared)
     }
 
     pub fn dir(&self) -> &Path {
@@ -211,6 +220,12 @@ impl PartitionLog {
     /// `None` disarms.
     pub fn arm_fault(&self, point: Option<FaultPoint>) {
         self.shared.faults.arm(point);
+    }
+
+    /// Arms `point` to fire the `passes + 1`th time it is reached (a point
+    /// reached once per segment: the crash after the nth).
+    pub fn arm_fault_nth(&self, point: FaultPoint, passes: u32) {
+        self.shared.faults.arm_nth(Some(point), passes);
     }
 
     /// Makes the log's writes at `at` fail as on a full disk, for a test,
@@ -315,6 +330,10 @@ impl LogState {
             WaitError::Refused(reason) => StorageError::Refused {
                 path: self.dir.clone(),
                 reason,
+            },
+            WaitError::Truncated(at) => StorageError::Truncated {
+                path: self.dir.clone(),
+                at,
             },
             WaitError::Failed(_) => self.refusal(),
         }
