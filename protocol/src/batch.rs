@@ -1,7 +1,9 @@
 //! Record batches: how a FetchOk and a ProduceBatch carry records.
 //!
 //! The broker sends batches exactly as it stored them (no decode, no
-//! re-encode), so this is the broker's on-disk batch format, implemented
+//! re-encode; a replicated partition's version 2 batch gets the version 1
+//! header `downgrade_header` computes), so this is the broker's on-disk
+//! batch format, implemented
 //! once in `es-format` (storage/format: `layout.rs` gives every byte; unlike
 //! the rest of the protocol its integers are **little-endian**). This module
 //! is the protocol's face on it: the same items, with the validators'
@@ -13,8 +15,8 @@
 use crate::DecodeError;
 
 pub use es_format::batch::{
-    encode_refs as encode, producer_of, record_count_of, BatchBuilder, RecordRef, Records, Summary,
-    HEADER_BYTES, MAGIC, RECORD_OVERHEAD_BYTES,
+    downgrade_header, encode_refs as encode, producer_of, record_count_of, BatchBuilder, RecordRef, Records,
+    Summary, HEADER_BYTES, HEADER_V2_BYTES, MAGIC, MAGIC_V2, RECORD_OVERHEAD_BYTES,
 };
 
 /// Checks that `bytes` is exactly `batches` whole batches, each with a good

@@ -9,10 +9,18 @@
 //! kept as entries are placed, truncated and purged. (The spec's index v2,
 //! a sparse on-disk lookup by raft index, replaces it later.)
 //!
-//! Truncating an uncommitted suffix reopens the log (`truncate_at`); the
-//! store holds the one handle that is replaced.
+//! Truncating an uncommitted suffix cuts the log in place
+//! (`PartitionLog::truncate_from`): the store's handle, and every clone of
+//! it a broker holds, stays the log's; the store drops the entries cut
+//! from its table.
+//!
+//! The log is replicated from `open` on: clients read below its committed
+//! mark, which starts at the last committed log id the replica noted
+//! (`RaftMeta`'s `committed` file), so a restarted replica serves what it
+//! had committed before any leader tells it again; openraft re-applies the
+//! entries up to it (`read_committed`) at start.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -42,13 +50,9 @@ struct Loc {
 }
 
 struct Inner {
-    log: RefCell<PartitionLog>,
+    log: PartitionLog,
     meta: Rc<RaftMeta>,
     table: RefCell<BTreeMap<u64, Loc>>,
-    /// The log's high watermark and cleanup limit, set again on the log
-    /// a truncation reopens.
-    committed: Cell<u64>,
-    cleanup_limit: Cell<u64>,
 }
 
 /// A replica's Raft log over its partition log; clones share it.
@@ -118,12 +122,17 @@ impl LogStore {
             table = table.split_off(&(purged.index + 1));
         }
         log.set_cleanup_limit(Offset(cleanup_limit));
+        // Replicated from now on: clients read below the committed mark,
+        // which starts at what this replica knew committed (its last
+        // committed log id, as far as its log holds it).
+        let committed = committed_in(&table, meta.committed())
+            .and_then(|c| table.get(&c.index))
+            .map_or(0, |l| l.next_offset);
+        log.set_committed(Offset(committed));
         Ok(LogStore(Rc::new(Inner {
-            log: RefCell::new(log),
+            log,
             meta,
             table: RefCell::new(table),
-            committed: Cell::new(0),
-            cleanup_limit: Cell::new(cleanup_limit),
         })))
     }
 
@@ -132,15 +141,15 @@ impl LogStore {
         self.0.meta.clone()
     }
 
-    /// The partition log (the handle changes when a suffix is truncated).
+    /// The partition log: one handle for the store's life (a truncation
+    /// cuts it in place).
     pub fn log(&self) -> PartitionLog {
-        self.0.log.borrow().clone()
+        self.0.log.clone()
     }
 
     /// Raises the log's high watermark (the state machine applied up to it).
     pub fn set_committed(&self, offset: u64) {
-        self.0.committed.set(self.0.committed.get().max(offset));
-        self.log().set_committed(Offset(offset));
+        self.0.log.set_committed(Offset(offset));
     }
 
     /// The log ids of the entries held, in order.
@@ -153,8 +162,10 @@ impl LogStore {
             .collect()
     }
 
-    /// Closes the partition log (a replica stopping).
+    /// Closes the partition log and the metadata's committed file (a
+    /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {
+        self.0.meta.close().await;
         self.log().close().await.map_err(write_err)
     }
 
@@ -185,6 +196,25 @@ impl LogStore {
         };
         Ok(EsEntry { log_id: id, payload })
     }
+}
+
+/// The committed log id `saved` as far as the log `table` holds it: the
+/// file is written behind and never fsynced, and a crash can end the log
+/// before it (an entry is committed once a majority holds it; this
+/// replica's copy may not have been fsynced). Every entry of the log up
+/// to `saved` is committed (the log is a prefix of the log the replica
+/// accepted, which held `saved`), so the last one at or below it is.
+/// `None` when the table holds neither it nor an entry below it, or holds
+/// another entry at its index (a file that does not match the log is
+/// not trusted).
+fn committed_in(table: &BTreeMap<u64, Loc>, saved: Option<LogId>) -> Option<LogId> {
+    let saved = saved?;
+    let (&index, loc) = table.range(..=saved.index).next_back()?;
+    if index == saved.index && loc.term != saved.leader_id.term {
+        tracing::warn!(%saved, term = loc.term, "the committed log id does not match the log; not used");
+        return None;
+    }
+    Some(log_id(loc.term, index))
 }
 
 /// A version 2 batch from what openraft hands the store.
@@ -293,7 +323,7 @@ impl RaftLogStorage<EsRaft> for LogStore {
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId>> {
-        Ok(self.0.meta.committed())
+        Ok(committed_in(&self.0.table.borrow(), self.0.meta.committed()))
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<EsRaft>) -> StorageResult<()>
@@ -333,26 +363,12 @@ impl RaftLogStorage<EsRaft> for LogStore {
     }
 
     async fn truncate(&mut self, from: LogId) -> StorageResult<()> {
-        let first = {
-            let table = self.0.table.borrow();
-            table.range(from.index..).next().map(|(_, &l)| l)
-        };
-        let Some(loc) = first else {
+        if self.0.table.borrow().range(from.index..).next().is_none() {
             return Ok(());
-        };
-        let log = self.log();
-        let log = log
-            .truncate_at(loc.segment, loc.position)
-            .await
-            .map_err(write_err)?;
-        if from.index > 0 {
-            log.resume_entries(from.index - 1);
         }
-        log.set_cleanup_limit(Offset(self.0.cleanup_limit.get()));
-        if self.0.committed.get() > 0 {
-            log.set_committed(Offset(self.0.committed.get()));
-        }
-        *self.0.log.borrow_mut() = log;
+        // The table loses the entries only once the log has: a failed cut
+        // poisons the log, and the table still says what may be on disk.
+        self.0.log.truncate_from(from.index).await.map_err(write_err)?;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
     }
@@ -366,9 +382,8 @@ impl RaftLogStorage<EsRaft> for LogStore {
             *table = keep;
             limit
         };
-        if let Some(limit) = limit.filter(|&l| l > self.0.cleanup_limit.get()) {
-            self.0.cleanup_limit.set(limit);
-            self.log().set_cleanup_limit(Offset(limit));
+        if let Some(limit) = limit.filter(|&l| l > self.0.log.cleanup_limit().0) {
+            self.0.log.set_cleanup_limit(Offset(limit));
         }
         Ok(())
     }
@@ -379,5 +394,36 @@ pub fn batch_bytes(e: &EsEntry) -> Vec<Bytes> {
     match &e.payload {
         EsPayload::Batches(bs) => bs.iter().map(|b| Bytes::copy_from_slice(b.bytes())).collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_hint_is_taken_as_far_as_the_log_holds_it() {
+        let loc = |term| Loc {
+            term,
+            segment: Offset(0),
+            position: 0,
+            len: 0,
+            next_offset: 0,
+        };
+        let table: BTreeMap<u64, Loc> = [(1, loc(1)), (2, loc(1)), (3, loc(2)), (4, loc(2))].into();
+        assert_eq!(committed_in(&table, None), None);
+        assert_eq!(committed_in(&table, Some(log_id(2, 3))), Some(log_id(2, 3)));
+        assert_eq!(
+            committed_in(&table, Some(log_id(3, 9))),
+            Some(log_id(2, 4)),
+            "past the log's end: its last entry"
+        );
+        assert_eq!(
+            committed_in(&table, Some(log_id(1, 4))),
+            None,
+            "another entry at its index"
+        );
+        assert_eq!(committed_in(&table, Some(log_id(1, 0))), None, "below the log");
+        assert_eq!(committed_in(&BTreeMap::new(), Some(log_id(1, 1))), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Three in-process nodes whose Raft logs are real partition logs
 //! (`LogStore`, `PartitionSm`), joined by the fault router: replication
 //! gives byte-identical segment files, a deposed leader's divergent suffix
-//! is truncated from its files when it rejoins, and a leader killed and
+//! is truncated from its files, in place, when it rejoins, and a leader killed and
 //! restarted from its directories catches up.
 
 mod common;
@@ -202,6 +202,9 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         let up_old = &ups[(old - 1) as usize];
         let divergent = up_old.store.log_ids();
         assert!(divergent.iter().any(|l| l.index > committed));
+        // A handle taken before the truncation, as a broker's partition
+        // table holds one: the cut is in place, so it stays the log's.
+        let handle = up_old.store.log();
 
         let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != old).collect();
         let new = wait_leader(&router, &rest).await;
@@ -220,6 +223,16 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
                 .filter(|l| l.index > committed)
                 .all(|l| !healed.contains(l)),
             "the uncommitted entries are gone from the old leader's log"
+        );
+        assert!(handle.failure().is_none(), "the old handle is not closed");
+        assert_eq!(
+            handle.next_offset(),
+            ups[(new - 1) as usize].store.log().next_offset(),
+            "the handle taken before the truncation holds the healed log"
+        );
+        assert_eq!(
+            handle.committed_offset(),
+            ups[(new - 1) as usize].store.log().committed_offset()
         );
 
         // Kill the new leader and restart it from its directories.
@@ -258,4 +271,63 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
             "segment files are byte-identical after the heal"
         );
     }
+}
+
+#[test]
+fn a_restarted_replica_serves_what_it_had_committed() {
+    let root = tempfile::tempdir().unwrap();
+    run(async {
+        let router = Router::default();
+        let (nodes, ups) = boot(&router, root.path()).await;
+        let leader = wait_leader(&router, &IDS).await;
+        let raft = router.node(leader).unwrap();
+        for i in 0..8 {
+            write(&raft, &format!("r{i}"), 2).await;
+        }
+        let last = raft.metrics().borrow().last_log_index.unwrap();
+        wait_applied(&router, &IDS, last).await;
+        let hw = ups[0].sm.committed_offset();
+        assert_eq!(hw, 8 * 2 * 2);
+        drop(raft);
+        for (id, up) in IDS.iter().zip(&ups) {
+            stop(&router, *id, up).await;
+        }
+        drop(ups);
+
+        // Each replica restarted alone: no leader tells it what is
+        // committed; its committed file does.
+        for (&id, node) in IDS.iter().zip(&nodes) {
+            let (store, sm) = node.open().await;
+            let log = store.log();
+            assert_eq!(
+                log.committed_offset().0,
+                hw,
+                "node {id} serves what it had committed, at open"
+            );
+            start(&router, id, store.clone(), sm.clone()).await;
+            assert_eq!(sm.committed_offset(), hw, "node {id} re-applied up to it");
+            assert_eq!(sm.last_applied().map(|l| l.index), Some(last));
+            let read = log
+                .read(Offset(0), usize::MAX, log.committed_offset())
+                .await
+                .unwrap();
+            assert_eq!(read.len() as u64, hw, "node {id}'s records, all readable");
+            kill(&router, id).await;
+            store.close().await.unwrap();
+        }
+
+        // The file is a hint: one that fails its checksum reads as none
+        // (the replica starts, serving nothing until a leader says more).
+        let file = nodes[0].dir.join("raft").join("committed");
+        let mut bytes = std::fs::read(&file).unwrap();
+        assert_eq!(bytes.len(), 20, "a log id and its CRC");
+        bytes[3] ^= 0xff;
+        std::fs::write(&file, &bytes).unwrap();
+        let (store, sm) = nodes[0].open().await;
+        assert_eq!(store.log().committed_offset().0, 0);
+        start(&router, IDS[0], store.clone(), sm.clone()).await;
+        assert_eq!(sm.committed_offset(), 0, "nothing re-applied on a bad hint");
+        kill(&router, IDS[0]).await;
+        store.close().await.unwrap();
+    });
 }

@@ -34,6 +34,11 @@ pub enum StorageError {
     /// the broker restarts and recovery has run.
     #[error("partition {path} refuses writes after an earlier failure: {reason}")]
     Poisoned { path: PathBuf, reason: String },
+    /// What the caller waited for was cut off the log: a replicated log's
+    /// uncommitted suffix was truncated (a new leader's log replaces it),
+    /// its mark taken back to `at`. Read again from there.
+    #[error("partition {path} was truncated at {at}: what was waited for is gone")]
+    Truncated { path: PathBuf, at: u64 },
     /// The partition was closed (shutdown in progress).
     #[error("partition {path} is closed")]
     Closed { path: PathBuf },

@@ -348,3 +348,329 @@ fn an_entry_is_placed_whole_or_not_at_all() {
         log.close().await.unwrap();
     });
 }
+
+/// The records ENTRIES hold, in offset order: `(offset, value)`.
+fn data_records() -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for &(_, index, batches) in ENTRIES {
+        for b in 0..batches {
+            for i in 0..3 {
+                out.push((out.len() as u64, format!("{index}/{b}-{i}").into_bytes()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn clients_read_the_data_records_only_below_the_high_watermark() {
+    // One segment (control batches between data batches), and small
+    // segments (entries, control ones too, in several).
+    for segment_bytes in [1 << 20, 400] {
+        let dir = tempfile::tempdir().unwrap();
+        run(async {
+            let log = open(dir.path(), segment_bytes).await;
+            write_entries(&log).await;
+            if segment_bytes == 400 {
+                assert!(log.segment_count() >= 3, "{} segments", log.segment_count());
+            }
+            client_reads(&log).await;
+        });
+    }
+}
+
+async fn client_reads(log: &PartitionLog) {
+    {
+        let all = data_records();
+        assert_eq!(all.len(), 30);
+        // Replicated from now on: nothing is committed yet.
+        log.set_committed(Offset(0));
+        assert!(log.is_replicated());
+        assert_eq!(log.committed_offset(), Offset(0));
+        let none = log
+            .read(Offset(0), usize::MAX, log.committed_offset())
+            .await
+            .unwrap();
+        assert!(none.is_empty(), "nothing above the high watermark: {none:?}");
+        // Committed through entry 4 (offset 12).
+        log.set_committed(Offset(12));
+        let hw = log.committed_offset();
+        assert_eq!(hw, Offset(12));
+        let got: Vec<(u64, Vec<u8>)> = log
+            .read(Offset(0), usize::MAX, hw)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.offset.0, r.value))
+            .collect();
+        assert_eq!(
+            got,
+            all[..12].to_vec(),
+            "records, dense, below the high watermark"
+        );
+        // Batch-wise: the data batches only, and their records are the same.
+        let mut parts = Vec::new();
+        let read = log
+            .read_batches_into(Offset(0), usize::MAX, usize::MAX, hw, &mut parts)
+            .await
+            .unwrap();
+        assert_eq!((read.batches, read.next_offset), (4, hw));
+        let mut from_batches = Vec::new();
+        for p in &parts {
+            let h = es_storage::batch::check(p).unwrap();
+            assert!(!h.is_control(), "a control batch reached a client read");
+            assert!(h.record_count > 0);
+            let recs = es_storage::batch::records(&h, p).unwrap();
+            from_batches.extend(recs.into_iter().map(|r| (r.offset.0, r.value)));
+        }
+        assert_eq!(from_batches, all[..12].to_vec());
+        // From every offset, one batch at a time: never a control batch,
+        // never an empty read below the high watermark, dense offsets.
+        log.set_committed(Offset(30));
+        let hw = log.committed_offset();
+        assert_eq!(hw, Offset(30));
+        let mut from = 0u64;
+        let mut seen = Vec::new();
+        while from < hw.0 {
+            let mut parts = Vec::new();
+            let read = log
+                .read_batches_into(Offset(from), 1, 1, hw, &mut parts)
+                .await
+                .unwrap();
+            assert_eq!(
+                read.batches, 1,
+                "a read at {from} below the high watermark finds a batch"
+            );
+            let h = es_storage::batch::check(&parts[0]).unwrap();
+            assert!(!h.is_control());
+            for r in es_storage::batch::records(&h, &parts[0]).unwrap() {
+                if r.offset.0 >= from {
+                    seen.push((r.offset.0, r.value));
+                }
+            }
+            assert!(read.next_offset.0 > from, "a read moves on");
+            from = read.next_offset.0;
+        }
+        assert_eq!(seen, all);
+    }
+}
+
+#[test]
+fn the_high_watermark_never_passes_what_is_written_and_wakes_a_long_poll() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open(dir.path(), 1 << 20).await;
+        write_entries(&log).await;
+        log.set_committed(Offset(30));
+        assert_eq!(log.committed_offset(), Offset(30));
+        // A long poll past the high watermark waits for the committed mark.
+        assert!(log.wait_committed(Offset(31)).now_or_never().is_none());
+        log.append_entry(4, 7, EntryBody::Batches(vec![batch("7/0", 3)], Stamping::Leader))
+            .unwrap();
+        log.wait_durable_index(7).await.unwrap();
+        assert_eq!(
+            log.committed_offset(),
+            Offset(30),
+            "written and durable, not yet committed"
+        );
+        assert!(
+            log.wait_committed(Offset(31)).now_or_never().is_none(),
+            "durable is not committed"
+        );
+        log.set_committed(Offset(33));
+        assert_eq!(log.committed_offset(), Offset(33));
+        assert!(matches!(
+            log.wait_committed(Offset(31)).now_or_never(),
+            Some(Ok(()))
+        ));
+        // A follower may learn that an entry is committed before its copy
+        // is written: the high watermark stays at what is written.
+        log.set_committed(Offset(1_000));
+        assert_eq!(log.committed_offset(), log.written_offset());
+        assert_eq!(log.committed_offset(), Offset(33));
+    });
+}
+
+/// A produced version 2 batch of one record per key, valued `tag-key`.
+fn keyed(tag: &str, keys: &[&str]) -> BatchBuf {
+    let recs: Vec<Record> = keys
+        .iter()
+        .map(|k| Record {
+            key: Some(k.as_bytes().to_vec()),
+            value: format!("{tag}-{k}").into_bytes(),
+            timestamp_ms: 7,
+        })
+        .collect();
+    let mut out = Vec::new();
+    encode_v2(
+        Offset(0),
+        &recs,
+        ProducerStamp::NONE,
+        RaftStamp::default(),
+        &mut out,
+    );
+    BatchBuf::from(out)
+}
+
+#[test]
+fn compaction_keeps_entry_stamps_and_drops_control_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig {
+            segment_bytes: 200,
+            index_interval_bytes: 64,
+            cleanup: es_storage::CleanupPolicy {
+                delete: false,
+                compact: true,
+                ..es_storage::CleanupPolicy::default()
+            },
+            ..LogConfig::default()
+        };
+        let (log, _) = PartitionLog::open(dir.path(), config.clone(), FsyncBatcher::new())
+            .await
+            .unwrap();
+        let control = |kind| EntryBody::Control {
+            kind,
+            body: b"{}".to_vec(),
+        };
+        let data = |bs: Vec<BatchBuf>| EntryBody::Batches(bs, Stamping::Leader);
+        // Below the limit: entry 2's second batch, entry 4's `x` and all of
+        // entry 5 are superseded by entry 6.
+        log.append_entry(1, 1, control(CONTROL_MEMBERSHIP)).unwrap();
+        log.append_entry(
+            1,
+            2,
+            data(vec![keyed("2a", &["a1", "a2"]), keyed("2b", &["x", "y"])]),
+        )
+        .unwrap();
+        log.append_entry(2, 3, control(CONTROL_BLANK)).unwrap();
+        log.append_entry(2, 4, data(vec![keyed("4", &["p", "x"])]))
+            .unwrap();
+        log.append_entry(2, 5, data(vec![keyed("5", &["y"])])).unwrap();
+        let six = log
+            .append_entry(2, 6, data(vec![keyed("6a", &["x", "y"]), keyed("6b", &["q"])]))
+            .unwrap();
+        // Above it: entries Raft may still read; `x` again.
+        log.append_entry(3, 7, control(CONTROL_BLANK)).unwrap();
+        log.append_entry(3, 8, data(vec![keyed("8", &["x", "z1"])]))
+            .unwrap();
+        log.append_entry(3, 9, data(vec![keyed("9", &["z2"])])).unwrap();
+        log.append_entry(3, 10, data(vec![keyed("10", &["z3"])])).unwrap();
+        log.wait_durable_index(10).await.unwrap();
+        let limit = six.next_offset;
+        let before = log.placed_batches().await.unwrap();
+        let above: Vec<(u64, Vec<u8>)> = {
+            let mut out = Vec::new();
+            for p in before
+                .iter()
+                .filter(|p| p.header.base_offset >= limit && !p.header.is_control())
+            {
+                let got = log
+                    .read_at(p.segment, p.position, p.position + p.header.batch_len as u64)
+                    .await
+                    .unwrap();
+                out.push((p.header.raft.unwrap().index, got[0].bytes.to_vec()));
+            }
+            out
+        };
+        assert_eq!(above.len(), 3);
+
+        log.set_cleanup_limit(limit);
+        let mut passes = 0;
+        loop {
+            let (report, res) = log.cleanup(0).await;
+            res.unwrap();
+            if report.compaction_passes == 0 {
+                break;
+            }
+            passes += 1;
+            assert!(passes < 100, "compaction never settled");
+        }
+        assert!(passes > 0, "compaction ran");
+
+        let check = |placed: &[PlacedBatch]| {
+            // Below the limit: the data batches that kept records, with
+            // their stamps; every entry ends with ENTRY_END; no control.
+            let below: Vec<(u64, u64, bool)> = placed
+                .iter()
+                .filter(|p| p.header.next_offset() <= limit && p.header.base_offset < limit)
+                .map(|p| {
+                    let r = p.header.raft.expect("a compacted v2 batch stays v2");
+                    (r.term, r.index, r.entry_end)
+                })
+                .collect();
+            assert_eq!(
+                below,
+                vec![(1, 2, true), (2, 4, true), (2, 6, false), (2, 6, true)],
+                "stamps kept, ENTRY_END moved to entry 2's last kept batch, \
+                 entry 5 and the control batches gone"
+            );
+            assert!(placed
+                .iter()
+                .filter(|p| p.header.is_control())
+                .all(|p| p.header.raft.unwrap().index == 7));
+        };
+        let after = log.placed_batches().await.unwrap();
+        check(&after);
+        let values: Vec<(u64, String)> = log
+            .read(Offset(0), usize::MAX, limit)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
+            .collect();
+        let want = [
+            (0, "2a-a1"),
+            (1, "2a-a2"),
+            (4, "4-p"),
+            (7, "6a-x"),
+            (8, "6a-y"),
+            (9, "6b-q"),
+        ];
+        assert_eq!(
+            values,
+            want.iter().map(|(o, v)| (*o, v.to_string())).collect::<Vec<_>>(),
+            "the latest record of each key, at its offset"
+        );
+        // Entries above the limit: untouched, where they were.
+        for (index, bytes) in &above {
+            let p = after
+                .iter()
+                .find(|p| p.header.raft.unwrap().index == *index)
+                .unwrap();
+            let got = log
+                .read_at(p.segment, p.position, p.position + p.header.batch_len as u64)
+                .await
+                .unwrap();
+            assert_eq!(&got[0].bytes.to_vec(), bytes, "entry {index} unchanged");
+        }
+        log.close().await.unwrap();
+        drop(log);
+
+        // Recovery scans the compacted log (its indexes removed) and keeps
+        // all of it: whole entries, stamps that never go back.
+        let mut removed = 0;
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "index") {
+                std::fs::remove_file(&path).unwrap();
+                removed += 1;
+            }
+        }
+        assert!(removed > 1);
+        let (log, report) = PartitionLog::open(dir.path(), config, FsyncBatcher::new())
+            .await
+            .unwrap();
+        assert!(!report.scanned.is_empty());
+        assert!(
+            report.scanned.iter().all(|(_, trimmed)| trimmed.is_none()),
+            "{report:?}"
+        );
+        assert!(report.quarantined.is_empty(), "{report:?}");
+        let reopened = log.placed_batches().await.unwrap();
+        check(&reopened);
+        let headers = |ps: &[PlacedBatch]| ps.iter().map(|p| p.header).collect::<Vec<_>>();
+        assert_eq!(headers(&reopened), headers(&after));
+    });
+}

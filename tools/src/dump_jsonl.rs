@@ -9,7 +9,7 @@
 use std::io::{BufReader, Read, Write};
 
 use base64::Engine;
-use es_format::batch::{records, BatchHeader, HEADER_BYTES};
+use es_format::batch::{records, BatchHeader, HEADER_BYTES, HEADER_V2_BYTES};
 use serde_json::{json, Value};
 
 use crate::dump_plan::{Plan, SegPlan};
@@ -70,18 +70,21 @@ fn each_batch(
     let mut left = s.entry_len();
     let mut batch = Vec::new();
     while left > 0 {
-        batch.resize(HEADER_BYTES, 0);
+        // Enough bytes for either version's header (72 for version 2); no
+        // batch of either version is shorter.
+        let head = HEADER_V2_BYTES.min(left as usize);
+        batch.resize(head, 0);
         r.read_exact(&mut batch)?;
         let h = BatchHeader::parse(&batch).map_err(|e| std::io::Error::other(e.to_string()))?;
         let len = h.batch_len as usize;
-        if len < HEADER_BYTES || len as u64 > left {
+        if len < head.max(HEADER_BYTES) || len as u64 > left {
             return Err(std::io::Error::other(format!(
                 "{}: a batch of {len} bytes where {left} remain: the segment changed since it was scanned",
                 s.seg.log.display()
             )));
         }
         batch.resize(len, 0);
-        r.read_exact(batch.get_mut(HEADER_BYTES..).unwrap_or_default())?;
+        r.read_exact(batch.get_mut(head..).unwrap_or_default())?;
         f(&h, &batch)?;
         left -= len as u64;
     }

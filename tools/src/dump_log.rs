@@ -88,7 +88,7 @@ pub fn run(path: &Path, with_records: bool, as_json: bool, out: &mut dyn Write) 
     }
     // The batch the scan stopped at, when its header still parses.
     let bad = reader
-        .read_at(scanned.end, es_format::batch::HEADER_BYTES)
+        .read_at(scanned.end, es_format::batch::HEADER_V2_BYTES)
         .ok()
         .and_then(|b| BatchHeader::parse(&b).ok())
         .filter(|_| scanned.reason().is_some());

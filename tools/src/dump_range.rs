@@ -42,8 +42,11 @@ impl Range {
             && self.to_time.is_none_or(|t| ts <= t)
     }
 
+    /// Whether `h` holds records in the range (a zero-width control batch
+    /// of a replicated log holds none).
     fn overlaps(&self, h: &BatchHeader) -> bool {
-        self.from_offset.is_none_or(|f| h.last_offset().0 >= f)
+        !h.is_control()
+            && self.from_offset.is_none_or(|f| h.last_offset().0 >= f)
             && self.to_offset.is_none_or(|t| h.base_offset.0 <= t)
             && self.from_time.is_none_or(|f| h.max_timestamp_ms >= f)
             && self.to_time.is_none_or(|t| h.first_timestamp_ms <= t)
@@ -66,7 +69,10 @@ pub fn each_batch(s: &SegPlan, mut each: impl FnMut(u64, &BatchHeader)) -> std::
 }
 
 /// Keeps, of a partition's segments in offset order, the batches from the
-/// first that overlaps `range` to the last that does.
+/// first that overlaps `range` to the last that does, and (a replicated
+/// partition's log, version 2) on to the end of that batch's Raft entry:
+/// a restored log ends with a whole entry (recovery would trim one cut
+/// short). An entry never spans segments.
 pub fn apply(range: &Range, segs: Vec<SegPlan>) -> std::io::Result<Vec<SegPlan>> {
     if range.is_all() {
         return Ok(segs);
@@ -75,11 +81,16 @@ pub fn apply(range: &Range, segs: Vec<SegPlan>) -> std::io::Result<Vec<SegPlan>>
     let mut first: Option<(usize, u64)> = None;
     let mut last: Option<(usize, u64)> = None;
     for (i, s) in segs.iter().enumerate() {
+        // The last batch kept did not end its entry: keep on to its end.
+        let mut in_entry = false;
         each_batch(s, |pos, h| {
             if range.overlaps(h) {
                 first.get_or_insert((i, pos));
-                last = Some((i, pos + h.batch_len as u64));
+            } else if !in_entry {
+                return;
             }
+            last = Some((i, pos + h.batch_len as u64));
+            in_entry = !h.ends_entry();
         })?;
     }
     let (Some((fi, fpos)), Some((li, lend))) = (first, last) else {

@@ -49,7 +49,7 @@ pub fn base_of(path: &Path) -> Offset {
         .and_then(es_format::names::parse_log_name);
     named.unwrap_or_else(|| {
         FileSource::open(path)
-            .and_then(|f| f.read_at(0, es_format::batch::HEADER_BYTES))
+            .and_then(|f| f.read_at(0, es_format::batch::HEADER_V2_BYTES))
             .ok()
             .and_then(|b| BatchHeader::parse(&b).ok())
             .map_or(Offset(0), |h| h.base_offset)

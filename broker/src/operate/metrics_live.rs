@@ -68,7 +68,7 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
             topic: topic.to_string(),
             partition,
             log_start_offset: owned.log.log_start_offset().0,
-            high_watermark: owned.log.durable_offset().0,
+            high_watermark: owned.log.committed_offset().0,
         })
         .collect();
     let groups = shard

@@ -35,7 +35,7 @@ pub(super) fn describe(
             Ok(PartitionState {
                 partition: p,
                 log_start_offset: log.log_start_offset().0,
-                high_watermark: log.durable_offset().0,
+                high_watermark: log.committed_offset().0,
                 hot_start_offset: log.hot_start_offset().0,
                 cold_start_offset: log.cold_start_offset().map(|o| o.0),
             })

@@ -174,7 +174,7 @@ pub(super) async fn offset_for_time(
     timestamp_ms: i64,
 ) -> Result<serde_json::Value, ApiError> {
     let log = log_of(shard, topic, partition)?;
-    let hw = log.durable_offset();
+    let hw = log.committed_offset();
     let found = log
         .record_for_timestamp(timestamp_ms, hw)
         .await
@@ -222,11 +222,13 @@ pub(super) async fn max_timestamp(
 }
 
 /// Reads what `args` asks of a partition this shard owns, waiting up to
-/// its `wait_ms` for records past the high watermark.
+/// its `wait_ms` for records past the high watermark: `committed_offset`
+/// (a standalone log's durable offset; a replicated log's committed
+/// mark, never past what is written).
 pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
     let log = log_of(shard, &args.topic, args.partition)?;
     let start = log.log_start_offset().0;
-    let mut hw = log.durable_offset().0;
+    let mut hw = log.committed_offset().0;
     let offset = args.offset.unwrap_or(start);
     if offset < start || offset > hw {
         return Err(ApiError::new(
@@ -236,7 +238,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
     }
     if offset == hw && args.wait_ms > 0 {
         let wait = Duration::from_millis(args.wait_ms.min(WAIT_MS_MAX));
-        let arrived = log.wait_durable(Offset(offset + 1)).fuse();
+        let arrived = log.wait_committed(Offset(offset + 1)).fuse();
         let timeout = glommio::timer::sleep(wait).fuse();
         let stopping = shard.shutdown.wait_for(1).fuse();
         futures::pin_mut!(arrived, timeout, stopping);
@@ -245,7 +247,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
             _ = timeout => {},
             _ = stopping => {},
         }
-        hw = log.durable_offset().0;
+        hw = log.committed_offset().0;
     }
     if args.wait_only {
         let data = match args.form {

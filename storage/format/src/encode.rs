@@ -147,8 +147,36 @@ pub fn encode_kept(
     producer: ProducerStamp,
     out: &mut Vec<u8>,
 ) {
+    encode_kept_with(base_offset, records, producer, None, out)
+}
+
+/// [`encode_kept`] for a version 2 batch: the rewritten batch keeps the
+/// Raft stamp `stamp` (a data batch's: `stamp.control` must be false).
+pub fn encode_kept_v2(
+    base_offset: Offset,
+    records: &[StoredRecord],
+    producer: ProducerStamp,
+    stamp: RaftStamp,
+    out: &mut Vec<u8>,
+) {
+    assert!(!stamp.control, "a data batch");
+    encode_kept_with(base_offset, records, producer, Some(stamp), out)
+}
+
+fn encode_kept_with(
+    base_offset: Offset,
+    records: &[StoredRecord],
+    producer: ProducerStamp,
+    raft: Option<RaftStamp>,
+    out: &mut Vec<u8>,
+) {
     assert!(!records.is_empty(), "a batch holds at least one record");
-    let len = HEADER_BYTES
+    let header = if raft.is_some() {
+        HEADER_V2_BYTES
+    } else {
+        HEADER_BYTES
+    };
+    let len = header
         + records
             .iter()
             .map(|r| record_len(r.key.as_deref(), &r.value))
@@ -157,7 +185,7 @@ pub fn encode_kept(
         len <= BATCH_BYTES_MAX,
         "a kept batch is no larger than the original"
     );
-    let mut draft = Draft::begin(out, len);
+    let mut draft = Draft::begin_with(out, len, raft);
     let mut prev: Option<u32> = None;
     for r in records {
         let d = r.offset.0 - base_offset.0;
@@ -365,6 +393,35 @@ mod tests {
         encode_kept(Offset(10), &all[3..], ProducerStamp::NONE, &mut out);
         let h3 = check(&out).unwrap();
         assert_eq!(crate::batch::records(&h3, &out).unwrap()[0].offset, Offset(13));
+    }
+
+    #[test]
+    fn kept_records_of_a_version_2_batch_keep_its_stamp() {
+        let records = vec![
+            rec(Some(b"a"), b"1", 5),
+            rec(Some(b"b"), b"2", 7),
+            rec(Some(b"a"), b"3", 6),
+        ];
+        let stamp = RaftStamp {
+            term: 4,
+            index: 9,
+            control: false,
+            entry_end: true,
+        };
+        let mut buf = Vec::new();
+        encode_v2(Offset(10), &records, ProducerStamp::NONE, stamp, &mut buf);
+        let h = check(&buf).unwrap();
+        let all = crate::batch::records(&h, &buf).unwrap();
+        let mut out = Vec::new();
+        encode_kept_v2(Offset(10), &all[1..], ProducerStamp::NONE, stamp, &mut out);
+        let h2 = check(&out).unwrap();
+        assert_eq!(h2.raft, Some(stamp));
+        assert_eq!((h2.base_offset, h2.next_offset()), (Offset(10), Offset(13)));
+        assert_eq!(crate::batch::records(&h2, &out).unwrap(), all[1..].to_vec());
+        // Everything kept: the batch it was.
+        let mut same = Vec::new();
+        encode_kept_v2(Offset(10), &all, ProducerStamp::NONE, stamp, &mut same);
+        assert_eq!(same, buf);
     }
 
     #[test]

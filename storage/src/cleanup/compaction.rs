@@ -27,6 +27,11 @@
 //! past `X` is never dropped: older values of its key may be in the map's
 //! range without the map knowing the tombstone.
 //!
+//! A replicated log (version 2 batches) is compacted below its cleanup
+//! limit only (`closed_segments`); a rewritten batch keeps its Raft stamp,
+//! control batches are dropped, and an entry's last kept batch carries its
+//! `ENTRY_END` (`write_output`), so the output reads as whole entries.
+//!
 //! Work is bounded per step: reads and writes go in chunks of
 //! [`COMPACTION_IO_CHUNK_BYTES`] with a yield between them, and the broker
 //! runs cleanup in a low-share task queue, so produce and fetch on the shard
@@ -36,6 +41,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use bytes::Bytes;
 use glommio::io::{BufferedFile, OpenOptions};
 
 use crate::batch::{self, BatchHeader};
@@ -349,7 +355,7 @@ async fn measure(input: &Input, rule: &Rule<'_>, next_expiry: &mut Option<i64>) 
                 0 => 0,
                 n if n == total => b.bytes.len() as u64,
                 _ => {
-                    (batch::HEADER_BYTES
+                    (b.header.header_len()
                         + kept
                             .iter()
                             .map(|r| {
@@ -477,6 +483,9 @@ async fn write_output(
     let mut buf: Vec<u8> = Vec::new();
     let mut flushed = 0u64; // file position of buf[0]
     let mut dropped = 0u64;
+    // A replicated log's entries: the last kept batch of the entry being
+    // read, written once the next batch tells whether it ends the entry.
+    let mut held: Option<Bytes> = None;
     for input in group {
         let mut reader = BatchReader::open(input).await?;
         while let Some(chunk) = reader.next_chunk().await? {
@@ -488,17 +497,55 @@ async fn write_output(
                     .filter(|r| rule.keep(r, next_expiry))
                     .collect();
                 dropped += (total - kept.len()) as u64;
-                if kept.is_empty() {
+                let Some(stamp) = b.header.raft else {
+                    // Version 1: kept as it is, rewritten, or dropped.
+                    if kept.is_empty() {
+                        continue;
+                    }
+                    let start = buf.len();
+                    if kept.len() == total {
+                        buf.extend_from_slice(&b.bytes);
+                    } else {
+                        batch::encode_kept(b.header.base_offset, &kept, b.header.producer, &mut buf);
+                    }
+                    let h = BatchHeader::parse(&buf[start..]).expect("a batch we just wrote");
+                    seg.note_batch(&h, flushed + start as u64, interval);
                     continue;
-                }
-                let start = buf.len();
-                if kept.len() == total {
-                    buf.extend_from_slice(&b.bytes);
+                };
+                // Version 2 (spec 1.6): a control batch (no records) is
+                // dropped; a data batch keeps its stamp; and the last kept
+                // batch of an entry carries its ENTRY_END, so that the
+                // rewritten log still reads as whole entries (recovery
+                // ends a log at an unfinished one). Below the cleanup
+                // limit Raft never reads, so an entry that loses all its
+                // batches leaves a harmless hole in the indexes.
+                let this = if kept.is_empty() || stamp.control {
+                    None
+                } else if kept.len() == total {
+                    Some(b.bytes.clone())
                 } else {
-                    batch::encode_kept(b.header.base_offset, &kept, b.header.producer, &mut buf);
+                    let mut out = Vec::new();
+                    batch::encode_kept_v2(b.header.base_offset, &kept, b.header.producer, stamp, &mut out);
+                    Some(Bytes::from(out))
+                };
+                match this {
+                    Some(bytes) => {
+                        if let Some(prev) = held.take() {
+                            place(&mut seg, &mut buf, flushed, &prev, false, interval);
+                        }
+                        if stamp.entry_end {
+                            place(&mut seg, &mut buf, flushed, &bytes, false, interval);
+                        } else {
+                            held = Some(bytes);
+                        }
+                    }
+                    None if stamp.entry_end => {
+                        if let Some(prev) = held.take() {
+                            place(&mut seg, &mut buf, flushed, &prev, true, interval);
+                        }
+                    }
+                    None => {}
                 }
-                let h = BatchHeader::parse(&buf[start..]).expect("a batch we just wrote");
-                seg.note_batch(&h, flushed + start as u64, interval);
             }
             if buf.len() >= COMPACTION_IO_CHUNK_BYTES {
                 let n = buf.len() as u64;
@@ -510,6 +557,11 @@ async fn write_output(
                 return Ok(None);
             }
         }
+    }
+    // A closed segment ends with a whole entry (placement and recovery
+    // see to it); a batch still held is written as it was, defensively.
+    if let Some(prev) = held.take() {
+        place(&mut seg, &mut buf, flushed, &prev, false, interval);
     }
     if !buf.is_empty() {
         let n = buf.len() as u64;
@@ -526,6 +578,27 @@ async fn write_output(
     dirs::sync_dir(dir).await?;
     shared.faults.check(FaultPoint::CompactionOutputWritten)?;
     Ok(Some((seg, file, dropped)))
+}
+
+/// Appends the kept version 2 batch `bytes` to `buf` (whose first byte
+/// lies at `flushed` in the output) and notes it in the output's index;
+/// `end_entry` gives it `ENTRY_END` (the batches after it in its entry
+/// were dropped), its checksum fixed in O(1) (`batch::restamp`).
+fn place(seg: &mut Segment, buf: &mut Vec<u8>, flushed: u64, bytes: &[u8], end_entry: bool, interval: u32) {
+    let start = buf.len();
+    buf.extend_from_slice(bytes);
+    let h = BatchHeader::parse(&buf[start..]).expect("a batch we kept");
+    if end_entry {
+        if let Some(stamp) = h.raft {
+            let stamp = batch::RaftStamp {
+                entry_end: true,
+                ..stamp
+            };
+            batch::restamp(&mut buf[start..], h.base_offset, stamp);
+        }
+    }
+    let h = BatchHeader::parse(&buf[start..]).expect("a batch we kept");
+    seg.note_batch(&h, flushed + start as u64, interval);
 }
 
 #[cfg(test)]

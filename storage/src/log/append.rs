@@ -9,7 +9,7 @@ use crate::write::batch_buf::BatchBuf;
 use crate::write::early::{EarlyTicket, EarlyWrite};
 use crate::{LogConfig, Offset, Result, StorageError};
 
-use super::partition::{Appended, Inner, PartitionLog, Pending};
+use super::partition::{Appended, Inner, LogState, PartitionLog, Pending};
 use super::write_loop::write_loop;
 
 impl PartitionLog {
@@ -118,7 +118,12 @@ impl PartitionLog {
     pub fn begin_early(&self, len: usize) -> Option<EarlyWrite> {
         let shared = &self.shared;
         let mut inner = shared.inner.borrow_mut();
-        if inner.closed || inner.failure.is_some() || inner.rewinding.is_some() || inner.early.is_busy() {
+        if inner.closed
+            || inner.failure.is_some()
+            || inner.rewinding.is_some()
+            || inner.truncating
+            || inner.early.is_busy()
+        {
             return None;
         }
         let config = shared.config.borrow();
@@ -174,6 +179,9 @@ impl PartitionLog {
                 path: shared.dir.clone(),
                 reason: format!("the log is going back to its last complete write after {reason}"),
             });
+        }
+        if inner.truncating {
+            return Err(truncating(shared));
         }
         let config = shared.config.borrow().clone();
         if config.cleanup.compact && keyless {
@@ -257,6 +265,14 @@ impl PartitionLog {
             base_offset: base,
             next_offset: header.next_offset(),
         })
+    }
+}
+
+/// The error of a placement while the log cuts an uncommitted suffix.
+pub(super) fn truncating(shared: &LogState) -> StorageError {
+    StorageError::Refused {
+        path: shared.dir.clone(),
+        reason: "the log is cutting an uncommitted suffix".into(),
     }
 }
 

@@ -32,7 +32,10 @@ impl PartitionLog {
         loop {
             match shared.written.wait_for(end.0).await {
                 Ok(()) => break,
-                Err(WaitError::Refused(_)) => {
+                // A truncation never runs under a close (it takes the
+                // maintenance permit, and refuses a closed log), but a
+                // mark taken back is waited on again from where it went.
+                Err(WaitError::Refused(_) | WaitError::Truncated(_)) => {
                     let begun = shared.inner.borrow().rewinds_begun;
                     let _ = shared.rewound.wait_for(begun).await;
                     end = shared.inner.borrow().next_offset;

@@ -11,7 +11,7 @@ use crate::batch::{self, RaftStamp};
 use crate::write::batch_buf::BatchBuf;
 use crate::{Offset, Result, StorageError};
 
-use super::append::{must_roll, Placing};
+use super::append::{must_roll, truncating, Placing};
 use super::partition::PartitionLog;
 
 /// What an entry holds.
@@ -107,6 +107,9 @@ impl PartitionLog {
                 drop(inner);
                 return Err(self.shared.refusal());
             }
+            if inner.truncating {
+                return Err(truncating(&self.shared));
+            }
             let config = self.shared.config.borrow();
             if parts.iter().any(|(b, _, _)| b.len() > config.batch_bytes_max) {
                 return Err(invalid(format!(
@@ -178,28 +181,61 @@ impl PartitionLog {
             active.next_offset > active.base
                 && (must_roll(active, len, &config) || base.0 + count - active.base.0 > u32::MAX as u64)
         };
-        if roll && inner.failure.is_none() && !inner.closed && inner.rewinding.is_none() {
+        if roll && inner.failure.is_none() && !inner.closed && inner.rewinding.is_none() && !inner.truncating
+        {
             inner.segments.roll(&shared.dir, base);
         }
     }
 
-    /// The high watermark: every record below it may be served. A
-    /// replicated log's is set by its state machine
+    /// The high watermark: every record below it may be served to
+    /// clients. A replicated log's is `min(committed, written)`, its
+    /// committed mark set by its state machine
     /// ([`set_committed`](Self::set_committed)); a standalone log's is
     /// [`durable_offset`](Self::durable_offset).
     pub fn committed_offset(&self) -> Offset {
-        match self.shared.committed.get() {
-            Some(c) => Offset(c),
-            None => self.durable_offset(),
+        let shared = &self.shared;
+        if shared.replicated.get() {
+            Offset(shared.committed.get().min(shared.written.get()))
+        } else {
+            self.durable_offset()
         }
     }
 
-    /// Raises a replicated log's high watermark to `offset` (the offset
-    /// after the last applied entry). Never lowers it: truncation never
-    /// cuts a committed entry.
+    /// Whether the log is replicated: its high watermark is the committed
+    /// mark its state machine sets, not `durable`.
+    pub fn is_replicated(&self) -> bool {
+        self.shared.replicated.get()
+    }
+
+    /// Raises a replicated log's committed mark to `offset` (the offset
+    /// after the last applied entry); the first call makes the log
+    /// replicated (`set_committed(Offset(0))` at open: nothing is served
+    /// before its state machine says it is committed). Never lowers it:
+    /// truncation never cuts a committed entry.
     pub fn set_committed(&self, offset: Offset) {
-        let now = self.shared.committed.get().unwrap_or(0);
-        self.shared.committed.set(Some(now.max(offset.0)));
+        self.shared.replicated.set(true);
+        self.shared.committed.advance_to_at_least(offset.0);
+    }
+
+    /// Resolves once the high watermark ([`committed_offset`](Self::committed_offset))
+    /// is at least `offset`: a long-polling reader's wait.
+    pub async fn wait_committed(&self, offset: Offset) -> Result<()> {
+        let shared = &self.shared;
+        if !shared.replicated.get() {
+            return self.wait_durable(offset).await;
+        }
+        // `written` first: a wait above an uncommitted suffix that is cut
+        // ends with `Truncated` (the offsets will hold other records). It
+        // may also move back while `committed` is waited on (a cut above
+        // the committed mark), so both are checked again at the end.
+        loop {
+            for mark in [&shared.written, &shared.committed] {
+                mark.wait_for(offset.0).await.map_err(|e| shared.wait_error(e))?;
+            }
+            if self.committed_offset() >= offset {
+                return Ok(());
+            }
+        }
     }
 
     /// Limits retention, compaction and tiering to segments that end at or

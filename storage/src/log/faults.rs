@@ -38,11 +38,18 @@ pub enum FaultPoint {
     CompactionOutputRenamed,
     /// Compaction: inputs removed, the manifest not yet.
     CompactionInputsRemoved,
+    /// Truncation: a segment after the cut is removed (log renamed to
+    /// `.deleting`, index unlinked, directory fsynced); reached once per
+    /// segment, newest first.
+    TruncateSegmentRemoved,
+    /// Truncation: the cut segment is cut and fdatasynced, its stale index
+    /// not yet removed.
+    TruncateCut,
 }
 
 impl FaultPoint {
     /// Every point, in the order a cleanup reaches them.
-    pub const ALL: [FaultPoint; 8] = [
+    pub const ALL: [FaultPoint; 10] = [
         FaultPoint::RetentionLogRemoved,
         FaultPoint::RetentionSegmentRemoved,
         FaultPoint::TierCopied,
@@ -51,6 +58,8 @@ impl FaultPoint {
         FaultPoint::CompactionIndexRenamed,
         FaultPoint::CompactionOutputRenamed,
         FaultPoint::CompactionInputsRemoved,
+        FaultPoint::TruncateSegmentRemoved,
+        FaultPoint::TruncateCut,
     ];
 }
 
@@ -72,13 +81,19 @@ pub enum NoSpaceAt {
 /// The armed points of one partition, if any.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
-    armed: Cell<Option<FaultPoint>>,
+    /// The point armed, and how many times it is passed before it fires.
+    armed: Cell<Option<(FaultPoint, u32)>>,
     no_space: Cell<Option<NoSpaceAt>>,
 }
 
 impl Faults {
     pub fn arm(&self, point: Option<FaultPoint>) {
-        self.armed.set(point);
+        self.arm_nth(point, 0);
+    }
+
+    /// Arms `point` to fire the `passes + 1`th time it is reached.
+    pub fn arm_nth(&self, point: Option<FaultPoint>, passes: u32) {
+        self.armed.set(point.map(|p| (p, passes)));
     }
 
     pub fn arm_no_space(&self, at: Option<NoSpaceAt>) {
@@ -103,10 +118,16 @@ impl Faults {
 
     /// `Err(FaultInjected)` if `point` is armed (once: it disarms).
     pub fn check(&self, point: FaultPoint) -> Result<()> {
-        if self.armed.get() == Some(point) {
-            self.armed.set(None);
-            return Err(StorageError::FaultInjected(point));
+        match self.armed.get() {
+            Some((p, 0)) if p == point => {
+                self.armed.set(None);
+                Err(StorageError::FaultInjected(point))
+            }
+            Some((p, n)) if p == point => {
+                self.armed.set(Some((p, n - 1)));
+                Ok(())
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }

@@ -90,10 +90,15 @@ pub(crate) struct LogState {
     /// entries are tracked by index. 0 in a log without entries.
     pub(crate) written_index: Watermark,
     pub(crate) durable_index: Watermark,
-    /// A replicated log's high watermark: the offset after the last
-    /// applied entry, set by its state machine (`entries.rs`); `None` for
-    /// a standalone log, whose high watermark is `durable`.
-    pub(crate) committed: std::cell::Cell<Option<u64>>,
+    /// Whether the log is replicated (its high watermark set by a state
+    /// machine: `entries.rs`); a standalone log's high watermark is
+    /// `durable`, and `committed` stays 0.
+    pub(crate) replicated: std::cell::Cell<bool>,
+    /// A replicated log's committed mark: the offset after the last
+    /// applied entry, set by its state machine. Clients read below
+    /// `min(committed, written)` (a follower may learn that an entry is
+    /// committed before its own copy is written).
+    pub(crate) committed: Watermark,
     /// Retention, compaction and tiering touch only segments that end at or
     /// below this offset (a replicated log's purge point); `u64::MAX` for a
     /// standalone log.
@@ -132,6 +137,9 @@ pub(super) struct Inner {
     pub(super) early: EarlyState,
     /// The index after the last Raft entry placed (0: none, `entries.rs`).
     pub(super) placed_index: u64,
+    /// An uncommitted suffix is being cut (`truncate.rs`): nothing is
+    /// placed until it is done, so the cut sees a log that stands still.
+    pub(super) truncating: bool,
 }
 
 /// Batches placed but not yet written: contiguous bytes of one segment,
@@ -155,6 +163,12 @@ pub(super) struct Pending {
 impl PartitionLog {
     pub(crate) fn shared(&self) -> &Rc<LogState> {
         &self.shared
+    }
+
+    /// Whether `other` is a handle to this same log (not another log
+    /// opened on the same directory).
+    pub fn same_log(&self, other: &PartitionLog) -> bool {
+        Rc::ptr_eq(&self.shared, &other.shared)
     }
 
     pub fn dir(&self) -> &Path {
@@ -206,6 +220,12 @@ impl PartitionLog {
     /// `None` disarms.
     pub fn arm_fault(&self, point: Option<FaultPoint>) {
         self.shared.faults.arm(point);
+    }
+
+    /// Arms `point` to fire the `passes + 1`th time it is reached (a point
+    /// reached once per segment: the crash after the nth).
+    pub fn arm_fault_nth(&self, point: FaultPoint, passes: u32) {
+        self.shared.faults.arm_nth(Some(point), passes);
     }
 
     /// Makes the log's writes at `at` fail as on a full disk, for a test,
@@ -311,6 +331,10 @@ impl LogState {
                 path: self.dir.clone(),
                 reason,
             },
+            WaitError::Truncated(at) => StorageError::Truncated {
+                path: self.dir.clone(),
+                at,
+            },
             WaitError::Failed(_) => self.refusal(),
         }
     }
@@ -342,6 +366,7 @@ impl LogState {
         self.durable.fail(&reason);
         self.written_index.fail(&reason);
         self.durable_index.fail(&reason);
+        self.committed.fail(&reason);
     }
 }
 

@@ -30,8 +30,9 @@
 //! [`load_index`](SegmentSet::load_index),
 //! [`replace_rebuilt`](SegmentSet::replace_rebuilt),
 //! [`replace_run`](SegmentSet::replace_run),
-//! [`remove_oldest`](SegmentSet::remove_oldest). Readers get `&Segment`
-//! only.
+//! [`remove_oldest`](SegmentSet::remove_oldest),
+//! [`take_after`](SegmentSet::take_after),
+//! [`replace_cut`](SegmentSet::replace_cut). Readers get `&Segment` only.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -342,6 +343,37 @@ impl SegmentSet {
         let seg = self.map.remove(&base).expect("just checked");
         assert!(seg.sealed, "cleanup takes sealed segments only");
         seg
+    }
+
+    // ----- mutations of a truncation (`log/truncate.rs`) -----
+
+    /// Takes every segment after `base` out of the set, newest first, and
+    /// ends `base`'s readable bytes at `position` (a replicated log's
+    /// uncommitted suffix is cut there): `base` is the active segment from
+    /// now on, and no read that starts now goes past the cut while the
+    /// file is cut. Its accounting stays stale until
+    /// [`replace_cut`](SegmentSet::replace_cut).
+    pub fn take_after(&mut self, base: Offset, position: u64) -> Vec<Segment> {
+        let seg = self.get_mut(base);
+        assert!(position <= seg.written_bytes, "a cut lies in the written bytes");
+        seg.written_bytes = position;
+        let mut after: Vec<Segment> = self.map.split_off(&Offset(base.0 + 1)).into_values().collect();
+        after.reverse();
+        self.check_around(base);
+        after
+    }
+
+    /// Replaces the active segment `fresh.base` by `fresh`, the same file
+    /// cut shorter and scanned again; returns the segment it replaces.
+    pub fn replace_cut(&mut self, fresh: Segment) -> Segment {
+        let base = fresh.base;
+        assert_eq!(self.active().base, base, "only the active segment is cut");
+        assert!(fresh.created && !fresh.sealed, "a cut segment is active");
+        assert!(fresh.file.is_some(), "an active created segment is open");
+        let old = self.map.insert(base, fresh).expect("just checked");
+        assert!(old.next_offset >= self.active().next_offset, "a cut goes back");
+        self.check_around(base);
+        old
     }
 
     // ----- invariants -----

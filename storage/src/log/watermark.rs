@@ -1,4 +1,5 @@
-//! A monotonic offset that tasks on the same shard can wait on.
+//! An offset that only grows (but for a truncation, which takes it back)
+//! and that tasks on the same shard can wait on.
 //!
 //! Lives on one shard (`!Send`). Used for a partition's `written` and
 //! `durable` marks: appenders wait for `durable` to pass their last offset,
@@ -17,6 +18,10 @@ pub enum WaitError {
     /// The records waited for will not come: their write was refused and
     /// the log went back below them (`refuse_above`). The mark moves on.
     Refused(String),
+    /// What was waited for was cut off the log: a replicated log's
+    /// uncommitted suffix truncated, the mark taken back to this value
+    /// (`rewind`). Whatever is placed there next is another entry.
+    Truncated(u64),
 }
 
 /// A waiter's key: its target, then a sequence number that tells apart
@@ -24,7 +29,9 @@ pub enum WaitError {
 /// of the mark wakes are one range.
 type WaiterKey = (u64, u64);
 
-/// A value that only grows, with waiters woken when it reaches their target.
+/// A value that only grows (but for [`rewind`](Watermark::rewind), a
+/// replicated log's truncation), with waiters woken when it reaches their
+/// target.
 ///
 /// Invariant: `waiters` holds exactly the waits in progress; a wait whose
 /// future is dropped before the mark reaches its target (a long-poll that
@@ -93,6 +100,23 @@ impl Watermark {
         };
         for (_, tx) in refused {
             let _ = tx.send(Err(WaitError::Refused(reason.to_string())));
+        }
+    }
+
+    /// Takes the mark back to `value` (at or below it): the one exception
+    /// to "never moves backwards", for a replicated log whose uncommitted
+    /// suffix was cut (`log/truncate.rs`). Every waiter whose target is
+    /// above `value` gets [`WaitError::Truncated`]: what it waited for is
+    /// gone, and the same offsets will hold other records.
+    pub fn rewind(&self, value: u64) {
+        assert!(value <= self.value.get(), "a rewind goes back");
+        self.value.set(value);
+        let cut = match value.checked_add(1) {
+            Some(next) => self.waiters.borrow_mut().split_off(&(next, 0)),
+            None => BTreeMap::new(),
+        };
+        for (_, tx) in cut {
+            let _ = tx.send(Err(WaitError::Truncated(value)));
         }
     }
 
@@ -218,6 +242,26 @@ mod tests {
         assert_eq!(at.now_or_never(), Some(Ok(())));
         assert_eq!(again.now_or_never(), Some(Ok(())));
         w.refuse_above(u64::MAX, "nothing above");
+    }
+
+    /// A rewind takes the mark back and ends the waits in progress (all
+    /// above it: a wait at or below the old value had resolved); the mark
+    /// then grows again as usual.
+    #[test]
+    fn rewind_ends_the_waits_in_progress() {
+        let w = Watermark::new(10);
+        let mut above = Box::pin(w.wait_for(13));
+        assert!(above.as_mut().now_or_never().is_none());
+        w.rewind(4);
+        assert_eq!(w.get(), 4);
+        assert_eq!(above.now_or_never(), Some(Err(WaitError::Truncated(4))));
+        assert_eq!(w.waiting(), 0);
+        let mut again = Box::pin(w.wait_for(6));
+        assert!(again.as_mut().now_or_never().is_none());
+        w.advance(6);
+        assert_eq!(again.now_or_never(), Some(Ok(())));
+        w.rewind(6);
+        assert_eq!(w.get(), 6, "a rewind to the value itself changes nothing");
     }
 
     #[test]

@@ -84,7 +84,9 @@ enum HotStep {
 impl PartitionLog {
     /// Reads whole batches holding offsets from `from` up to (not including)
     /// `upto`, stopping after about `max_bytes` (always at least one batch
-    /// when one is there). Pass `durable_offset()` as `upto` to serve clients.
+    /// when one is there). Pass `committed_offset()` as `upto` to serve
+    /// clients. Every read here is a client's: a replicated log's control
+    /// batches (zero-width, no records) are left out.
     /// Offsets below the hot tier come from the cold tier. `from` below the
     /// log start offset is `StorageError::OffsetOutOfRange`.
     pub async fn read_batches(&self, from: Offset, max_bytes: usize, upto: Offset) -> Result<Vec<RawBatch>> {
@@ -94,6 +96,9 @@ impl PartitionLog {
     /// Like [`read_batches`](PartitionLog::read_batches), appending each
     /// batch's bytes, exactly as stored, to `out`: slices of the buffers
     /// they were read into, not copies (a reply sends them as they are).
+    /// A replicated log's batches are version 2 (its Raft stamp in the
+    /// header); a reply in the version 1 layout gives each its
+    /// `batch::downgrade_header` and sends its records as they are.
     /// Stops after the batch that brings the records taken to `max_records`
     /// (always at least one batch when one is there).
     pub async fn read_batches_into(
@@ -304,7 +309,9 @@ impl PartitionLog {
             if h.base_offset >= upto {
                 stopped = true;
                 Scan::Stop
-            } else if h.next_offset() <= cursor {
+            } else if h.next_offset() <= cursor || h.is_control() {
+                // A control batch (a replicated log's blank or membership
+                // entry) holds no record: no reader for clients takes it.
                 Scan::Skip
             } else {
                 Scan::Take

@@ -155,7 +155,8 @@ impl ColdState {
                 if h.base_offset >= upto {
                     stopped = true;
                     Scan::Stop
-                } else if h.next_offset() <= cursor {
+                } else if h.next_offset() <= cursor || h.is_control() {
+                    // No reader for clients takes a control batch.
                     Scan::Skip
                 } else {
                     Scan::Take

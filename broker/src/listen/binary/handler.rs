@@ -209,10 +209,11 @@ async fn fetch(
     // again before the batches go out (by `trusted` when gzipped).
     let bad = |e: es_protocol::DecodeError| ApiError::internal(format!("stored batches: {e}"));
     let mut out = if gzip {
-        let ok = FetchOk::trusted(hw, next, start, count, parts.concat(), 0).map_err(bad)?;
+        let ok = FetchOk::trusted(hw, next, start, count, in_version_1(parts)?.concat(), 0).map_err(bad)?;
         Outgoing::frame(Response::FetchOk(ok).into_frame(request_id, true))
     } else {
         batch::validate_framing_parts(parts.iter().map(|p| &p[..]), count, start, hw).map_err(bad)?;
+        let parts = in_version_1(parts)?;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let mut head = FetchOk::frame_prefix(request_id, hw, next, start, count, len);
         if len < WRITE_DIRECT_BYTES_MIN {
@@ -232,6 +233,29 @@ async fn fetch(
         c.resize(out.len() as u64);
         c
     });
+    Ok(out)
+}
+
+/// The stored batches in the protocol's batch layout (version 1): a
+/// replicated log's version 2 batch goes out as its version 1 header
+/// (`downgrade_header`, O(1): the records are not read) followed by its
+/// records, a slice of the buffer they were read into (two parts, not a
+/// copy). Version 1 batches (a standalone broker's) are passed as they are.
+fn in_version_1(parts: Vec<bytes::Bytes>) -> Result<Vec<bytes::Bytes>, ApiError> {
+    if !parts.iter().any(|p| p.get(16) == Some(&batch::MAGIC_V2)) {
+        return Ok(parts);
+    }
+    let mut out = Vec::with_capacity(parts.len() * 2);
+    for p in parts {
+        if p.get(16) != Some(&batch::MAGIC_V2) {
+            out.push(p);
+            continue;
+        }
+        let head = batch::downgrade_header(&p)
+            .ok_or_else(|| ApiError::internal("a stored version 2 batch has no version 1 form"))?;
+        out.push(bytes::Bytes::copy_from_slice(&head));
+        out.push(p.slice(batch::HEADER_V2_BYTES..));
+    }
     Ok(out)
 }
 
