@@ -315,3 +315,42 @@ fn a_cut_below_the_committed_mark_is_refused() {
         log.close().await.unwrap();
     });
 }
+
+/// The cut on a log that is being written (its active segment's writer
+/// and recent writes open, nothing reopened): at every entry boundary the
+/// same handle holds the kept entries, takes new ones after them, and a
+/// reopen finds exactly that.
+#[test]
+fn truncate_a_live_log_at_every_entry_boundary() {
+    for cut_index in 1..=7u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let what = format!("live cut at entry {cut_index}");
+        let expected = run(async {
+            let log = open(dir.path()).await;
+            for &(t, i, n) in ENTRIES {
+                append(&log, t, i, n);
+            }
+            // Read once written: a rolled segment's file is created by its
+            // first write.
+            log.wait_durable_index(7).await.unwrap();
+            let full = stamps(&log).await;
+            let kept: Vec<_> = full.iter().copied().filter(|s| s.1 < cut_index).collect();
+            log.truncate_from(cut_index).await.unwrap();
+            assert_eq!(stamps(&log).await, kept, "{what}");
+            append(&log, 9, cut_index, 3);
+            append(&log, 9, cut_index + 1, 1);
+            log.wait_durable_index(cut_index + 1).await.unwrap();
+            let now = stamps(&log).await;
+            assert_eq!(now[..kept.len()], kept[..], "{what}");
+            let new: Vec<_> = now[kept.len()..].iter().map(|s| (s.0, s.1)).collect();
+            assert_eq!(new.len(), 4, "{what}: {new:?}");
+            log.close().await.unwrap();
+            now
+        });
+        run(async {
+            let log = open(dir.path()).await;
+            assert_eq!(stamps(&log).await, expected, "{what}: reopened");
+            log.close().await.unwrap();
+        });
+    }
+}
