@@ -14,6 +14,9 @@
 //!   `SAFETY:` comment (or a `# Safety` doc section) right above it or on
 //!   its line.
 //!
+//! A vendored dependency (a `vendor/` directory: another project's code,
+//! patched where es needs it) is not es's code and is left out.
+//!
 //! Each rule is a pure function over one file's text, so the unit tests at
 //! the bottom plant a violation and see it reported.
 
@@ -44,7 +47,8 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Every `.rs` file under `dir`, skipping build output and hidden dirs.
+/// Every `.rs` file under `dir`, skipping build output, hidden dirs and
+/// vendored dependencies.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -54,7 +58,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if path.is_dir() {
-            if name != "target" && !name.starts_with('.') {
+            if name != "target" && name != "vendor" && !name.starts_with('.') {
                 rust_files(&path, out);
             }
         } else if name.ends_with(".rs") {

@@ -267,6 +267,10 @@ pub struct Broker {
     runs: usize,
     /// `RLIMIT_NOFILE` (soft and hard) of the broker process, when set.
     open_files_limit: Option<u64>,
+    /// Bytes of address space the process may map (`RLIMIT_AS`), if
+    /// limited: an allocation past it fails as it would under
+    /// `vm.overcommit_memory=2` or a container's limit.
+    address_space_limit: Option<u64>,
     /// Environment variables set for the broker process, kept across restarts.
     env: Vec<(String, String)>,
 }
@@ -368,6 +372,7 @@ impl Broker {
             log_path,
             runs: 0,
             open_files_limit: None,
+            address_space_limit: None,
             env: Vec::new(),
         };
         broker
@@ -387,6 +392,15 @@ impl Broker {
     pub fn start_with_open_files(limit: u64, shards: usize, args: &[&str]) -> Broker {
         let mut b = Broker::unstarted(shards, args);
         b.open_files_limit = Some(limit);
+        b.spawn();
+        b
+    }
+
+    /// Starts a broker that may map at most `bytes` of address space
+    /// (`RLIMIT_AS`, soft and hard), kept across restarts.
+    pub fn start_with_address_space(bytes: u64, shards: usize, args: &[&str]) -> Broker {
+        let mut b = Broker::unstarted(shards, args);
+        b.address_space_limit = Some(bytes);
         b.spawn();
         b
     }
@@ -458,21 +472,29 @@ impl Broker {
         let stdout = log.try_clone().expect("clone the log handle");
 
         let mut command = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-        if let Some(limit) = self.open_files_limit {
+        let limits: Vec<(libc::__rlimit_resource_t, u64)> = [
+            (libc::RLIMIT_NOFILE, self.open_files_limit),
+            (libc::RLIMIT_AS, self.address_space_limit),
+        ]
+        .into_iter()
+        .filter_map(|(resource, limit)| Some((resource, limit?)))
+        .collect();
+        if !limits.is_empty() {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe and touches nothing of
-            // this process but the child's own limit.
+            // this process but the child's own limits.
             unsafe {
                 command.pre_exec(move || {
-                    let l = libc::rlimit {
-                        rlim_cur: limit,
-                        rlim_max: limit,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
+                    for &(resource, limit) in &limits {
+                        let l = libc::rlimit {
+                            rlim_cur: limit,
+                            rlim_max: limit,
+                        };
+                        if libc::setrlimit(resource, &l) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
+                    Ok(())
                 });
             }
         }

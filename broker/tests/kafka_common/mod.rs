@@ -21,6 +21,14 @@ pub fn start(shards: usize, args: &[&str]) -> (Broker, String) {
     (Broker::start_opts(shards, &all), addr)
 }
 
+/// [`start`], the broker limited to `bytes` of address space.
+pub fn start_with_address_space(bytes: u64, shards: usize, args: &[&str]) -> (Broker, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend_from_slice(&["--kafka-addr", &addr]);
+    (Broker::start_with_address_space(bytes, shards, &all), addr)
+}
+
 /// The virtualenv's python with confluent-kafka and kafka-python:
 /// `ES_CLIENTS_PYTHON`, else `target/py-clients/bin/python`.
 pub fn python() -> PathBuf {
