@@ -151,9 +151,10 @@ fn out_of_descriptors_fails_cleanly_and_recovers() {
         got.1
     );
     // A closed segment is read: the cache closes one of its own files
-    // to open it. (An accept retrying at that moment may take the freed
-    // descriptor first: then the read is refused, retriable, and the next
-    // one closes another cached file. The cache holds 4.)
+    // to open it. (Another shard's accept retrying at that moment may take
+    // the freed descriptor first: the read then closes another cached file
+    // and tries again, and is refused, retriable, only once none is left;
+    // the cache holds 4.)
     let mut read = None;
     for _ in 0..4 {
         let got = k.fetch("cold", 0);

@@ -220,14 +220,24 @@ pub(crate) async fn open(id: u64, path: &Path) -> Result<Rc<SegmentFile>> {
                 .map_err(|_| StorageError::Invalid("the segment file cache closed".into()))?
         }
     };
-    let file = match BufferedFile::open(path).await {
-        Ok(file) => file,
-        Err(e) => {
-            let e = crate::log::write_failure::os_error(e);
-            if crate::log::write_failure::out_of_descriptors(&e) {
-                metrics::counter!("es_descriptors_exhausted_total", "op" => "read").increment(1);
+    // Out of descriptors, another cached file gives its own back and the
+    // open is tried again at once: a descriptor freed for this read may be
+    // taken by a thread racing for it (another shard's accept), and the
+    // read fails only once no idle file is left to close.
+    let file = loop {
+        match BufferedFile::open(path).await {
+            Ok(file) => break file,
+            Err(e) => {
+                let e = crate::log::write_failure::os_error(e);
+                if crate::log::write_failure::out_of_descriptors(&e) {
+                    if let Some(idle) = CACHE.with(|c| c.borrow_mut().take_idle()) {
+                        close(idle).await;
+                        continue;
+                    }
+                    metrics::counter!("es_descriptors_exhausted_total", "op" => "read").increment(1);
+                }
+                return Err(StorageError::io(path, e));
             }
-            return Err(StorageError::io(path, e));
         }
     };
     let opened = Rc::new(SegmentFile { file, _slot: slot });
