@@ -244,10 +244,22 @@ pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
                 return l;
             }
         }
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "no leader among {ids:?} after {HANG_GUARD:?}"
-        );
+        if start.elapsed() >= HANG_GUARD {
+            let seen: Vec<String> = ids
+                .iter()
+                .filter_map(|&id| {
+                    let m = router.node(id)?.metrics().borrow().clone();
+                    Some(format!(
+                        "node {id}: {:?}, leader {:?}, vote {}, last log {:?}, applied {:?}",
+                        m.state, m.current_leader, m.vote, m.last_log_index, m.last_applied
+                    ))
+                })
+                .collect();
+            panic!(
+                "no leader among {ids:?} after {HANG_GUARD:?}: {}",
+                seen.join("; ")
+            );
+        }
         glommio::timer::sleep(Duration::from_millis(20)).await;
     }
 }
