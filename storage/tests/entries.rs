@@ -14,6 +14,19 @@ use es_storage::{
     Stamping,
 };
 
+/// `recs` as a produced version 2 batch (stamp 0, offsets from 0).
+fn produced(recs: &[Record]) -> BatchBuf {
+    let mut out = Vec::new();
+    encode_v2(
+        Offset(0),
+        recs,
+        ProducerStamp::NONE,
+        RaftStamp::default(),
+        &mut out,
+    );
+    BatchBuf::from(out)
+}
+
 /// A produced version 2 batch of `n` records (stamp 0, offsets from 0).
 fn batch(tag: &str, n: usize) -> BatchBuf {
     let recs: Vec<Record> = (0..n)
@@ -23,15 +36,7 @@ fn batch(tag: &str, n: usize) -> BatchBuf {
             timestamp_ms: 7,
         })
         .collect();
-    let mut out = Vec::new();
-    encode_v2(
-        Offset(0),
-        &recs,
-        ProducerStamp::NONE,
-        RaftStamp::default(),
-        &mut out,
-    );
-    BatchBuf::from(out)
+    produced(&recs)
 }
 
 /// The entries every test writes: `(term, index, batches)`; 0 batches =
@@ -502,15 +507,7 @@ fn keyed(tag: &str, keys: &[&str]) -> BatchBuf {
             timestamp_ms: 7,
         })
         .collect();
-    let mut out = Vec::new();
-    encode_v2(
-        Offset(0),
-        &recs,
-        ProducerStamp::NONE,
-        RaftStamp::default(),
-        &mut out,
-    );
-    BatchBuf::from(out)
+    produced(&recs)
 }
 
 #[test]
