@@ -17,8 +17,11 @@
 //! - `limits`: every bound of this crate, with its unit and reason.
 //! - `transport`: the network between replicas (frames, mutual TLS,
 //!   heartbeat coalescing, the server's group registry).
+//! - `controller`: the controller group (raft0): the cluster's metadata,
+//!   commands forwarded to its leader, read barriers.
 
 pub mod config;
+pub mod controller;
 pub mod entry;
 pub mod limits;
 pub mod log_store;

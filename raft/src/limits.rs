@@ -66,3 +66,37 @@ const _: () = assert!(APPEND_BYTES_MAX_DEFAULT <= FRAME_BYTES_MAX);
 const _: () = assert!(HEARTBEATS_PER_FRAME_MAX * 64 <= FRAME_BYTES_MAX);
 // Backoff grows from its minimum to its maximum.
 const _: () = assert!(RECONNECT_BACKOFF_MIN.as_millis() < RECONNECT_BACKOFF_MAX.as_millis());
+
+// --- The controller group (raft0) ---------------------------------------------
+
+/// Most partitions one CreateTopic may ask for: the assignment is built at
+/// apply (a few dozen bytes a partition on every node), so a command must
+/// not be able to ask for billions; the broker's own `--partitions-max`
+/// ceiling (1 << 17) is the same.
+pub const CONTROLLER_TOPIC_PARTITIONS_MAX: u32 = 1 << 17;
+/// Replicas a topic gets when the command names none: three, or every
+/// voter when there are fewer.
+pub const CONTROLLER_REPLICATION_FACTOR_DEFAULT: u32 = 3;
+/// Entries between two controller snapshots (openraft's
+/// `LogsSinceLast`): the state is small JSON; a restart re-applies at most
+/// this many entries past the last one.
+pub const CONTROLLER_SNAPSHOT_EVERY_DEFAULT: u64 = 1000;
+/// How long a proposal may wait for its command to be committed and
+/// applied, in milliseconds, before the proposer is told its outcome is
+/// unknown (a leader that lost its quorum waits forever otherwise).
+pub const CONTROLLER_PROPOSE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// How long a read barrier may wait, in milliseconds, for the leader's
+/// committed index and for this node to apply up to it (the spec's §3.2:
+/// a miss then answers not found).
+pub const CONTROLLER_READ_BARRIER_TIMEOUT_MS_DEFAULT: u64 = 2_000;
+/// How long a forwarded request waits for the leader's answer beyond the
+/// leader's own bound, in milliseconds: the round trip, with room for a
+/// loaded machine.
+pub const CONTROLLER_FORWARD_MARGIN_MS: u64 = 2_000;
+
+// Every default topic fits the smallest cluster of three voters.
+const _: () = assert!(CONTROLLER_REPLICATION_FACTOR_DEFAULT >= 1);
+// A snapshot is taken at some point.
+const _: () = assert!(CONTROLLER_SNAPSHOT_EVERY_DEFAULT >= 1);
+// A read barrier is a short wait beside a proposal.
+const _: () = assert!(CONTROLLER_READ_BARRIER_TIMEOUT_MS_DEFAULT <= CONTROLLER_PROPOSE_TIMEOUT_MS_DEFAULT);
