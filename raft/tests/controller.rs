@@ -41,15 +41,16 @@ fn config(id: NodeId, peers: &BTreeMap<NodeId, SocketAddr>) -> TransportConfig {
     TransportConfig::new(id, peers.clone(), cluster_hash("controller-test"))
 }
 
-/// Timeouts as the other raft tests use (generous for a loaded 2-core
-/// box); a short proposal bound so that a command without a quorum is
-/// answered soon.
+/// Timeouts as the spec's cluster tests use (heartbeat 100 ms, elections
+/// from 1 s: generous for a loaded 2-core box, so that no election happens
+/// without a fault); a short proposal bound so that a command without a
+/// quorum is answered soon.
 fn ctl_config(snapshot_every: u64) -> ControllerConfig {
     ControllerConfig {
-        heartbeat_ms: 50,
-        election_timeout_ms: 400,
+        heartbeat_ms: 100,
+        election_timeout_ms: 1000,
         propose_timeout: Duration::from_secs(3),
-        read_barrier_timeout: Duration::from_secs(10),
+        read_barrier_timeout: Duration::from_secs(5),
         snapshot_every,
         proposed_uuid: Some("uuid-of-the-test".into()),
         ..ControllerConfig::default()
