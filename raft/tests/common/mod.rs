@@ -197,11 +197,26 @@ where
     LS: RaftLogStorage<EsRaft>,
     SM: RaftStateMachine<EsRaft>,
 {
+    start_with(router, id, log, sm, config()).await
+}
+
+/// [`start`] with another openraft config.
+pub async fn start_with<LS, SM>(
+    router: &Router,
+    id: NodeId,
+    log: LS,
+    sm: SM,
+    config: Arc<Config>,
+) -> Raft<EsRaft>
+where
+    LS: RaftLogStorage<EsRaft>,
+    SM: RaftStateMachine<EsRaft>,
+{
     let net = Net {
         from: id,
         router: router.clone(),
     };
-    let raft = Raft::new(id, config(), net, log, sm).await.expect("raft starts");
+    let raft = Raft::new(id, config, net, log, sm).await.expect("raft starts");
     router.add(id, raft.clone());
     raft
 }
@@ -227,6 +242,13 @@ pub async fn wait_metrics(
 
 /// Waits until one of `ids` is leader, seen by all of them, and returns it.
 pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
+    wait_leader_by_term(router, ids, u64::MAX).await
+}
+
+/// [`wait_leader`], giving up as soon as a node of `ids` passes term
+/// `max_term`: elections that keep splitting the vote fail there, whatever
+/// the time they take.
+pub async fn wait_leader_by_term(router: &Router, ids: &[NodeId], max_term: u64) -> NodeId {
     let start = std::time::Instant::now();
     loop {
         let mut leaders = BTreeSet::new();
@@ -244,7 +266,12 @@ pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
                 return l;
             }
         }
-        if start.elapsed() >= HANG_GUARD {
+        let term = ids
+            .iter()
+            .filter_map(|&id| Some(router.node(id)?.metrics().borrow().current_term))
+            .max();
+        let past_term = term.is_some_and(|t| t > max_term);
+        if past_term || start.elapsed() >= HANG_GUARD {
             let seen: Vec<String> = ids
                 .iter()
                 .filter_map(|&id| {
@@ -255,10 +282,12 @@ pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
                     ))
                 })
                 .collect();
-            panic!(
-                "no leader among {ids:?} after {HANG_GUARD:?}: {}",
-                seen.join("; ")
-            );
+            let when = if past_term {
+                format!("past term {max_term}")
+            } else {
+                format!("after {HANG_GUARD:?}")
+            };
+            panic!("no leader among {ids:?} {when}: {}", seen.join("; "));
         }
         glommio::timer::sleep(Duration::from_millis(20)).await;
     }
