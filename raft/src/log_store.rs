@@ -79,6 +79,14 @@ impl LogStore {
         let (log, _report) = PartitionLog::open(log_dir, config, batcher)
             .await
             .map_err(read_err)?;
+        LogStore::from_log(log, meta_dir).await
+    }
+
+    /// The store over `log`, a partition log just opened (its owner opened
+    /// it, and closes it: [`close_meta`](Self::close_meta) leaves it open),
+    /// with the replica's metadata in `meta_dir`; finds every entry the log
+    /// holds. No entry may have been placed in `log` since it was opened.
+    pub async fn from_log(log: PartitionLog, meta_dir: &Path) -> StorageResult<LogStore> {
         let meta = Rc::new(RaftMeta::open(meta_dir).await?);
         let mut table = BTreeMap::new();
         let mut open: Option<(u64, Loc)> = None;
@@ -165,8 +173,15 @@ impl LogStore {
     /// Closes the partition log and the metadata's committed file (a
     /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {
-        self.0.meta.close().await;
+        self.close_meta().await;
         self.log().close().await.map_err(write_err)
+    }
+
+    /// Closes the metadata's committed file only (its last value written),
+    /// leaving the partition log open: for a log its owner opened and
+    /// closes ([`from_log`](Self::from_log)).
+    pub async fn close_meta(&self) {
+        self.0.meta.close().await;
     }
 
     async fn read_entry(&self, index: u64, loc: Loc) -> StorageResult<EsEntry> {
