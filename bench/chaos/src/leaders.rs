@@ -57,15 +57,17 @@ impl Leaders {
                 continue;
             };
             let term = p["leader_term"].as_u64();
-            self.hint(&part, leader);
             let mut seen = self.seen.lock().expect("leaders lock");
-            let changed = match (seen.get(&part), term) {
-                (None, _) => true,
+            let (changed, stale) = match (seen.get(&part), term) {
+                (None, _) => (true, false),
                 // A term only moves forward: an older view (a node cut off
-                // from the leader) is not an election.
-                (Some(&(Some(old), _)), Some(new)) => new > old,
-                (Some(&(_, node)), _) => node != leader,
+                // from the leader) is not an election, nor where to send.
+                (Some(&(Some(old), _)), Some(new)) => (new > old, new < old),
+                (Some(&(_, node)), _) => (node != leader, false),
             };
+            if !stale {
+                self.hint(&part, leader);
+            }
             if changed {
                 seen.insert(part.clone(), (term, leader));
                 let mut e = Event::new(process, Type::Ok, F::Leader).on(topic, partition);
@@ -99,7 +101,9 @@ mod tests {
             vec![("t".to_string(), 1)]
         );
         l.learn(&rec, "l0", "t", &d(json!(1), 3));
+        // A stale view (term 2 < 3) neither counts nor reroutes.
         l.learn(&rec, "l0", "t", &d(json!(2), 2));
+        assert_eq!(l.get(&("t".into(), 0)), Some(1));
         l.learn(&rec, "l0", "t", &d(json!(2), 4));
         assert_eq!(l.get(&("t".into(), 0)), Some(2));
         l.hint(&("t".into(), 0), 3);

@@ -19,6 +19,7 @@
 //! | `one-way` | random halves; the links from one half to the other blackholed one way only |
 //! | `isolate-leader` | the leader of a partition drawn from the workload's, cut from every other node |
 //! | `leader-kill` | kill -9 the leader of a drawn partition (`GET /v1/topics/{t}`), restart it 5-15 s later |
+//! | `delay` | every link delayed by 20-300 ms (drawn once) |
 //!
 //! Every fault is written to `nemesis.jsonl` as it starts and ends; a
 //! network fault also when its links are cut (`phase: cut`, with the
@@ -49,6 +50,9 @@ const DESCRIBE_ATTEMPTS_MAX: u32 = 20;
 
 /// How long a network fault or a killed leader lasts (ms, drawn).
 const CLUSTER_FAULT_MS: (u64, u64) = (5000, 15000);
+/// The latency the `delay` fault adds to every link (ms, drawn): up to
+/// past the brokers' heartbeat, short of their election timeout.
+const DELAY_MS: (u64, u64) = (20, 300);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -62,6 +66,7 @@ pub enum Kind {
     OneWay,
     IsolateLeader,
     LeaderKill,
+    Delay,
 }
 
 impl Kind {
@@ -74,12 +79,13 @@ impl Kind {
         Kind::DiskFull,
     ];
     /// The faults that need a cluster.
-    pub const CLUSTER: [Kind; 5] = [
+    pub const CLUSTER: [Kind; 6] = [
         Kind::Partition,
         Kind::Bridge,
         Kind::OneWay,
         Kind::IsolateLeader,
         Kind::LeaderKill,
+        Kind::Delay,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,13 +100,14 @@ impl Kind {
             Kind::OneWay => "one-way",
             Kind::IsolateLeader => "isolate-leader",
             Kind::LeaderKill => "leader-kill",
+            Kind::Delay => "delay",
         }
     }
 
     fn network(self) -> bool {
         matches!(
             self,
-            Kind::Partition | Kind::Bridge | Kind::OneWay | Kind::IsolateLeader
+            Kind::Partition | Kind::Bridge | Kind::OneWay | Kind::IsolateLeader | Kind::Delay
         )
     }
 
@@ -228,7 +235,12 @@ impl<'a> Nemesis<'a> {
         }
         let node = &mut nodes[i];
         match kind {
-            Kind::Partition | Kind::Bridge | Kind::OneWay | Kind::IsolateLeader | Kind::LeaderKill => {}
+            Kind::Partition
+            | Kind::Bridge
+            | Kind::OneWay
+            | Kind::IsolateLeader
+            | Kind::LeaderKill
+            | Kind::Delay => {}
             Kind::Kill => {
                 node.kill();
                 std::thread::sleep(Duration::from_millis(self.rng.range(1000, 4000)));
@@ -312,7 +324,12 @@ impl<'a> Nemesis<'a> {
     fn split(&mut self, kind: Kind, nodes: &[Node], detail: &mut Vec<Value>) -> Result<(), String> {
         let proxy = self.proxy.ok_or("a network fault needs the proxy (--nodes 3)")?;
         let ids: Vec<u64> = nodes.iter().map(|n| u64::from(n.id)).collect();
+        let mut rule = Rule::Blackhole;
         let split = match kind {
+            Kind::Delay => {
+                rule = Rule::Delay(self.rng.range(DELAY_MS.0, DELAY_MS.1));
+                split::every_link(&ids)
+            }
             Kind::Partition => split::partition(&mut self.rng, &ids),
             Kind::Bridge => split::bridge(&mut self.rng, &ids).ok_or("a bridge needs 3 nodes")?,
             Kind::OneWay => split::one_way(&mut self.rng, &ids),
@@ -335,21 +352,25 @@ impl<'a> Nemesis<'a> {
         };
         let links: Vec<String> = split.cut.iter().map(|(a, b)| format!("{a}->{b}")).collect();
         for &link in &split.cut {
-            proxy.set(link, Rule::Blackhole);
+            proxy.set(link, rule);
         }
         let now = self.ctx.rec.now();
         self.note(json!({"time": now, "fault": kind.name(), "phase": "cut",
-                         "sides": split.sides, "links": links, "rule": Rule::Blackhole.name()}));
+                         "sides": split.sides, "links": links, "rule": rule.name()}));
         std::thread::sleep(Duration::from_millis(
             self.rng.range(CLUSTER_FAULT_MS.0, CLUSTER_FAULT_MS.1),
         ));
+        // What the proxy held when the fault ended: delivered by the heal.
+        let held: serde_json::Map<String, Value> = split
+            .cut
+            .iter()
+            .map(|&(a, b)| (format!("{a}->{b}"), Value::from(proxy.held((a, b)))))
+            .collect();
         for &link in &split.cut {
             proxy.set(link, Rule::Ok);
         }
-        detail.push(
-            json!({"sides": split.sides, "links": links, "rule": Rule::Blackhole.name(),
-                           "healed": Rule::Ok.name()}),
-        );
+        detail.push(json!({"sides": split.sides, "links": links, "rule": rule.name(),
+                           "healed": Rule::Ok.name(), "held_bytes": held}));
         Ok(())
     }
 
@@ -475,11 +496,11 @@ mod tests {
             .contains("--nodes 3"));
         assert!(Kind::parse_list("kill,split", 3).unwrap_err().contains("split"));
         assert_eq!(
-            Kind::parse_list("partition,bridge,one-way,isolate-leader,leader-kill", 3).unwrap(),
+            Kind::parse_list("partition,bridge,one-way,isolate-leader,leader-kill,delay", 3).unwrap(),
             Kind::CLUSTER
         );
         let all = Kind::parse_list("all", 3).unwrap();
-        assert_eq!(all.len(), 10);
+        assert_eq!(all.len(), 11);
         assert!(all.iter().all(|k| Kind::parse_list(k.name(), 3).unwrap() == [*k]));
     }
 }

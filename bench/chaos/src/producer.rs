@@ -141,8 +141,10 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                         ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
                     }
                     drop(op);
-                    if REROUTE_CODES.contains(&code.as_str()) && ctx.cluster() {
-                        reroute(ctx, &mut conns, &process, &part, node, via);
+                    // In a cluster: another node leads, or this one is down.
+                    let elsewhere = REROUTE_CODES.contains(&code.as_str()) || code.starts_with("connect");
+                    if elsewhere && ctx.cluster() {
+                        reroute(ctx, &mut conns, &process, &part, node, &code, via);
                         if via != Via::Idempotent && attempts >= PLAIN_ATTEMPTS_MAX {
                             break;
                         }
@@ -180,10 +182,10 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
     }
 }
 
-/// After a refusal by `node` that says to ask another: the leader an HTTP
-/// 421 named, else whatever a new lookup finds.
-fn reroute(ctx: &Ctx, conns: &mut Conns, process: &str, part: &Part, node: u32, via: Via) {
-    let named = if via == Via::Http {
+/// After a refusal by `node` (`code`) that says to ask another: the
+/// leader an HTTP 421 named, else whatever a new lookup finds.
+fn reroute(ctx: &Ctx, conns: &mut Conns, process: &str, part: &Part, node: u32, code: &str, via: Via) {
+    let named = if via == Via::Http && code == "not_leader" {
         conns.http(ctx, node).last_error()["error"]["leader"]["node_id"]
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())

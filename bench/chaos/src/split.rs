@@ -8,6 +8,7 @@
 //! | `bridge` | two halves and one middle node (Jepsen's bridge) | every link between the halves; the middle node sees everyone |
 //! | `one-way` | random halves | every link from one half to the other, one direction only (drawn): that half is not heard, or does not hear |
 //! | `isolate` | one node (the leader of a partition) and the rest | every link of that node, both ways |
+//! | every link | all nodes | every link (the `delay` fault slows them all) |
 
 use serde::Serialize;
 
@@ -103,6 +104,14 @@ pub fn isolate(node: NodeId, nodes: &[NodeId]) -> Split {
     }
 }
 
+/// Every link between two of `nodes`, both ways.
+pub fn every_link(nodes: &[NodeId]) -> Split {
+    Split {
+        cut: links(nodes, nodes).into_iter().filter(|(a, b)| a != b).collect(),
+        sides: vec![nodes.to_vec()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +197,15 @@ mod tests {
             directions.insert(minor.contains(&s.cut[0].0));
         }
         assert_eq!(directions.len(), 2, "both directions are drawn");
+    }
+
+    #[test]
+    fn every_link_is_every_ordered_pair_of_two_nodes() {
+        let s = every_link(&[1, 2, 3]);
+        assert_eq!(
+            set(&s.cut),
+            set(&[(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)])
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ const WATCH_EVERY_MS: u64 = 1000;
 /// How long a describe may take.
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The addresses of the node the workload talks to.
+/// A node's id and client addresses.
 #[derive(Clone, Debug)]
 pub struct Target {
     pub node: u32,
