@@ -31,14 +31,24 @@ fn text(out: &Output) -> String {
 
 /// A broker that writes its arguments, one a line, to `args-<node id>`
 /// beside it, then refuses `--raft-addr` the way clap does (otherwise it
-/// would run; it never gets that far in these tests).
+/// would run; it never gets that far in these tests). Node 1 refuses only
+/// once nodes 2 and 3 have written theirs (or after 10 s): es-chaos stops
+/// the others when the first fails, and must have started them all
+/// before it waits for the first.
 fn old_broker(dir: &Path) -> PathBuf {
     let path = dir.join("es-broker");
     let script = format!(
         r#"#!/bin/sh
 id=x; prev=
 for a in "$@"; do [ "$prev" = --node-id ] && id=$a; prev=$a; done
-for a in "$@"; do echo "$a"; done > "{dir}/args-$id"
+for a in "$@"; do echo "$a"; done > "{dir}/args-$id.tmp"
+mv "{dir}/args-$id.tmp" "{dir}/args-$id"
+if [ "$id" = 1 ]; then
+  n=0
+  while [ $n -lt 200 ] && ! {{ [ -f "{dir}/args-2" ] && [ -f "{dir}/args-3" ]; }}; do
+    sleep 0.05; n=$((n + 1))
+  done
+fi
 for a in "$@"; do
   if [ "$a" = --raft-addr ]; then
     echo "error: unexpected argument '--raft-addr' found" >&2
