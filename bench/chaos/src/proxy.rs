@@ -716,10 +716,17 @@ mod tests {
         quiet
     }
 
-    /// The connection was closed by the proxy: end of stream or an error.
+    /// The connection was closed by the proxy: end of stream or a reset,
+    /// not the hang guard's timeout.
     fn closed(s: &mut TcpStream) -> bool {
         let mut b = [0u8; 1];
-        matches!(s.read(&mut b), Ok(0) | Err(_))
+        match s.read(&mut b) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
     }
 
     #[test]
@@ -880,6 +887,26 @@ mod tests {
         let mut good = peer(&proxy, 1, 2);
         good.write_all(b"ok").unwrap();
         assert_eq!(read_n(&mut good, 2), b"ok");
+    }
+
+    #[test]
+    fn a_destination_that_closes_or_is_down_closes_the_peers_connection() {
+        // A destination that hangs up at once (a broker killed meanwhile).
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let hangs_up = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                drop(s);
+            }
+        });
+        // A destination nobody listens on (a broker that is down).
+        let down = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let proxy = Proxy::start(&[(2, hangs_up), (3, down)]).unwrap();
+        let mut c = peer(&proxy, 1, 2);
+        assert!(closed(&mut c), "the destination's close did not reach the peer");
+        let mut c = peer(&proxy, 1, 3);
+        assert!(closed(&mut c));
+        assert_eq!(proxy.stats().connect_failed, 1);
     }
 
     #[test]

@@ -256,3 +256,56 @@ impl Workload {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn ctx(nodes: u32, dir: &std::path::Path) -> Ctx {
+        Ctx {
+            rec: Arc::new(Recorder::create(&dir.join("h.jsonl"), Instant::now()).unwrap()),
+            observed: Arc::default(),
+            stop: AtomicBool::new(false),
+            nodes: (1..=nodes)
+                .map(|n| Target {
+                    node: n,
+                    // Nothing listens: a lookup finds no node.
+                    http: "127.0.0.1:1".into(),
+                    binary: "127.0.0.1:1".into(),
+                })
+                .collect(),
+            leaders: Leaders::default(),
+            next_lookup: AtomicUsize::new(0),
+            parts: partitions(1),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_cluster_reads_from_followers_and_writes_to_the_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(3, dir.path());
+        let part = ("chaos".to_string(), 0);
+        c.leaders.hint(&part, 2);
+        let mut conns = Conns::new("t");
+        assert_eq!(c.leader(&mut conns, "t", &part), 2);
+        let followers: Vec<u32> = (0..4).map(|skip| c.follower(&part, skip)).collect();
+        assert_eq!(followers, [1, 3, 1, 3]);
+        // Unknown, and no node answers a lookup: the first node (which
+        // would redirect).
+        c.leaders.forget(&part);
+        assert_eq!(c.leader(&mut conns, "t", &part), 1);
+    }
+
+    #[test]
+    fn a_single_node_is_leader_and_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(1, dir.path());
+        let part = ("chaos".to_string(), 0);
+        let mut conns = Conns::new("t");
+        assert_eq!(c.leader(&mut conns, "t", &part), 1);
+        assert_eq!((c.follower(&part, 0), c.follower(&part, 5)), (1, 1));
+        assert!(!c.cluster());
+    }
+}
