@@ -20,7 +20,7 @@
 //! had committed before any leader tells it again; openraft re-applies the
 //! entries up to it (`read_committed`) at start.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -53,6 +53,12 @@ struct Inner {
     log: PartitionLog,
     meta: Rc<RaftMeta>,
     table: RefCell<BTreeMap<u64, Loc>>,
+    /// Truncations begun so far: a read that sees it move had entries cut
+    /// under it.
+    cuts: Cell<u64>,
+    /// The first index of the truncation under way: the log may have lost
+    /// the entries from there before the table does.
+    cutting_from: Cell<Option<u64>>,
 }
 
 /// A replica's Raft log over its partition log; clones share it.
@@ -141,6 +147,8 @@ impl LogStore {
             log,
             meta,
             table: RefCell::new(table),
+            cuts: Cell::new(0),
+            cutting_from: Cell::new(None),
         })))
     }
 
@@ -295,9 +303,24 @@ impl RaftLogReader<EsRaft> for LogStore {
             };
             table.range((lo, hi)).map(|(&i, &l)| (i, l)).collect()
         };
+        let cuts = self.0.cuts.get();
         let mut out = Vec::with_capacity(locs.len());
         for (index, loc) in locs {
-            out.push(self.read_entry(index, loc).await?);
+            match self.read_entry(index, loc).await {
+                Ok(e) => out.push(e),
+                // Cut while the read was on its way (a deposed leader's
+                // replication reads the suffix that its follower side,
+                // hearing the new leader, truncates): what was read is
+                // still a prefix the log held, and openraft takes a
+                // shorter answer and asks again. An error with no cut is
+                // the log's.
+                Err(_)
+                    if self.0.cuts.get() != cuts || self.0.cutting_from.get().is_some_and(|f| index >= f) =>
+                {
+                    break
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(out)
     }
@@ -381,9 +404,13 @@ impl RaftLogStorage<EsRaft> for LogStore {
         if self.0.table.borrow().range(from.index..).next().is_none() {
             return Ok(());
         }
+        self.0.cuts.set(self.0.cuts.get() + 1);
+        self.0.cutting_from.set(Some(from.index));
         // The table loses the entries only once the log has: a failed cut
         // poisons the log, and the table still says what may be on disk.
-        self.0.log.truncate_from(from.index).await.map_err(write_err)?;
+        let cut = self.0.log.truncate_from(from.index).await;
+        self.0.cutting_from.set(None);
+        cut.map_err(write_err)?;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
     }

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,13 +45,7 @@ async fn boot_with(router: &Router, config: Arc<Config>) -> Vec<Node> {
         start_with(router, id, log.clone(), sm.clone(), config.clone()).await;
         nodes.push(Node { log, sm });
     }
-    let members: BTreeSet<NodeId> = IDS.into();
-    router
-        .node(1)
-        .unwrap()
-        .initialize(members)
-        .await
-        .expect("initialize");
+    initialize(router, &IDS).await;
     nodes
 }
 
@@ -98,8 +91,7 @@ fn elects_a_leader_and_replicates() {
             assert_eq!(offsets, vec![next], "offsets are dense, in commit order");
             next += (1 + i % 3) as u64;
         }
-        let last = raft.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft)).await;
         same_state(&nodes, &IDS);
         assert_eq!(node(&nodes, 2).sm.state().next_offset, next);
         // The followers' logs hold what the leader's does.
@@ -124,8 +116,7 @@ fn a_killed_leader_is_replaced_and_catches_up_when_restarted() {
         }
         drop(raft);
         kill(&router, old).await;
-        let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != old).collect();
-        let new = wait_leader(&router, &rest).await;
+        let new = wait_leader(&router, &others(&IDS, old)).await;
         assert_ne!(new, old);
         let raft = router.node(new).unwrap();
         let term = raft.metrics().borrow().current_term;
@@ -135,8 +126,7 @@ fn a_killed_leader_is_replaced_and_catches_up_when_restarted() {
         // The old leader comes back on its own "disk" and catches up.
         let n = node(&nodes, old);
         start(&router, old, n.log.clone(), n.sm.clone()).await;
-        let last = raft.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft)).await;
         same_state(&nodes, &IDS);
         assert_eq!(node(&nodes, old).sm.state().next_offset, 80);
         let back = router.node(old).unwrap();
@@ -160,30 +150,18 @@ fn a_deposed_leaders_divergent_suffix_is_truncated() {
         for i in 0..10 {
             write(&raft, &format!("c{i}"), 1).await;
         }
-        let committed = raft.metrics().borrow().last_log_index.unwrap();
+        let committed = last_index(&raft);
         wait_applied(&router, &IDS, committed).await;
 
         // Cut the leader off; it still takes writes, which cannot commit.
-        router.isolate(old, &IDS);
-        for i in 0..5 {
-            let r = raft.clone();
-            glommio::spawn_local(async move {
-                // Never committed: the answer is an error once it steps down.
-                let _ = r
-                    .client_write(Proposal::Batches(vec![batch(&format!("lost{i}"), 1)]))
-                    .await;
-            })
-            .detach();
-        }
-        wait_metrics(&raft, "the isolated leader appended its writes", |m| {
-            m.last_log_index >= Some(committed + 5)
-        })
-        .await;
+        let lost = (0..5)
+            .map(|i| Proposal::Batches(vec![batch(&format!("lost{i}"), 1)]))
+            .collect();
+        isolate_with_writes(&router, old, &IDS, lost).await;
         let divergent = node(&nodes, old).log.log_ids();
 
         // The majority elects another leader and writes past it.
-        let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != old).collect();
-        let new = wait_leader(&router, &rest).await;
+        let new = wait_leader(&router, &others(&IDS, old)).await;
         let raft2 = router.node(new).unwrap();
         for i in 0..8 {
             write(&raft2, &format!("d{i}"), 1).await;
@@ -191,8 +169,7 @@ fn a_deposed_leaders_divergent_suffix_is_truncated() {
 
         // Heal: the old leader's uncommitted entries are replaced.
         router.heal();
-        let last = raft2.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft2)).await;
         let healed = node(&nodes, old).log.log_ids();
         assert_eq!(
             healed,
@@ -245,27 +222,18 @@ fn survivors_whose_election_timeouts_tie_still_elect() {
         for round in 0..3 {
             let raft = router.node(leader).unwrap();
             write(&raft, &format!("t{round}"), 1).await;
-            let last = raft.metrics().borrow().last_log_index.unwrap();
             // Equal logs: either survivor may win, so nothing but the
             // timers decides.
-            wait_applied(&router, &IDS, last).await;
+            wait_applied(&router, &IDS, last_index(&raft)).await;
             let term = raft.metrics().borrow().current_term;
             drop(raft);
             router.isolate(leader, &IDS);
-            let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != leader).collect();
-            let new = wait_leader_by_term(&router, &rest, term + SPLIT_TERMS).await;
+            let new = wait_leader_by_term(&router, &others(&IDS, leader), term + SPLIT_TERMS).await;
             router.heal();
             assert_eq!(wait_leader(&router, &IDS).await, new, "the old leader follows");
             leader = new;
         }
-        let last = router
-            .node(leader)
-            .unwrap()
-            .metrics()
-            .borrow()
-            .last_log_index
-            .unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&router.node(leader).unwrap())).await;
         same_state(&nodes, &IDS);
         for id in IDS {
             kill(&router, id).await;

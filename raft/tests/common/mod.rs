@@ -4,6 +4,8 @@
 //! model a partition or a dead node.
 #![allow(dead_code)]
 
+mod suite;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -20,7 +22,7 @@ use es_raft::openraft::raft::{
 };
 use es_raft::openraft::storage::{RaftLogStorage, RaftStateMachine, Snapshot};
 use es_raft::openraft::{Config, EmptyNode, Raft, RaftMetrics, RaftNetwork, RaftNetworkFactory, ServerState};
-use es_raft::{EsRaft, NodeId, Vote};
+use es_raft::{EsRaft, NodeId, Proposal, Vote};
 
 /// How long a wait on the cluster may take before the test gives up as
 /// hung: a guard, not a limit on speed.
@@ -219,6 +221,52 @@ where
     let raft = Raft::new(id, config, net, log, sm).await.expect("raft starts");
     router.add(id, raft.clone());
     raft
+}
+
+/// Makes `ids` one group: node `ids[0]` initializes it with all of them.
+pub async fn initialize(router: &Router, ids: &[NodeId]) {
+    let members: BTreeSet<NodeId> = ids.iter().copied().collect();
+    router
+        .node(ids[0])
+        .expect("node is up")
+        .initialize(members)
+        .await
+        .expect("initialize");
+}
+
+/// `ids` without `id`.
+pub fn others(ids: &[NodeId], id: NodeId) -> Vec<NodeId> {
+    ids.iter().copied().filter(|&i| i != id).collect()
+}
+
+/// The index of the last entry in `raft`'s log.
+pub fn last_index(raft: &Raft<EsRaft>) -> u64 {
+    raft.metrics()
+        .borrow()
+        .last_log_index
+        .expect("the log holds an entry")
+}
+
+/// Cuts leader `old` off from the rest of `ids` and proposes `proposals`
+/// to it, which it appends and cannot commit; returns once they are all
+/// in its log.
+pub async fn isolate_with_writes(router: &Router, old: NodeId, ids: &[NodeId], proposals: Vec<Proposal>) {
+    let raft = router.node(old).expect("node is up");
+    let before = last_index(&raft);
+    let n = proposals.len() as u64;
+    router.isolate(old, ids);
+    for proposal in proposals {
+        let r = raft.clone();
+        glommio::spawn_local(async move {
+            // Never committed: the answer is an error once it steps down.
+            let _ = r.client_write(proposal).await;
+        })
+        .detach();
+    }
+    wait_metrics(&raft, "the isolated leader appended its writes", |m| {
+        m.last_log_index >= Some(before + n)
+    })
+    .await;
 }
 
 /// Stops node `id` as a kill would: it leaves the router, its tasks end.
