@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_raft::transport::{cluster_hash, TransportConfig};
-use es_raft::{BatchRules, GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
+use es_raft::{BatchRules, GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError, ReplicaObserver};
 use es_storage::batch::{encode, encode_v2, RaftStamp};
 use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
 use futures::future::join_all;
@@ -394,15 +394,40 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
     }
 }
 
+/// Counts what a replica's observer is told.
+#[derive(Default)]
+struct Seen {
+    commits: Cell<usize>,
+    entries: Cell<usize>,
+    batches: Cell<usize>,
+}
+
+struct Watcher(Rc<Seen>);
+
+impl ReplicaObserver for Watcher {
+    fn committed(&self, latency: Duration) {
+        assert!(latency > Duration::ZERO);
+        self.0.commits.set(self.0.commits.get() + 1);
+    }
+
+    fn proposed(&self, batches: usize, bytes: usize) {
+        assert!(bytes > 0);
+        self.0.entries.set(self.0.entries.get() + 1);
+        self.0.batches.set(self.0.batches.get() + batches);
+    }
+}
+
 #[test]
 fn concurrent_produces_are_coalesced_into_few_entries_in_order() {
     let c = Cluster::new(group_config(30_000), false);
     let leader = c.leader();
     const SUBMITTERS: usize = 4;
     const EACH: usize = 50;
-    let (answers, entries, batches) = c.node(leader).call(|_| async move {
+    let (answers, entries, batches, seen) = c.node(leader).call(|_| async move {
         let p = part();
         let before = p.stats().entries_proposed.get();
+        let seen = Rc::new(Seen::default());
+        p.stats().set_observer(Some(Box::new(Watcher(seen.clone()))));
         // Submitter s's j-th produce is created (and first polled) after
         // its (j-1)-th: that is its submission order.
         let produces = (0..SUBMITTERS * EACH).map(|i| {
@@ -412,12 +437,21 @@ fn concurrent_produces_are_coalesced_into_few_entries_in_order() {
         });
         let answers = join_all(produces).await;
         let stats = p.stats();
+        stats.set_observer(None);
+        assert!(stats.commit_latency_us_sum.get() > 0);
+        assert_eq!(stats.produced.get(), (SUBMITTERS * EACH) as u64);
         (
             answers,
             stats.entries_proposed.get() - before,
             stats.batches_proposed.get(),
+            (seen.commits.get(), seen.entries.get(), seen.batches.get()),
         )
     });
+    assert_eq!(
+        seen,
+        (SUBMITTERS * EACH, entries as usize, SUBMITTERS * EACH),
+        "the observer saw each commit and each proposal"
+    );
     let mut offsets = Vec::new();
     let mut last = [None; SUBMITTERS];
     for (s, j, answer) in answers {
@@ -525,6 +559,12 @@ fn an_isolated_leader_loses_no_acknowledged_produce() {
     });
     let hw = view(c.node(new)).2;
     wait_hw(&c.running(), hw);
+
+    let (elections, became) = c.node(new).call(|_| async move {
+        let s = part().stats().clone();
+        (s.elections.get(), s.became_leader.get())
+    });
+    assert!(elections >= 1 && became == 1, "the new leader saw its election");
 
     let log: BTreeMap<u64, String> = records(c.node(new)).into_iter().collect();
     for n in c.running() {
@@ -684,5 +724,35 @@ fn a_full_queue_makes_produce_wait() {
         "the queue held {most} bytes, over its bound of {}",
         3 * one
     );
+    c.stop_all();
+}
+
+#[test]
+fn a_cluster_restarted_whole_keeps_its_records_and_offsets() {
+    let mut c = Cluster::new(group_config(30_000), false);
+    let leader = c.leader();
+    for i in 0..10 {
+        produce_acked(c.node(leader), || batch(&format!("a{i}"), 3, true));
+    }
+    let before = records(c.node(leader));
+    assert_eq!(before.len(), 30);
+    for id in IDS {
+        c.stop(id);
+    }
+    for id in IDS {
+        c.start(id);
+    }
+    let leader = c.leader();
+    assert_eq!(
+        produce_acked(c.node(leader), || batch("b", 1, true)),
+        30,
+        "offsets go on where they stopped"
+    );
+    wait_hw(&c.running(), 31);
+    for n in c.running() {
+        let got = records(n);
+        assert_eq!(got[..30], before[..], "node {}'s records", n.id);
+        assert_eq!(got[30], (30, "b-0".to_string()));
+    }
     c.stop_all();
 }
