@@ -5,8 +5,8 @@
 //!
 //! A leader takes produces; a replica that does not lead refuses them
 //! with the leader it knows (`NotLeader`), and a leader that has not heard
-//! from a quorum for longer than the election timeout refuses them with
-//! `LeaderNotAvailable` (it may have been deposed without knowing):
+//! from a quorum for longer than twice the election timeout refuses them
+//! with `LeaderNotAvailable` (it may have been deposed without knowing):
 //! docs/design/raft-produce.md.
 //!
 //! In sync (`in_sync`, on the leader): the leader, and each follower whose
@@ -51,8 +51,8 @@ pub struct GroupConfig {
     /// `--raft-heartbeat-ms`.
     pub heartbeat_ms: u64,
     /// `--raft-election-timeout-ms`: elections after this to twice this
-    /// without a leader; a leader without quorum contact for this long
-    /// refuses produces.
+    /// without a leader; a leader without quorum contact for twice this
+    /// long refuses produces.
     pub election_timeout_ms: u64,
     /// `--raft-append-bytes-max`: the transport's (`TransportConfig`);
     /// carried here so one struct holds a group's flags.
@@ -430,8 +430,14 @@ impl PartitionRaft {
     }
 }
 
-/// Whether a replica may propose now: it leads, and (after its first
-/// election timeout as leader) a quorum acknowledged it within one.
+/// Whether a replica may propose now: it leads, and a quorum acknowledged
+/// it within twice the election timeout (the longest a follower waits
+/// before it stands for election; from the start of its term while no
+/// quorum has acknowledged it yet). Not within one: openraft dates an
+/// acknowledgement by when its request was sent, and a follower answers an
+/// append after its fdatasync, so a slow disk alone can look like a
+/// silence of one timeout. Refusing is only ever a faster answer: the
+/// commit rule keeps a deposed leader from acknowledging anything.
 fn may_propose(
     me: NodeId,
     m: &RaftMetrics<NodeId, EmptyNode>,
@@ -442,19 +448,17 @@ fn may_propose(
         let leader = m.current_leader.filter(|&l| l != me);
         return Err(ProduceError::NotLeader { leader });
     }
-    let timeout_ms = election_timeout.as_millis() as u64;
+    let limit = 2 * election_timeout;
     let silent = match m.millis_since_quorum_ack {
-        Some(ms) => ms > timeout_ms,
+        Some(ms) => Duration::from_millis(ms) > limit,
         // No quorum has acknowledged this term yet: a leader elected a
         // moment ago, or one cut off since it was elected.
-        None => tracking
-            .leader_since
-            .get()
-            .is_some_and(|t| t.elapsed() > election_timeout),
+        None => tracking.leader_since.get().is_some_and(|t| t.elapsed() > limit),
     };
     if silent {
         return Err(ProduceError::LeaderNotAvailable(format!(
-            "the leader has not heard from a quorum for over the election timeout ({timeout_ms} ms); it may have been deposed"
+            "the leader has not heard from a quorum for over twice the election timeout ({} ms); it may have been deposed",
+            limit.as_millis()
         )));
     }
     Ok(())

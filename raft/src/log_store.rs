@@ -372,9 +372,26 @@ impl RaftLogStorage<EsRaft> for LogStore {
         let mut last = None;
         for e in entries {
             let (term, index) = (e.log_id.leader_id.term, e.log_id.index);
-            let placed = log
-                .append_entry(term, index, body_of(e.payload)?)
-                .map_err(write_err)?;
+            let body = body_of(e.payload)?;
+            let proposed = matches!(body, EntryBody::Batches(_, Stamping::Leader));
+            let placed = match log.append_entry(term, index, body) {
+                Ok(placed) => placed,
+                // A leader's proposal the log refuses (a batch over the
+                // topic's limits that produce did not catch) becomes a
+                // blank entry: refusing the append would stop the group.
+                // Applied, it answers no offsets: its produces are told
+                // nothing was written. A follower's copy is never
+                // replaced: it must hold what the leader holds.
+                Err(es_storage::StorageError::Invalid(why)) if proposed => {
+                    tracing::warn!(term, index, %why, "the log refused a proposed entry; it is written as a blank entry");
+                    let blank = EntryBody::Control {
+                        kind: CONTROL_BLANK,
+                        body: Vec::new(),
+                    };
+                    log.append_entry(term, index, blank).map_err(write_err)?
+                }
+                Err(e) => return Err(write_err(e)),
+            };
             self.0.table.borrow_mut().insert(
                 index,
                 Loc {

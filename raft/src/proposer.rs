@@ -289,6 +289,12 @@ impl Proposer {
             Ok(rx) => match rx.await {
                 Ok(Ok(resp)) => match resp.data {
                     Applied::Offsets(offsets) if offsets.len() == n => Ok(offsets),
+                    // The log refused the entry's batches and wrote a
+                    // blank entry in its place (`LogStore::append`).
+                    Applied::None => Err(ProduceError::Invalid(
+                        "the partition log refused a batch of this entry (over the topic's limits); nothing of it was written"
+                            .into(),
+                    )),
                     other => Err(ProduceError::OutcomeUnknown(format!(
                         "entry {} applied as {other:?}, not the {n} offsets proposed",
                         resp.log_id

@@ -14,10 +14,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_raft::transport::{cluster_hash, TransportConfig};
-use es_raft::{GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
+use es_raft::{BatchRules, GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError, ReplicaObserver};
 use es_storage::batch::{encode, encode_v2, RaftStamp};
 use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
 use futures::future::join_all;
@@ -80,12 +81,8 @@ fn dir_of(root: &Path, id: NodeId) -> PathBuf {
 }
 
 /// Opens the partition log under `dir/log` and the replica over it.
-fn open_replica(node: &Node, dir: PathBuf, cfg: GroupConfig) {
+fn open_replica(node: &Node, dir: PathBuf, cfg: GroupConfig, log_config: LogConfig) {
     node.call(move |ctx| async move {
-        let log_config = LogConfig {
-            segment_bytes: 4096,
-            ..LogConfig::default()
-        };
         let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
             .await
             .expect("open the partition log");
@@ -119,6 +116,23 @@ fn close_replica(node: &Node) {
 
 fn produce(node: &Node, b: BatchBuf) -> Result<u64, ProduceError> {
     node.call(move |_| async move { part().produce(b).await })
+}
+
+/// Produces `make()` on a node that leads until it is acknowledged: a
+/// leader may refuse for a while (`LeaderNotAvailable`: a slow disk on a
+/// loaded machine can delay its quorum's answers), which writes nothing.
+fn produce_acked(node: &Node, make: impl Fn() -> BatchBuf) -> u64 {
+    let started = Instant::now();
+    loop {
+        match produce(node, make()) {
+            Ok(base) => return base,
+            Err(ProduceError::LeaderNotAvailable(_)) => {
+                assert!(started.elapsed() < HANG_GUARD, "never acknowledged");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("produce on node {}: {e}", node.id),
+        }
+    }
 }
 
 /// (is leader, leader known, high watermark) of a node's replica.
@@ -188,6 +202,7 @@ fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 struct Cluster {
     root: tempfile::TempDir,
     cfg: GroupConfig,
+    log_config: LogConfig,
     listen: BTreeMap<NodeId, SocketAddr>,
     /// The address each node dials for each peer.
     peers: BTreeMap<NodeId, BTreeMap<NodeId, SocketAddr>>,
@@ -197,6 +212,14 @@ struct Cluster {
 
 impl Cluster {
     fn new(cfg: GroupConfig, proxied: bool) -> Cluster {
+        let log_config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        Cluster::with_log(cfg, log_config, proxied)
+    }
+
+    fn with_log(cfg: GroupConfig, log_config: LogConfig, proxied: bool) -> Cluster {
         let listen: BTreeMap<NodeId, SocketAddr> = IDS.iter().map(|&id| (id, free_addr())).collect();
         let mut links = BTreeMap::new();
         let mut peers = BTreeMap::new();
@@ -218,6 +241,7 @@ impl Cluster {
         let mut c = Cluster {
             root: tempfile::tempdir().unwrap(),
             cfg,
+            log_config,
             listen,
             peers,
             links,
@@ -233,7 +257,7 @@ impl Cluster {
     fn start(&mut self, id: NodeId) {
         let config = TransportConfig::new(id, self.peers[&id].clone(), cluster_hash("group-test"));
         let node = Node::start(config, self.listen[&id]);
-        open_replica(&node, self.dir(id), self.cfg.clone());
+        open_replica(&node, self.dir(id), self.cfg.clone(), self.log_config.clone());
         self.nodes.insert(id, node);
     }
 
@@ -302,7 +326,7 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
     let mut next = 0;
     for i in 0..20 {
         let n = i % 3 + 1;
-        let base = produce(c.node(leader), batch(&format!("a{i}"), n, i % 2 == 0)).expect("produce");
+        let base = produce_acked(c.node(leader), || batch(&format!("a{i}"), n, i % 2 == 0));
         assert_eq!(base, next, "batch {i} starts where the one before ended");
         expected.extend((0..n).map(|k| (base + k as u64, format!("a{i}-{k}"))));
         next += n as u64;
@@ -345,7 +369,7 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
     // follower reopens from its directories and catches up.
     c.stop(follower);
     for i in 0..10 {
-        let base = produce(c.node(leader), batch(&format!("b{i}"), 2, true)).expect("produce");
+        let base = produce_acked(c.node(leader), || batch(&format!("b{i}"), 2, true));
         assert_eq!(base, next);
         expected.extend((0..2).map(|k| (base + k, format!("b{i}-{k}"))));
         next += 2;
@@ -370,15 +394,40 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
     }
 }
 
+/// Counts what a replica's observer is told.
+#[derive(Default)]
+struct Seen {
+    commits: Cell<usize>,
+    entries: Cell<usize>,
+    batches: Cell<usize>,
+}
+
+struct Watcher(Rc<Seen>);
+
+impl ReplicaObserver for Watcher {
+    fn committed(&self, latency: Duration) {
+        assert!(latency > Duration::ZERO);
+        self.0.commits.set(self.0.commits.get() + 1);
+    }
+
+    fn proposed(&self, batches: usize, bytes: usize) {
+        assert!(bytes > 0);
+        self.0.entries.set(self.0.entries.get() + 1);
+        self.0.batches.set(self.0.batches.get() + batches);
+    }
+}
+
 #[test]
 fn concurrent_produces_are_coalesced_into_few_entries_in_order() {
     let c = Cluster::new(group_config(30_000), false);
     let leader = c.leader();
     const SUBMITTERS: usize = 4;
     const EACH: usize = 50;
-    let (answers, entries, batches) = c.node(leader).call(|_| async move {
+    let (answers, entries, batches, seen) = c.node(leader).call(|_| async move {
         let p = part();
         let before = p.stats().entries_proposed.get();
+        let seen = Rc::new(Seen::default());
+        p.stats().set_observer(Some(Box::new(Watcher(seen.clone()))));
         // Submitter s's j-th produce is created (and first polled) after
         // its (j-1)-th: that is its submission order.
         let produces = (0..SUBMITTERS * EACH).map(|i| {
@@ -388,12 +437,21 @@ fn concurrent_produces_are_coalesced_into_few_entries_in_order() {
         });
         let answers = join_all(produces).await;
         let stats = p.stats();
+        stats.set_observer(None);
+        assert!(stats.commit_latency_us_sum.get() > 0);
+        assert_eq!(stats.produced.get(), (SUBMITTERS * EACH) as u64);
         (
             answers,
             stats.entries_proposed.get() - before,
             stats.batches_proposed.get(),
+            (seen.commits.get(), seen.entries.get(), seen.batches.get()),
         )
     });
+    assert_eq!(
+        seen,
+        (SUBMITTERS * EACH, entries as usize, SUBMITTERS * EACH),
+        "the observer saw each commit and each proposal"
+    );
     let mut offsets = Vec::new();
     let mut last = [None; SUBMITTERS];
     for (s, j, answer) in answers {
@@ -474,9 +532,11 @@ fn an_isolated_leader_loses_no_acknowledged_produce() {
     // The cut-off leader soon refuses produce outright: it has heard from
     // no quorum for longer than the election timeout.
     wait_until("the isolated leader refuses with leader_not_available", || {
+        // (Not its other refusal, a produce queued for the whole timeout
+        // behind entries that cannot commit.)
         matches!(
             produce(c.node(old), batch("late", 1, true)),
-            Err(ProduceError::LeaderNotAvailable(_))
+            Err(ProduceError::LeaderNotAvailable(why)) if why.contains("quorum")
         )
     });
     let others: Vec<&Node> = c.running().into_iter().filter(|n| n.id != old).collect();
@@ -484,7 +544,7 @@ fn an_isolated_leader_loses_no_acknowledged_produce() {
     let mut after = Vec::new();
     for i in 0..10 {
         let tag = format!("n{i}");
-        let base = produce(c.node(new), batch(&tag, 1, true)).expect("the new leader takes produces");
+        let base = produce_acked(c.node(new), || batch(&tag, 1, true));
         after.push((format!("{tag}-0"), Ok(base)));
     }
     let stream = c.node(old).call(|_| async move {
@@ -499,6 +559,12 @@ fn an_isolated_leader_loses_no_acknowledged_produce() {
     });
     let hw = view(c.node(new)).2;
     wait_hw(&c.running(), hw);
+
+    let (elections, became) = c.node(new).call(|_| async move {
+        let s = part().stats().clone();
+        (s.elections.get(), s.became_leader.get())
+    });
+    assert!(elections >= 1 && became == 1, "the new leader saw its election");
 
     let log: BTreeMap<u64, String> = records(c.node(new)).into_iter().collect();
     for n in c.running() {
@@ -531,7 +597,7 @@ fn with_two_of_three_nodes_down_nothing_is_acknowledged() {
     let mut c = Cluster::new(group_config(2_000), false);
     let leader = c.leader();
     for i in 0..5 {
-        produce(c.node(leader), batch(&format!("a{i}"), 1, true)).expect("produce with all up");
+        produce_acked(c.node(leader), || batch(&format!("a{i}"), 1, true));
     }
     let down: Vec<NodeId> = IDS.into_iter().filter(|&i| i != leader).collect();
     for &id in &down {
@@ -544,7 +610,7 @@ fn with_two_of_three_nodes_down_nothing_is_acknowledged() {
     while !refused || started.elapsed() < Duration::from_secs(3) {
         match produce(c.node(leader), batch("alone", 1, true)) {
             Ok(base) => panic!("acknowledged at {base} with two of three nodes down"),
-            Err(ProduceError::LeaderNotAvailable(_)) => refused = true,
+            Err(ProduceError::LeaderNotAvailable(why)) => refused |= why.contains("quorum"),
             Err(ProduceError::OutcomeUnknown(_)) => {}
             Err(e) => panic!("unexpected answer: {e}"),
         }
@@ -557,5 +623,136 @@ fn with_two_of_three_nodes_down_nothing_is_acknowledged() {
     wait_until("produce acknowledged again", || {
         produce(c.node(leader), batch("back", 1, true)).is_ok()
     });
+    c.stop_all();
+}
+
+#[test]
+fn a_batch_the_log_refuses_fails_alone_and_the_group_goes_on() {
+    let log_config = LogConfig {
+        segment_bytes: 4096,
+        batch_bytes_max: 2048,
+        ..LogConfig::default()
+    };
+    let c = Cluster::with_log(group_config(30_000), log_config, false);
+    let leader = c.leader();
+    let l = c.node(leader);
+    assert_eq!(produce_acked(l, || batch("a", 2, true)), 0);
+    // Over the log's batch_bytes_max, which produce was not told of: the
+    // log refuses it when the entry is placed; the entry is written blank
+    // and the produce answered as refused, nothing written.
+    let big = || batch("big", 30, true);
+    assert!(big().len() > 2048);
+    match produce(l, big()) {
+        Err(ProduceError::Invalid(why)) => assert!(why.contains("refused"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // The group goes on; the blank entry took no offset.
+    assert_eq!(produce_acked(l, || batch("b", 1, true)), 2);
+    // Told the topic's rules, produce refuses such a batch before it is
+    // proposed.
+    let proposed = l.call(|_| async move {
+        let p = part();
+        p.set_batch_rules(BatchRules {
+            batch_bytes_max: 2048,
+            compacted: false,
+        });
+        p.stats().entries_proposed.get()
+    });
+    match produce(l, big()) {
+        Err(ProduceError::Invalid(why)) => assert!(why.contains("batch_bytes_max"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        l.call(|_| async move { part().stats().entries_proposed.get() }),
+        proposed,
+        "not proposed"
+    );
+    wait_hw(&c.running(), 3);
+    let expected = vec![
+        (0, "a-0".to_string()),
+        (1, "a-1".to_string()),
+        (2, "b-0".to_string()),
+    ];
+    for n in c.running() {
+        assert_eq!(records(n), expected, "node {}'s records", n.id);
+    }
+    c.stop_all();
+}
+
+#[test]
+fn a_full_queue_makes_produce_wait() {
+    let one = batch("q", 1, true).len();
+    let cfg = GroupConfig {
+        proposals_in_flight: 1,
+        queue_bytes_max: 3 * one,
+        ..group_config(30_000)
+    };
+    let c = Cluster::new(cfg, false);
+    let leader = c.leader();
+    let (answers, most) = c.node(leader).call(move |_| async move {
+        let p = part();
+        let most = Rc::new(Cell::new(0));
+        let done = Rc::new(Cell::new(false));
+        let sampler = {
+            let (p, most, done) = (p.clone(), most.clone(), done.clone());
+            glommio::spawn_local(async move {
+                while !done.get() {
+                    most.set(most.get().max(p.proposer().queued_bytes()));
+                    glommio::yield_if_needed().await;
+                    glommio::timer::sleep(Duration::from_micros(200)).await;
+                }
+            })
+        };
+        let produces = (0..40).map(|i| {
+            let p = p.clone();
+            async move { p.produce(batch(&format!("p{i}"), 1, true)).await }
+        });
+        let answers = join_all(produces).await;
+        done.set(true);
+        sampler.await;
+        (answers, most.get())
+    });
+    let mut offsets: Vec<u64> = answers
+        .into_iter()
+        .map(|a| a.expect("every produce waits, then goes"))
+        .collect();
+    offsets.sort();
+    assert_eq!(offsets, (0..40).collect::<Vec<_>>());
+    assert!(most > 0, "the queue was used");
+    assert!(
+        most <= 3 * one,
+        "the queue held {most} bytes, over its bound of {}",
+        3 * one
+    );
+    c.stop_all();
+}
+
+#[test]
+fn a_cluster_restarted_whole_keeps_its_records_and_offsets() {
+    let mut c = Cluster::new(group_config(30_000), false);
+    let leader = c.leader();
+    for i in 0..10 {
+        produce_acked(c.node(leader), || batch(&format!("a{i}"), 3, true));
+    }
+    let before = records(c.node(leader));
+    assert_eq!(before.len(), 30);
+    for id in IDS {
+        c.stop(id);
+    }
+    for id in IDS {
+        c.start(id);
+    }
+    let leader = c.leader();
+    assert_eq!(
+        produce_acked(c.node(leader), || batch("b", 1, true)),
+        30,
+        "offsets go on where they stopped"
+    );
+    wait_hw(&c.running(), 31);
+    for n in c.running() {
+        let got = records(n);
+        assert_eq!(got[..30], before[..], "node {}'s records", n.id);
+        assert_eq!(got[30], (30, "b-0".to_string()));
+    }
     c.stop_all();
 }
