@@ -85,6 +85,14 @@ impl LogStore {
         let (log, _report) = PartitionLog::open(log_dir, config, batcher)
             .await
             .map_err(read_err)?;
+        LogStore::from_log(log, meta_dir).await
+    }
+
+    /// The store over `log`, a partition log just opened (its owner opened
+    /// it, and closes it: [`close_meta`](Self::close_meta) leaves it open),
+    /// with the replica's metadata in `meta_dir`; finds every entry the log
+    /// holds. No entry may have been placed in `log` since it was opened.
+    pub async fn from_log(log: PartitionLog, meta_dir: &Path) -> StorageResult<LogStore> {
         let meta = Rc::new(RaftMeta::open(meta_dir).await?);
         let mut table = BTreeMap::new();
         let mut open: Option<(u64, Loc)> = None;
@@ -173,8 +181,15 @@ impl LogStore {
     /// Closes the partition log and the metadata's committed file (a
     /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {
-        self.0.meta.close().await;
+        self.close_meta().await;
         self.log().close().await.map_err(write_err)
+    }
+
+    /// Closes the metadata's committed file only (its last value written),
+    /// leaving the partition log open: for a log its owner opened and
+    /// closes ([`from_log`](Self::from_log)).
+    pub async fn close_meta(&self) {
+        self.0.meta.close().await;
     }
 
     async fn read_entry(&self, index: u64, loc: Loc) -> StorageResult<EsEntry> {
@@ -365,9 +380,26 @@ impl RaftLogStorage<EsRaft> for LogStore {
         let mut last = None;
         for e in entries {
             let (term, index) = (e.log_id.leader_id.term, e.log_id.index);
-            let placed = log
-                .append_entry(term, index, body_of(e.payload)?)
-                .map_err(write_err)?;
+            let body = body_of(e.payload)?;
+            let proposed = matches!(body, EntryBody::Batches(_, Stamping::Leader));
+            let placed = match log.append_entry(term, index, body) {
+                Ok(placed) => placed,
+                // A leader's proposal the log refuses (a batch over the
+                // topic's limits that produce did not catch) becomes a
+                // blank entry: refusing the append would stop the group.
+                // Applied, it answers no offsets: its produces are told
+                // nothing was written. A follower's copy is never
+                // replaced: it must hold what the leader holds.
+                Err(es_storage::StorageError::Invalid(why)) if proposed => {
+                    tracing::warn!(term, index, %why, "the log refused a proposed entry; it is written as a blank entry");
+                    let blank = EntryBody::Control {
+                        kind: CONTROL_BLANK,
+                        body: Vec::new(),
+                    };
+                    log.append_entry(term, index, blank).map_err(write_err)?
+                }
+                Err(e) => return Err(write_err(e)),
+            };
             self.0.table.borrow_mut().insert(
                 index,
                 Loc {
