@@ -301,7 +301,15 @@ impl RaftLogReader<EsRaft> for LogStore {
                 Bound::Excluded(&i) => Bound::Excluded(i),
                 Bound::Unbounded => Bound::Unbounded,
             };
-            table.range((lo, hi)).map(|(&i, &l)| (i, l)).collect()
+            // Placed but not yet written (a leader's replication reads its
+            // new entries as soon as they are placed): the answer ends
+            // before them, and openraft asks again.
+            let written = self.0.log.written_index();
+            table
+                .range((lo, hi))
+                .take_while(|(&i, _)| i < written)
+                .map(|(&i, &l)| (i, l))
+                .collect()
         };
         let cuts = self.0.cuts.get();
         let mut out = Vec::with_capacity(locs.len());
