@@ -344,14 +344,6 @@ impl ApiError {
         ApiError::new(ErrorCode::OutcomeUnknown, message)
     }
 
-    /// The details as the binary protocol's Error frame carries them
-    /// (version 2): a JSON object, or none.
-    // Called by cluster mode (broker/src/cluster), which lands beside this.
-    #[allow(dead_code)]
-    pub fn details_value(&self) -> Option<serde_json::Value> {
-        self.details.clone().map(serde_json::Value::Object)
-    }
-
     pub fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(ErrorCode::InvalidRequest, message)
     }
