@@ -3,7 +3,8 @@
 //! and waits for the frame that carries it back; a writer task sends the
 //! queued frames in order, a reader task hands each response to its
 //! waiter. When either side fails, the connection is dead: every waiter
-//! gets `Unreachable` and the next request opens a new one.
+//! gets `Lost` (its request may have reached the peer), a request after
+//! that `Unreachable`, and the next request opens a new one.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -133,8 +134,10 @@ impl Conn {
             .unbounded_send(frame)
             .map_err(|_| unreachable("connection lost"))?;
         self.stats.sent(kind);
-        rx.await
-            .map_err(|_| unreachable("connection lost before the answer"))
+        rx.await.map_err(|_| TransportError::Lost {
+            node: self.node,
+            why: "the connection ended".into(),
+        })
     }
 
     fn deliver(&self, id: u64, reply: Reply) {

@@ -22,6 +22,10 @@ pub enum TransportError {
     /// No connection to the peer (connect failed, lost, or backing off).
     #[error("node {node} unreachable: {why}")]
     Unreachable { node: NodeId, why: String },
+    /// The connection ended after the request was sent and before its
+    /// answer: the peer may have acted on it.
+    #[error("node {node}: connection lost before the answer: {why}")]
+    Lost { node: NodeId, why: String },
     /// The peer is not in this shard's peer list.
     #[error("node {0} is not a known peer")]
     UnknownPeer(NodeId),
@@ -41,4 +45,7 @@ pub mod code {
     pub const NOT_READY: &str = "not_ready";
     /// The request could not be decoded.
     pub const MALFORMED: &str = "malformed";
+    /// A control frame this shard has no handler for (or its handler
+    /// does not take that kind).
+    pub const UNSUPPORTED: &str = "unsupported";
 }

@@ -18,9 +18,21 @@ pub enum RaftKind {
     AppendEntries = 0x40,
     Vote = 0x41,
     Heartbeats = 0x42,
+    /// A controller command forwarded to the controller's leader.
+    ControllerPropose = 0x48,
+    /// The controller leader's committed index (a read barrier).
+    ControllerReadIndex = 0x49,
+    /// The groups a node leads, with their marks (the broker's).
+    LeaderReport = 0x4a,
+    /// Per-partition state asked of a leader (the broker's).
+    DescribePartitions = 0x4b,
     AppendEntriesOk = 0xc0,
     VoteOk = 0xc1,
     HeartbeatsOk = 0xc2,
+    ControllerProposeOk = 0xc8,
+    ControllerReadIndexOk = 0xc9,
+    LeaderReportOk = 0xca,
+    DescribePartitionsOk = 0xcb,
     Error = 0xff,
 }
 
@@ -32,9 +44,17 @@ impl RaftKind {
             0x40 => AppendEntries,
             0x41 => Vote,
             0x42 => Heartbeats,
+            0x48 => ControllerPropose,
+            0x49 => ControllerReadIndex,
+            0x4a => LeaderReport,
+            0x4b => DescribePartitions,
             0xc0 => AppendEntriesOk,
             0xc1 => VoteOk,
             0xc2 => HeartbeatsOk,
+            0xc8 => ControllerProposeOk,
+            0xc9 => ControllerReadIndexOk,
+            0xca => LeaderReportOk,
+            0xcb => DescribePartitionsOk,
             0xff => Error,
             _ => return None,
         })
@@ -46,8 +66,24 @@ impl RaftKind {
             RaftKind::AppendEntries => RaftKind::AppendEntriesOk,
             RaftKind::Vote => RaftKind::VoteOk,
             RaftKind::Heartbeats => RaftKind::HeartbeatsOk,
+            RaftKind::ControllerPropose => RaftKind::ControllerProposeOk,
+            RaftKind::ControllerReadIndex => RaftKind::ControllerReadIndexOk,
+            RaftKind::LeaderReport => RaftKind::LeaderReportOk,
+            RaftKind::DescribePartitions => RaftKind::DescribePartitionsOk,
             other => other,
         }
+    }
+
+    /// Whether this request is a control frame: not openraft's, answered
+    /// by the server's [`ControlHandler`](super::control::ControlHandler).
+    pub fn is_control(self) -> bool {
+        matches!(
+            self,
+            RaftKind::ControllerPropose
+                | RaftKind::ControllerReadIndex
+                | RaftKind::LeaderReport
+                | RaftKind::DescribePartitions
+        )
     }
 
     /// Whether a peer sends this kind as a request.
@@ -122,6 +158,15 @@ mod tests {
         assert!(check(&gz).is_err());
         assert_eq!(RaftKind::Heartbeats.response(), RaftKind::HeartbeatsOk);
         assert!(!RaftKind::Error.is_request());
+        for k in 0..=255u8 {
+            if let Some(kind) = RaftKind::from_u8(k) {
+                assert_eq!(kind as u8, k);
+                if kind.is_request() {
+                    assert_eq!(kind.response() as u8, k | 0x80, "{kind:?}");
+                }
+                assert_eq!(kind.is_control(), (0x48..=0x4b).contains(&k), "{kind:?}");
+            }
+        }
     }
 
     proptest! {

@@ -6,6 +6,8 @@
 //! - `preamble`: the 32 plaintext bytes that open a connection.
 //! - `frame`: the raft frame kinds on the binary protocol's frame header.
 //! - `codec`: the frames' payloads, decoders bounded and fuzzed.
+//! - `control`: `ControlHandler`, who answers the frames that are not
+//!   openraft's (controller propose and read index, leader reports, ...).
 //! - `config`: `TransportConfig`, a shard's settings.
 //! - `budget`: `InflightBudget`, the shard's bytes of frames in flight.
 //! - `stats`: `TransportStats`, the shard's counters.
@@ -24,6 +26,7 @@ pub mod budget;
 pub mod codec;
 pub mod config;
 mod conn;
+pub mod control;
 pub mod error;
 pub mod frame;
 pub mod link;
@@ -39,6 +42,7 @@ pub mod tls;
 
 pub use budget::InflightBudget;
 pub use config::TransportConfig;
+pub use control::{ControlHandler, ControlRouter};
 pub use error::TransportError;
 pub use link::{GroupLink, GroupNetwork};
 pub use network::ShardNetwork;

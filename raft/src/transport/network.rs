@@ -6,8 +6,14 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use bytes::Bytes;
+
+use crate::limits::FRAME_BYTES_MAX;
 use crate::transport::budget::InflightBudget;
+use crate::transport::codec;
 use crate::transport::config::TransportConfig;
+use crate::transport::error::TransportError;
+use crate::transport::frame::{self, RaftKind};
 use crate::transport::link::GroupNetwork;
 use crate::transport::peer::Peer;
 use crate::transport::preamble::Preamble;
@@ -66,6 +72,46 @@ impl ShardNetwork {
     /// openraft's network factory for `group`: pass it to `Raft::new`.
     pub fn group(&self, group: GroupId) -> GroupNetwork {
         GroupNetwork::new(group, self.clone())
+    }
+
+    /// Sends the control request `kind` with `payload` to `target` (its
+    /// same shard) and returns the response's payload. An Error frame is
+    /// `Remote`; a connection that ends after the request went out is
+    /// `Lost` (the peer may have acted on it); failures before it went out
+    /// are `Unreachable`, `UnknownPeer` or `Closed`. No timeout: callers
+    /// bound the wait.
+    pub async fn control_call(
+        &self,
+        target: NodeId,
+        kind: RaftKind,
+        payload: &[u8],
+    ) -> Result<Bytes, TransportError> {
+        if !kind.is_control() {
+            return Err(TransportError::Malformed(format!(
+                "{kind:?} is not a control request"
+            )));
+        }
+        let peer = self.peer(target).ok_or(TransportError::UnknownPeer(target))?;
+        let f = frame::encode(kind, 0, payload);
+        if f.len() > FRAME_BYTES_MAX {
+            return Err(TransportError::TooLarge {
+                group: 0,
+                bytes: f.len(),
+            });
+        }
+        let (k, body) = peer.call(f).await?;
+        if k == RaftKind::Error {
+            let e = codec::decode_error(body)?;
+            return Err(TransportError::Remote {
+                node: target,
+                code: e.code,
+                message: e.message,
+            });
+        }
+        if k != kind.response() {
+            return Err(TransportError::Malformed(format!("{k:?} answers {kind:?}")));
+        }
+        Ok(body)
     }
 
     pub(crate) fn append_bytes_max(&self) -> usize {

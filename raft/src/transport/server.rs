@@ -5,7 +5,10 @@
 //! request runs as its own task (requests are pipelined; answers go back
 //! in the order they finish), routed by group id through the shard's
 //! [`GroupRegistry`]. A request's frame holds its bytes of the shard's
-//! budget from before its payload is read until it is answered.
+//! budget from before its payload is read until it is answered. Control
+//! frames (not openraft's: the controller's, the broker's) go to the
+//! [`ControlHandler`] set on the server; without one they are answered
+//! `unsupported`.
 //!
 //! Refusals are counted ([`TransportStats::refused`]) and logged; nothing a
 //! peer sends can do more than close its own connection.
@@ -28,6 +31,7 @@ use crate::runtime::GlommioRuntime;
 use crate::transport::budget::InflightBudget;
 use crate::transport::codec::{self, ErrorBody, HeartbeatResult};
 use crate::transport::config::TransportConfig;
+use crate::transport::control::ControlHandler;
 use crate::transport::error::{code, TransportError};
 use crate::transport::frame::{self, RaftKind};
 use crate::transport::preamble::{Preamble, PREAMBLE_BYTES};
@@ -35,6 +39,7 @@ use crate::transport::registry::GroupRegistry;
 use crate::transport::stats::TransportStats;
 use crate::transport::stream::{read_frame, PeerStream, ReadError};
 use crate::transport::tls::TlsRefusal;
+use crate::types::NodeId;
 
 /// Why an accepted connection was not served.
 #[derive(Debug)]
@@ -49,6 +54,7 @@ struct Inner {
     config: TransportConfig,
     shard: u16,
     registry: GroupRegistry,
+    control: RefCell<Option<Rc<dyn ControlHandler>>>,
     stats: Rc<TransportStats>,
     budget: InflightBudget,
     /// Tasks to stop at close: the accept loop and each connection.
@@ -83,12 +89,19 @@ impl RaftServer {
             config,
             shard,
             registry,
+            control: RefCell::new(None),
             stats,
             budget,
             tasks: RefCell::new(HashMap::new()),
             next_task: Cell::new(0),
             closed: Cell::new(false),
         }))
+    }
+
+    /// Sends the control frames this shard receives from now on to
+    /// `handler` (the controller on shard 0; the broker's on every shard).
+    pub fn set_control_handler(&self, handler: Rc<dyn ControlHandler>) {
+        *self.0.control.borrow_mut() = Some(handler);
     }
 
     /// Runs `fut` as a task that [`close`](Self::close) stops.
@@ -210,12 +223,12 @@ impl RaftServer {
         };
         TransportStats::bump(&self.0.stats.accepted);
         tracing::debug!(peer = p.source_node, "raft connection accepted");
-        let why = self.frames(stream).await;
+        let why = self.frames(stream, p.source_node).await;
         tracing::debug!(peer = p.source_node, why, "raft connection closed");
     }
 
     /// Reads requests until the connection ends; each runs as a task.
-    async fn frames(&self, stream: PeerStream) -> String {
+    async fn frames(&self, stream: PeerStream, from: NodeId) -> String {
         let (mut r, w) = stream.split();
         let (tx, rx) = mpsc::unbounded::<Vec<u8>>();
         let writer = write_loop(w, rx, self.0.stats.clone()).fuse();
@@ -233,8 +246,13 @@ impl RaftServer {
                 let tx = tx.clone();
                 let registry = self.0.registry.clone();
                 let stats = self.0.stats.clone();
+                let control = self.0.control.borrow().clone();
                 glommio::spawn_local(async move {
-                    let (kind, body) = answer(&registry, &stats, h.kind, payload).await;
+                    let (kind, body) = if h.kind.is_control() {
+                        answer_control(control, from, h.kind, payload).await
+                    } else {
+                        answer(&registry, &stats, h.kind, payload).await
+                    };
                     let _ = tx.unbounded_send(frame::encode(kind, h.request_id, &body));
                     drop(permit);
                 })
@@ -304,6 +322,26 @@ fn stopped(group: u64, e: RaftError<u64>) -> ErrorBody {
     ErrorBody {
         code: code::NOT_READY.into(),
         message: format!("group {group}: {e}"),
+    }
+}
+
+/// The answer to one control request: its handler's.
+async fn answer_control(
+    control: Option<Rc<dyn ControlHandler>>,
+    from: NodeId,
+    kind: RaftKind,
+    payload: Bytes,
+) -> (RaftKind, Vec<u8>) {
+    let r = match control {
+        Some(h) => h.handle(from, kind, payload).await,
+        None => Err(ErrorBody {
+            code: code::UNSUPPORTED.into(),
+            message: format!("{kind:?}: no control handler on this shard"),
+        }),
+    };
+    match r {
+        Ok(body) => (kind.response(), body),
+        Err(e) => error_frame(e),
     }
 }
 

@@ -1,0 +1,95 @@
+//! `ControllerConfig`: the controller group's settings, and openraft's
+//! configuration built from them.
+
+use std::time::Duration;
+
+use es_storage::LogConfig;
+use openraft::{Config, SnapshotPolicy};
+
+use crate::limits::{
+    CONTROLLER_PROPOSE_TIMEOUT_MS_DEFAULT, CONTROLLER_READ_BARRIER_TIMEOUT_MS_DEFAULT,
+    CONTROLLER_SNAPSHOT_EVERY_DEFAULT,
+};
+
+/// The controller's settings (the broker fills them from its flags).
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// `--raft-heartbeat-ms`.
+    pub heartbeat_ms: u64,
+    /// `--raft-election-timeout-ms`: elections after this to twice this
+    /// without a leader.
+    pub election_timeout_ms: u64,
+    /// How long a proposal waits to be committed and applied before its
+    /// outcome is reported unknown.
+    pub propose_timeout: Duration,
+    /// How long a read barrier waits in all.
+    pub read_barrier_timeout: Duration,
+    /// Entries between two snapshots of the state.
+    pub snapshot_every: u64,
+    /// The uuid this node proposes when it is the first leader of a new
+    /// cluster (`None`: a random one). The first one committed stays.
+    pub proposed_uuid: Option<String>,
+    /// The controller log's settings.
+    pub log: LogConfig,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> ControllerConfig {
+        ControllerConfig {
+            heartbeat_ms: 150,
+            election_timeout_ms: 1500,
+            propose_timeout: Duration::from_millis(CONTROLLER_PROPOSE_TIMEOUT_MS_DEFAULT),
+            read_barrier_timeout: Duration::from_millis(CONTROLLER_READ_BARRIER_TIMEOUT_MS_DEFAULT),
+            snapshot_every: CONTROLLER_SNAPSHOT_EVERY_DEFAULT,
+            proposed_uuid: None,
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// How long to wait for a leader when none is known: two election
+    /// timeouts at their longest.
+    pub fn leader_wait(&self) -> Duration {
+        Duration::from_millis(self.election_timeout_ms.saturating_mul(4))
+    }
+
+    /// openraft's config for the controller group. Snapshots every
+    /// `snapshot_every` entries; the log is never purged
+    /// (`max_in_snapshot_log_to_keep` = u64::MAX): a follower behind a purge
+    /// point would need a snapshot sent, and the transport has no snapshot
+    /// frames yet (0x43-0x45, the spec's phase 3). The log of a cluster's
+    /// metadata stays small.
+    // openraft's ConfigError is what `Config::validate` returns.
+    #[allow(clippy::result_large_err)]
+    pub fn raft_config(&self) -> Result<Config, openraft::ConfigError> {
+        Config {
+            cluster_name: "es-controller".to_string(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_ms,
+            election_timeout_max: self.election_timeout_ms.saturating_mul(2),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every.max(1)),
+            max_in_snapshot_log_to_keep: u64::MAX,
+            ..Config::default()
+        }
+        .validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_controller_snapshots_and_never_purges() {
+        let c = ControllerConfig {
+            snapshot_every: 7,
+            ..ControllerConfig::default()
+        };
+        let r = c.raft_config().unwrap();
+        assert_eq!(r.snapshot_policy, SnapshotPolicy::LogsSinceLast(7));
+        assert_eq!(r.max_in_snapshot_log_to_keep, u64::MAX);
+        assert_eq!((r.election_timeout_min, r.election_timeout_max), (1500, 3000));
+        assert_eq!(c.leader_wait(), Duration::from_secs(6));
+    }
+}
