@@ -71,9 +71,21 @@ impl Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct Options {
-    /// Broker binary-protocol address (ignored with --start-broker).
-    #[arg(long, env = "ES_BENCH_BROKER", default_value = "127.0.0.1:9090")]
-    pub broker: String,
+    /// Broker binary-protocol address (ignored with --start-broker). For a
+    /// cluster, several (comma-separated or repeated): the first that takes
+    /// a connection is asked for the topic's leaders, and each producer
+    /// connects to its partition's leader.
+    #[arg(
+        long,
+        env = "ES_BENCH_BROKER",
+        default_value = "127.0.0.1:9090",
+        value_delimiter = ','
+    )]
+    pub broker: Vec<String>,
+    /// Replication factor of the topic es-bench creates (a cluster's
+    /// --default-replication-factor when not given).
+    #[arg(long, env = "ES_BENCH_REPLICATION_FACTOR")]
+    pub replication_factor: Option<u32>,
     /// Start an es-broker (from this binary's directory) on a temporary
     /// directory, and stop it at the end.
     #[arg(long)]
@@ -274,12 +286,19 @@ impl Options {
             Some(_) => format!("--tls-ca {e}"),
             None => format!("--tls: {e}; give the broker's CA with --tls-ca FILE"),
         })?;
-        let host = self
-            .broker
-            .rsplit_once(':')
-            .map_or(self.broker.as_str(), |(host, _)| host);
-        tls.server_name = Some(host.trim_start_matches('[').trim_end_matches(']').to_string());
+        // Checked against the host of each address connected to.
+        tls.server_name = None;
         Ok(Some(tls))
+    }
+
+    /// The broker addresses given, each once, in order.
+    pub fn brokers(&self) -> Vec<String> {
+        es_protocol::client::brokers::parse_list(&self.broker)
+    }
+
+    /// The broker addresses, for reports.
+    pub fn broker_list(&self) -> String {
+        self.brokers().join(",")
     }
 
     /// Options of a client-library connection: TLS as asked.

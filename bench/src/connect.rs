@@ -5,7 +5,7 @@
 use std::net::TcpStream;
 use std::sync::OnceLock;
 
-use es_protocol::client::{self, Options};
+use es_protocol::client::{self, brokers, Options};
 
 /// `--api-key`, set once by main before any connection.
 static API_KEY: OnceLock<String> = OnceLock::new();
@@ -33,4 +33,12 @@ pub fn handshaken(addr: &str, client_id: &str) -> Result<TcpStream, String> {
     client::connect(addr, &options)
         .map(|(sock, _)| sock)
         .map_err(|e| format!("connect to {addr}: {e}"))
+}
+
+/// The first of `addrs` that takes a connection (one that refuses it or
+/// cannot be reached is passed over).
+pub fn first_reachable(addrs: &[String], options: &Options) -> Result<String, String> {
+    brokers::connect_first(addrs, options)
+        .map(|(_, addr)| addr)
+        .map_err(|e| format!("connect to {}: {e}", addrs.join(",")))
 }

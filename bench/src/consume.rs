@@ -37,6 +37,7 @@ pub fn prefill(opts: &Options, addr: &str) -> Result<(), String> {
     }
     let spec = Spec {
         addr: addr.to_string(),
+        partition_addrs: topic::leader_addrs(addr, &opts.client_options()?, &opts.topic)?,
         topic: opts.topic.clone(),
         partitions: opts.partitions,
         producers: partitions,

@@ -46,6 +46,8 @@ const POLL_WAIT_MAX: Duration = Duration::from_millis(200);
 /// What one producer connection sends.
 pub struct LaneSpec {
     pub index: usize,
+    /// The broker it connects to (its partition's leader in a cluster).
+    pub addr: String,
     pub client_id: String,
     pub batch: Batch,
     pub inflight: usize,
@@ -58,12 +60,12 @@ pub struct LaneSpec {
 /// Runs every lane of `specs` on this thread through `window` (or until
 /// their budgets are sent); the latencies of the requests sent after the
 /// warm-up.
-pub fn run(specs: Vec<LaneSpec>, addr: &str, window: Window, shared: &Shared) -> Result<Latency, String> {
+pub fn run(specs: Vec<LaneSpec>, window: Window, shared: &Shared) -> Result<Latency, String> {
     let mut lanes = specs
         .into_iter()
         .map(|spec| {
             let index = spec.index;
-            Lane::open(addr, spec).map_err(|e| format!("producer {index}: {e}"))
+            Lane::open(spec).map_err(|e| format!("producer {index}: {e}"))
         })
         .collect::<Result<Vec<_>, String>>()?;
     let mut latency = Latency::new();
@@ -161,8 +163,8 @@ struct Lane {
 }
 
 impl Lane {
-    fn open(addr: &str, mut spec: LaneSpec) -> Result<Lane, String> {
-        let sock = crate::connect::handshaken(addr, &spec.client_id)?;
+    fn open(mut spec: LaneSpec) -> Result<Lane, String> {
+        let sock = crate::connect::handshaken(&spec.addr, &spec.client_id)?;
         sock.set_nonblocking(true)
             .map_err(|e| format!("nonblocking socket: {e}"))?;
         let request = spec.batch.next().to_frame(0, false);

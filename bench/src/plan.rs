@@ -79,9 +79,10 @@ fn against_broker(
         }
         None => None,
     };
-    let addr = started
-        .as_ref()
-        .map_or_else(|| opts.broker.clone(), |b| b.addr.clone());
+    let addr = match &started {
+        Some(b) => b.addr.clone(),
+        None => crate::connect::first_reachable(&opts.brokers(), &opts.client_options()?)?,
+    };
     let result = load(mode, opts, &addr, shards, dir, duration, phases);
     match (result, &started) {
         (Err(e), Some(b)) => Err(format!("{e}\nbroker log (last lines):\n{}", b.log_tail())),
@@ -101,7 +102,7 @@ fn load(
     {
         let client =
             Client::connect(addr, opts.client_options()?).map_err(|e| format!("connect to {addr}: {e}"))?;
-        topic::ensure(&client, &opts.topic, opts.partitions)?;
+        topic::ensure(&client, &opts.topic, opts.partitions, opts.replication_factor)?;
     }
     let warmup = Duration::from_secs_f64(opts.warmup);
     let mut spec = spec(opts, addr)?;
@@ -279,6 +280,7 @@ fn produce_phases(
 fn spec(opts: &Options, addr: &str) -> Result<Spec, String> {
     Ok(Spec {
         addr: addr.to_string(),
+        partition_addrs: topic::leader_addrs(addr, &opts.client_options()?, &opts.topic)?,
         topic: opts.topic.clone(),
         partitions: opts.partitions,
         producers: opts.producers,

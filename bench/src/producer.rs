@@ -30,6 +30,10 @@ use crate::window::Window;
 #[derive(Clone, Debug)]
 pub struct Spec {
     pub addr: String,
+    /// Each partition's leader (binary address) in a cluster, in partition
+    /// order: a producer connects to its partition's; empty (standalone)
+    /// or missing, `addr`.
+    pub partition_addrs: Vec<String>,
     pub topic: String,
     pub partitions: u32,
     pub producers: usize,
@@ -51,6 +55,14 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Where producer `index` (of partition `index % partitions`) connects.
+    pub fn addr_of(&self, index: usize) -> &str {
+        let partition = index % self.partitions.max(1) as usize;
+        self.partition_addrs
+            .get(partition)
+            .map_or(self.addr.as_str(), String::as_str)
+    }
+
     /// Producer `index`'s request: a batch for partition `index % partitions`.
     fn batch(&self, index: usize) -> Batch {
         Batch::new(
@@ -119,7 +131,7 @@ pub fn run_all(spec: &Spec, window: Window, shared: &Shared) -> Vec<Result<Laten
                 .step_by(threads)
                 .map(|i| lane(i, spec))
                 .collect();
-            crate::pipeline::run(lanes, &spec.addr, window, shared)
+            crate::pipeline::run(lanes, window, shared)
         },
         shared,
     )
@@ -165,6 +177,7 @@ fn lane(index: usize, spec: &Spec) -> LaneSpec {
     let batch = spec.batch(index);
     LaneSpec {
         index,
+        addr: spec.addr_of(index).to_string(),
         client_id: producer_name(index),
         inflight: spec.inflight,
         interval: spec.interval(batch.records),
@@ -197,8 +210,8 @@ fn connect(index: usize, spec: &Spec) -> Result<Client, String> {
         tls: spec.tls.clone(),
         ..crate::connect::options()
     };
-    Client::connect(&spec.addr, options)
-        .map_err(|e| format!("producer {index}: connect to {}: {e}", spec.addr))
+    let addr = spec.addr_of(index);
+    Client::connect(addr, options).map_err(|e| format!("producer {index}: connect to {addr}: {e}"))
 }
 
 pub fn stopped(shared: &Shared) -> bool {

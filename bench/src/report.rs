@@ -12,7 +12,7 @@ pub fn describe(mode: Mode, opts: &Options) -> String {
     let broker = if opts.start_broker {
         "a broker started by es-bench".to_string()
     } else {
-        opts.broker.clone()
+        opts.broker_list()
     };
     let rate = match opts.rate {
         None => String::new(),
@@ -132,7 +132,7 @@ pub fn json(mode: Mode, opts: &Options, phases: &[Phase]) -> Value {
         "command": mode.name(),
         "description": describe(mode, opts),
         "config": {
-            "broker": if opts.start_broker { Value::Null } else { json!(opts.broker) },
+            "broker": if opts.start_broker { Value::Null } else { json!(opts.broker_list()) },
             "start_broker": opts.start_broker,
             "shards": opts.shards,
             "topic": opts.topic,

@@ -343,7 +343,7 @@ fn soak(
 fn prepare(opts: &SoakOptions, binary: &str) -> Result<u64, String> {
     let client = Client::connect(binary, crate::connect::options())
         .map_err(|e| format!("connect to {binary}: {e}"))?;
-    topic::ensure(&client, &opts.topic, 1)?;
+    topic::ensure(&client, &opts.topic, 1, None)?;
     let mut hw = topic::high_watermarks(&client, &opts.topic)?[0];
     while hw < opts.prefill {
         let n = (opts.prefill - hw).min(100);

@@ -9,10 +9,20 @@ use es_protocol::client::Client;
 use es_protocol::Kind;
 use serde_json::json;
 
-/// Creates `name` with `partitions` partitions, or checks an existing one
-/// has at least that many.
-pub fn ensure(client: &Client, name: &str, partitions: u32) -> Result<(), String> {
-    match client.admin(Kind::CreateTopic, json!({"name": name, "partitions": partitions})) {
+/// Creates `name` with `partitions` partitions (and `replication_factor`
+/// replicas, if given), or checks an existing one has at least that many
+/// partitions.
+pub fn ensure(
+    client: &Client,
+    name: &str,
+    partitions: u32,
+    replication_factor: Option<u32>,
+) -> Result<(), String> {
+    let mut create = json!({"name": name, "partitions": partitions});
+    if let Some(rf) = replication_factor {
+        create["replication_factor"] = json!(rf);
+    }
+    match client.admin(Kind::CreateTopic, create) {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some("topic_exists") => {
             let have = high_watermarks(client, name)?.len();
@@ -25,6 +35,61 @@ pub fn ensure(client: &Client, name: &str, partitions: u32) -> Result<(), String
         }
         Err(e) => Err(format!("cannot create topic {name}: {e}")),
     }
+}
+
+/// Each partition's leader's binary address, in partition order, asked of
+/// the broker at `addr`: the topic's `leader` node ids (DescribeTopic)
+/// matched with the cluster's nodes (DescribeCluster). A standalone broker
+/// (DescribeCluster `not_found`; an older one closes the connection on
+/// it: `malformed_frame`) leads them all: empty.
+pub fn leader_addrs(
+    addr: &str,
+    options: &es_protocol::client::Options,
+    name: &str,
+) -> Result<Vec<String>, String> {
+    let client = Client::connect(addr, options.clone()).map_err(|e| format!("connect to {addr}: {e}"))?;
+    let cluster = match client.admin(Kind::DescribeCluster, json!({})) {
+        Ok(doc) => doc,
+        Err(e) if matches!(e.code(), Some("not_found" | "malformed_frame")) => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot describe the cluster: {e}")),
+    };
+    let doc = client
+        .admin(Kind::DescribeTopic, json!({"name": name}))
+        .map_err(|e| format!("cannot describe topic {name}: {e}"))?;
+    leaders_in(&doc, &cluster).map_err(|e| format!("describe {name}: {e}"))
+}
+
+/// The leaders' binary addresses of a DescribeTopic document, by the
+/// nodes of a DescribeCluster one; a partition without a (known) leader
+/// is an error: the phase would measure refusals.
+fn leaders_in(topic: &serde_json::Value, cluster: &serde_json::Value) -> Result<Vec<String>, String> {
+    let node_addr = |id: u64| {
+        cluster["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["node_id"].as_u64() == Some(id))
+            .and_then(|n| n["binary_addr"].as_str())
+            .map(str::to_string)
+    };
+    let parts = topic["partitions"]
+        .as_array()
+        .ok_or_else(|| format!("no partitions in {topic}"))?;
+    let mut addrs = vec![String::new(); parts.len()];
+    for p in parts {
+        let i = p["partition"]
+            .as_u64()
+            .ok_or_else(|| format!("bad partition entry {p}"))? as usize;
+        let leader = p["leader"]
+            .as_u64()
+            .ok_or_else(|| format!("partition {i} has no leader now; retry"))?;
+        let addr = node_addr(leader)
+            .ok_or_else(|| format!("partition {i}'s leader, node {leader}, is not in the cluster"))?;
+        *addrs
+            .get_mut(i)
+            .ok_or_else(|| format!("partition {i} out of range"))? = addr;
+    }
+    Ok(addrs)
 }
 
 /// Each partition's high watermark, in partition order.
@@ -62,7 +127,7 @@ pub fn recreate(client: &Client, name: &str, partitions: u32, data_dir: &Path) -
     client
         .admin(Kind::DeleteTopic, json!({"name": name}))
         .map_err(|e| format!("cannot delete topic {name}: {e}"))?;
-    ensure(client, name, partitions)?;
+    ensure(client, name, partitions, None)?;
     let trash = data_dir.join("trash");
     let until = Instant::now() + FREED_TIMEOUT;
     loop {
@@ -83,5 +148,24 @@ pub fn recreate(client: &Client, name: &str, partitions: u32, data_dir: &Path) -
             ));
         }
         std::thread::sleep(FREED_POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaders_by_node() {
+        let cluster = json!({"nodes": [
+            {"node_id": 1, "binary_addr": "h:9091"}, {"node_id": 2, "binary_addr": "h:9092"}]});
+        let topic = json!({"partitions": [{"partition": 1, "leader": 1}, {"partition": 0, "leader": 2}]});
+        assert_eq!(leaders_in(&topic, &cluster).unwrap(), ["h:9092", "h:9091"]);
+        let leaderless = json!({"partitions": [{"partition": 0, "leader": null}]});
+        assert!(leaders_in(&leaderless, &cluster)
+            .unwrap_err()
+            .contains("no leader"));
+        let unknown = json!({"partitions": [{"partition": 0, "leader": 7}]});
+        assert!(leaders_in(&unknown, &cluster).unwrap_err().contains("node 7"));
     }
 }

@@ -68,6 +68,13 @@ pub enum ErrorCode {
     ReferenceExists,
     InvalidSubject,
     SchemaTooLarge,
+    // Cluster mode (docs/cluster.md): where a request must go instead.
+    NotLeader,
+    LeaderNotAvailable,
+    OutcomeUnknown,
+    // Refused by cluster mode's topic creation (broker/src/cluster).
+    #[allow(dead_code)]
+    ReplicationFactorTooLarge,
 }
 
 /// One row of the table: what a code is on each transport.
@@ -145,6 +152,15 @@ impl ErrorCode {
             C::ReferenceExists => ("reference_exists", 422, 42),
             C::InvalidSubject => ("invalid_subject", 422, 42),
             C::SchemaTooLarge => ("schema_too_large", 422, 42),
+            // 421 Misdirected Request: this node does not lead the
+            // partition; Kafka's NOT_LEADER_OR_FOLLOWER makes its clients
+            // refresh metadata and retry at the leader.
+            C::NotLeader => ("not_leader", 421, 6),
+            C::LeaderNotAvailable => ("leader_not_available", 503, 5),
+            // Proposed, result unknown: Kafka's clients treat
+            // REQUEST_TIMED_OUT the same way (retry only if idempotent).
+            C::OutcomeUnknown => ("outcome_unknown", 503, 7),
+            C::ReplicationFactorTooLarge => ("replication_factor_too_large", 400, 38),
         };
         Row {
             code,
@@ -220,10 +236,24 @@ impl PartialEq<&str> for ErrorCode {
     }
 }
 
+/// Where a partition's leader answers clients: `error.leader` of a
+/// `not_leader` error (docs/api.md), and the node entries of
+/// `GET /v1/cluster`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeaderInfo {
+    pub node_id: u64,
+    pub http_addr: String,
+    pub binary_addr: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// Fields rendered inside `error` beside code and message (an object,
+    /// or none): `leader` / `leaders` of a `not_leader`. The binary
+    /// protocol carries them as the Error frame's `details` (version 2).
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
@@ -231,7 +261,87 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// 421 `not_leader`: this node does not lead (or does not host) the
+    /// partition. `error.leader` is where it is led, or null while no
+    /// leader is known (the client retries after a backoff, or asks
+    /// another broker). The message names the leader too, for clients of
+    /// binary protocol version 1, which carry no details.
+    // Called by cluster mode (broker/src/cluster), which lands beside this.
+    #[allow(dead_code)]
+    pub fn not_leader(leader: Option<LeaderInfo>) -> ApiError {
+        let message = match &leader {
+            Some(l) => format!(
+                "this broker does not lead the partition; node {} leads it \
+                 (http {}, binary {}): send the request there",
+                l.node_id, l.http_addr, l.binary_addr
+            ),
+            None => "this broker does not lead the partition and knows no leader yet; \
+                     retry after a backoff or at another broker"
+                .to_string(),
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("leader".into(), leader_json(leader.as_ref()));
+        ApiError {
+            code: ErrorCode::NotLeader,
+            message,
+            details: Some(details),
+        }
+    }
+
+    /// 421 `not_leader` for a produce spanning partitions led by different
+    /// nodes (or by another node than this one): refused whole before
+    /// anything was written; `error.leaders` maps each partition (as a
+    /// string key) to its leader or null. The client sends each
+    /// partition's records to its leader.
+    // Called by cluster mode (broker/src/cluster), which lands beside this.
+    #[allow(dead_code)]
+    pub fn not_leader_of(leaders: std::collections::BTreeMap<u32, Option<LeaderInfo>>) -> ApiError {
+        let named: Vec<String> = leaders
+            .iter()
+            .map(|(p, l)| match l {
+                Some(l) => format!("partition {p} is led by node {} at {}", l.node_id, l.http_addr),
+                None => format!("partition {p} has no known leader"),
+            })
+            .collect();
+        let message = format!(
+            "this broker does not lead every partition of the request, nothing was written \
+             ({}); send each partition's records to its leader",
+            named.join(", ")
+        );
+        let map: serde_json::Map<String, serde_json::Value> = leaders
+            .iter()
+            .map(|(p, l)| (p.to_string(), leader_json(l.as_ref())))
+            .collect();
+        let mut details = serde_json::Map::new();
+        details.insert("leaders".into(), serde_json::Value::Object(map));
+        ApiError {
+            code: ErrorCode::NotLeader,
+            message,
+            details: Some(details),
+        }
+    }
+
+    /// 503 `leader_not_available`: an election is in progress, or this
+    /// leader has lost its quorum; nothing was written. Retry after a
+    /// backoff.
+    // Called by cluster mode (broker/src/cluster), which lands beside this.
+    #[allow(dead_code)]
+    pub fn leader_not_available(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::LeaderNotAvailable, message)
+    }
+
+    /// 503 `outcome_unknown`: the records were proposed but whether they
+    /// were committed is not known (leadership changed, or the commit was
+    /// not seen in time). An idempotent producer retries with the same
+    /// sequence; any other may write them twice if it retries.
+    // Called by cluster mode (broker/src/cluster), which lands beside this.
+    #[allow(dead_code)]
+    pub fn outcome_unknown(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::OutcomeUnknown, message)
     }
 
     pub fn invalid(message: impl Into<String>) -> ApiError {
@@ -300,9 +410,25 @@ impl ApiError {
         }
     }
 
+    /// The HTTP body: `{"error":{"code","message", ...details}}`.
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}})
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code.as_str().into());
+        error.insert("message".into(), self.message.clone().into());
+        for (k, v) in self.details.iter().flatten() {
+            if k != "code" && k != "message" {
+                error.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::json!({ "error": error })
     }
+}
+
+/// A leader as `error.leader` shows it: its addresses, or null.
+fn leader_json(leader: Option<&LeaderInfo>) -> serde_json::Value {
+    leader
+        .and_then(|l| serde_json::to_value(l).ok())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 impl std::fmt::Display for ApiError {
@@ -368,6 +494,10 @@ mod tests {
         C::ReferenceExists,
         C::InvalidSubject,
         C::SchemaTooLarge,
+        C::NotLeader,
+        C::LeaderNotAvailable,
+        C::OutcomeUnknown,
+        C::ReplicationFactorTooLarge,
     ];
 
     #[test]
@@ -392,5 +522,85 @@ mod tests {
                 "{s}: Confluent's code leads with its status"
             );
         }
+    }
+
+    fn leader(id: u64) -> super::LeaderInfo {
+        super::LeaderInfo {
+            node_id: id,
+            http_addr: format!("127.0.0.1:810{id}"),
+            binary_addr: format!("127.0.0.1:910{id}"),
+        }
+    }
+
+    #[test]
+    fn not_leader_names_its_leader_in_the_body_and_the_message() {
+        let e = super::ApiError::not_leader(Some(leader(2)));
+        assert_eq!(e.code.http_status(), 421);
+        assert_eq!(e.code.kafka(), 6, "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(
+            e.body(),
+            serde_json::json!({"error": {
+                "code": "not_leader",
+                "message": e.message,
+                "leader": {"node_id": 2, "http_addr": "127.0.0.1:8102", "binary_addr": "127.0.0.1:9102"},
+            }})
+        );
+        // A binary v1 client, which gets no details, still learns where.
+        assert!(
+            e.message.contains("node 2") && e.message.contains("127.0.0.1:9102"),
+            "{}",
+            e.message
+        );
+        let none = super::ApiError::not_leader(None);
+        assert_eq!(none.body()["error"]["leader"], serde_json::Value::Null);
+        assert!(none.body()["error"].as_object().unwrap().contains_key("leader"));
+    }
+
+    #[test]
+    fn not_leader_of_maps_each_partition_to_its_leader() {
+        let leaders = [(0, Some(leader(1))), (3, None), (12, Some(leader(3)))]
+            .into_iter()
+            .collect();
+        let e = super::ApiError::not_leader_of(leaders);
+        assert_eq!(e.code, "not_leader");
+        let body = e.body();
+        assert_eq!(body["error"]["leaders"]["0"]["node_id"], 1);
+        assert_eq!(body["error"]["leaders"]["3"], serde_json::Value::Null);
+        assert_eq!(body["error"]["leaders"]["12"]["binary_addr"], "127.0.0.1:9103");
+        assert!(body["error"].get("leader").is_none());
+        assert!(
+            e.message.contains("partition 12 is led by node 3"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("partition 3 has no known leader"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn the_other_cluster_codes_are_plain() {
+        let e = super::ApiError::leader_not_available("electing");
+        assert_eq!(
+            (e.code.as_str(), e.code.http_status(), e.code.kafka()),
+            ("leader_not_available", 503, 5)
+        );
+        assert_eq!(
+            e.body(),
+            serde_json::json!({"error": {"code": "leader_not_available", "message": "electing"}})
+        );
+        let e = super::ApiError::outcome_unknown("proposed");
+        assert_eq!(
+            (e.code.as_str(), e.code.http_status(), e.code.kafka()),
+            ("outcome_unknown", 503, 7)
+        );
+        assert_eq!(C::ReplicationFactorTooLarge.http_status(), 400);
+        assert_eq!(
+            C::ReplicationFactorTooLarge.kafka(),
+            38,
+            "INVALID_REPLICATION_FACTOR"
+        );
     }
 }

@@ -594,3 +594,57 @@ const _: () = assert!(
         + RESERVE_SHARD_DESCRIPTORS * SHARDS_MAX as u64
         <= NOFILE_CEILING_DESCRIPTORS
 );
+
+// --- Cluster mode (operate/cluster_config.rs, cluster/) -----------------------
+
+/// Most nodes in `--peers`: every node votes in the controller group and a
+/// larger quorum only slows each commit (more nodes would join as
+/// learners, a later step).
+pub const CLUSTER_NODES_MAX: usize = 9;
+/// `--raft-heartbeat-ms`: a leader's heartbeat interval, in milliseconds
+/// (Redpanda's 150): a tenth of the election timeout.
+pub const RAFT_HEARTBEAT_MS_DEFAULT: u64 = 150;
+/// `--raft-election-timeout-ms`, in milliseconds: generous, so that a
+/// loaded 2-core box does not see spurious elections (the spec's R3).
+pub const RAFT_ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1500;
+/// Largest `--raft-election-timeout-ms` (and heartbeat), in milliseconds:
+/// a minute without a leader is an outage, not a setting.
+pub const RAFT_ELECTION_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Largest `--raft-heartbeat-coalesce-us`, in microseconds: well under
+/// the smallest sensible heartbeat interval.
+pub const RAFT_HEARTBEAT_COALESCE_US_MAX: u64 = 100_000;
+/// `--raft-entry-bytes-max`, in bytes: one entry per round gathers this
+/// much of concurrent produces (a larger batch goes alone).
+pub const RAFT_ENTRY_BYTES_MAX_DEFAULT: usize = 4 << 20;
+/// `--raft-proposals-in-flight`, entries: two lets one entry's leader
+/// flush overlap the one before's replication (the spec's §2.3).
+pub const RAFT_PROPOSALS_IN_FLIGHT_DEFAULT: usize = 2;
+/// Largest `--raft-proposals-in-flight`, entries: openraft's unbounded
+/// api channel stays short.
+pub const RAFT_PROPOSALS_IN_FLIGHT_MAX: usize = 64;
+/// Smallest `--raft-inflight-shard-bytes`: one largest raft frame fits.
+pub const RAFT_INFLIGHT_SHARD_BYTES_MIN: usize = es_raft::limits::FRAME_BYTES_MAX;
+/// Largest `--raft-inflight-shard-bytes`, in bytes (16 GiB): memory a
+/// shard may hold in raft frames.
+pub const RAFT_INFLIGHT_SHARD_BYTES_LIMIT: usize = 16 << 30;
+/// `--replica-lag-ms`, milliseconds a follower may be behind and still
+/// count as in sync (Kafka's `replica.lag.time.max.ms` is 30 s; 10 s
+/// reports trouble sooner).
+pub const REPLICA_LAG_MS_DEFAULT: u64 = 10_000;
+/// Largest `--replica-lag-ms`: an hour.
+pub const REPLICA_LAG_MS_MAX: u64 = 3_600_000;
+/// `--produce-timeout-ms`, milliseconds a produce waits for a majority
+/// (Kafka's `request.timeout.ms` is 30 s).
+pub const PRODUCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Largest `--produce-timeout-ms`: ten minutes.
+pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 600_000;
+
+const _: () = assert!(RAFT_HEARTBEAT_MS_DEFAULT < RAFT_ELECTION_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(RAFT_ELECTION_TIMEOUT_MS_DEFAULT <= RAFT_ELECTION_TIMEOUT_MS_MAX);
+const _: () = assert!(es_raft::limits::HEARTBEAT_COALESCE_US_DEFAULT <= RAFT_HEARTBEAT_COALESCE_US_MAX);
+const _: () = assert!(RAFT_ENTRY_BYTES_MAX_DEFAULT <= BATCH_BYTES_MAX);
+const _: () = assert!(RAFT_PROPOSALS_IN_FLIGHT_DEFAULT <= RAFT_PROPOSALS_IN_FLIGHT_MAX);
+const _: () = assert!(RAFT_INFLIGHT_SHARD_BYTES_MIN <= es_raft::limits::INFLIGHT_SHARD_BYTES_DEFAULT);
+const _: () = assert!(es_raft::limits::INFLIGHT_SHARD_BYTES_DEFAULT <= RAFT_INFLIGHT_SHARD_BYTES_LIMIT);
+const _: () = assert!(REPLICA_LAG_MS_DEFAULT <= REPLICA_LAG_MS_MAX);
+const _: () = assert!(PRODUCE_TIMEOUT_MS_DEFAULT <= PRODUCE_TIMEOUT_MS_MAX);

@@ -17,6 +17,7 @@ mod shard; // shards, the router between them, placement, start and stop
 
 // What the broker keeps.
 mod auth; // API keys, grants, who a request runs as
+mod cluster; // cluster mode: identity, the raft transport and listener
 mod groups; // consumer groups, their coordinator and groups log
 mod producers; // idempotent producers: ids, windows, snapshots, expiry
 mod registry; // the schema registry: Confluent's API, kept in `_schemas`
@@ -165,6 +166,7 @@ fn start(mut config: config::Config) -> Result<(), String> {
     // port silently; a plain bind first fails if anyone is listening there.
     let registry = config.registry.registry_addr.0.map(|a| (a, "--registry-addr"));
     let kafka = config.kafka.kafka_addr.0.map(|a| (a, "--kafka-addr"));
+    let raft = config.cluster.raft_addr.map(|a| (a, "--raft-addr"));
     for (addr, flag) in [
         (config.http_addr, "--http-addr"),
         (config.binary_addr, "--binary-addr"),
@@ -172,6 +174,7 @@ fn start(mut config: config::Config) -> Result<(), String> {
     .into_iter()
     .chain(registry)
     .chain(kafka)
+    .chain(raft)
     {
         retry_at_start(|| {
             std::net::TcpListener::bind(addr)
@@ -181,7 +184,25 @@ fn start(mut config: config::Config) -> Result<(), String> {
     }
     memlock::ensure()?;
     trash::clear_at_start(&config.data_dir)?;
-    config.kafka.cluster_id = operate::kafka_config::cluster_id(&config.data_dir)?;
+    let mode = match config.cluster.enabled() {
+        false => cluster::identity::Mode::Standalone,
+        true => cluster::identity::Mode::Cluster {
+            node_id: config.node_id,
+            nodes: config.cluster.node_ids(),
+        },
+    };
+    let identity = cluster::identity::load_or_create(&config.data_dir, &mode)?;
+    config.kafka.cluster_id = identity.reported_id();
+    if config.cluster.enabled() {
+        if config.cluster.raft_insecure {
+            tracing::warn!(
+                "--raft-insecure: the raft transport between brokers is plaintext and unauthenticated; \
+                 anyone who reaches --raft-addr can take part (give --peer-cert, --peer-key and --peer-ca)"
+            );
+        }
+        let hash = es_raft::transport::cluster_hash(&identity.roster());
+        config.cluster.resolve(config.node_id, hash)?;
+    }
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;
     let groups = group_load::load(&config.data_dir, config.shard_count(), config.accept_data_loss)

@@ -498,6 +498,41 @@ fn a_large_batch_that_trickles_in_or_is_cut_off() {
     );
 }
 
+/// The broker speaks versions 1 and 2 and agrees on the newest both
+/// speak; a version 1 connection gets error frames without details.
+/// DescribeCluster on a broker without --peers is `not_found`.
+#[test]
+fn versions_1_and_2_and_a_standalone_cluster_describe() {
+    let b = Broker::start(1);
+    for ((min, max), agreed) in [((1, 1), 1), ((1, 2), 2), ((2, 9), 2)] {
+        let mut s = TcpStream::connect(b.binary_addr()).unwrap();
+        s.set_read_timeout(Some(hang_guard())).unwrap();
+        let hello = Request::Hello(Hello {
+            min_version: min,
+            max_version: max,
+            client_id: "versions".into(),
+            api_key: String::new(),
+        });
+        s.write_all(&hello.to_frame(0, false)).unwrap();
+        match es_protocol::client::read_response(&mut s).unwrap() {
+            Some((_, Response::HelloOk(ok))) => assert_eq!(ok.version, agreed, "{min}..={max}"),
+            other => panic!("{min}..={max}: {other:?}"),
+        }
+        let describe = Request::Admin(Kind::DescribeTopic, json!({"name": "nope"}));
+        s.write_all(&describe.to_frame(1, false)).unwrap();
+        match es_protocol::client::read_response(&mut s).unwrap() {
+            Some((1, Response::Error(e))) => {
+                assert_eq!((e.code.as_str(), e.details), ("topic_not_found", None))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let c = connect(&b, false);
+    let e = c.admin(Kind::DescribeCluster, json!({})).unwrap_err();
+    assert_eq!(e.code(), Some("not_found"));
+    assert!(e.to_string().contains("runs standalone (no --peers)"), "{e}");
+}
+
 fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<Response> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(hang_guard())).unwrap();

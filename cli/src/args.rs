@@ -24,9 +24,16 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct Global {
-    /// Broker address, host:port of its binary protocol listener (es-broker --binary-addr).
-    #[arg(long, env = "ES_BROKER", default_value = BROKER_DEFAULT, global = true, help_heading = "Global options")]
-    pub broker: String,
+    /// Broker address, host:port of its binary protocol listener (es-broker --binary-addr). For a cluster, several: comma-separated or the flag repeated; the first that takes a connection is used, and requests follow the cluster to a partition's leader.
+    #[arg(
+        long,
+        env = "ES_BROKER",
+        default_value = BROKER_DEFAULT,
+        value_delimiter = ',',
+        global = true,
+        help_heading = "Global options"
+    )]
+    pub broker: Vec<String>,
     /// Output for machines: one JSON object per line on stdout (default: aligned tables for people).
     #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
@@ -70,11 +77,20 @@ pub enum Command {
     Key(KeyCommand),
     /// Register, read, check and delete schemas in the schema registry (es-broker --registry-addr).
     Schema(SchemaArgs),
+    /// A cluster's nodes, controller and partitions (es-broker --peers).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Print a shell completion script, e.g. `es completions bash > ~/.local/share/bash-completion/completions/es`.
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Show the cluster's nodes (addresses, state, which leads the controller) and its partitions' health.
+    Status,
 }
 
 #[derive(Subcommand, Debug)]
@@ -360,4 +376,12 @@ pub enum SchemaCommand {
         #[arg(long)]
         permanent: bool,
     },
+}
+
+impl Global {
+    /// The broker addresses given, each once, in order (`--broker a,b`,
+    /// `--broker a --broker b`, `ES_BROKER=a,b`).
+    pub fn brokers(&self) -> Vec<String> {
+        es_protocol::client::brokers::parse_list(&self.broker)
+    }
 }

@@ -141,12 +141,15 @@ impl Reader<'_> {
     /// which partition's bounds it is about.
     fn error_at(&self, partition: u32, e: ClientError) -> CliError {
         match e {
-            ClientError::Broker { code, message } if code == "offset_out_of_range" => {
-                self.error(ClientError::Broker {
-                    code,
-                    message: format!("partition {partition}: {message}"),
-                })
-            }
+            ClientError::Broker {
+                code,
+                message,
+                details,
+            } if code == "offset_out_of_range" => self.error(ClientError::Broker {
+                code,
+                message: format!("partition {partition}: {message}"),
+                details,
+            }),
             other => self.error(other),
         }
     }

@@ -33,6 +33,8 @@ pub mod code {
     pub const TLS_ERROR: &str = "tls_error";
     /// clap's usage errors (exit code 2).
     pub const USAGE: &str = "usage";
+    /// `es cluster status` asked a broker that runs alone (no --peers).
+    pub const STANDALONE: &str = "standalone";
 }
 
 #[derive(Debug)]
@@ -112,14 +114,14 @@ pub fn connect_error(addr: &str, e: ClientError) -> CliError {
                 io_reason(&e)
             ),
         ),
-        ClientError::Broker { code, message } if code == "unauthenticated" => CliError::new(
+        ClientError::Broker { code, message, .. } if code == "unauthenticated" => CliError::new(
             &code,
             format!(
                 "the broker at {addr} refused the API key: {message} ({code}). {}",
                 AUTH_HINT
             ),
         ),
-        ClientError::Broker { code, message } => CliError::new(
+        ClientError::Broker { code, message, .. } => CliError::new(
             &code,
             format!("the broker at {addr} refused the connection: {message} ({code})"),
         ),
@@ -182,7 +184,7 @@ pub fn request_error(addr: &str, topic: &str, e: ClientError) -> CliError {
 pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientError) -> CliError {
     let lost = |m: String| CliError::new(code::CONNECTION_LOST, m);
     let (code, message) = match e {
-        ClientError::Broker { code, message } => (code, message),
+        ClientError::Broker { code, message, .. } => (code, message),
         ClientError::Io(e) => {
             return lost(format!(
                 "lost the connection to the broker at {addr}: {}. Is es-broker still running?",
@@ -235,6 +237,21 @@ pub fn request_error_in(addr: &str, topic: &str, missing: Missing, e: ClientErro
                 .to_string()
         }
         "unsupported_version" => " Use es and es-broker from the same release.".to_string(),
+        "not_leader" => {
+            " The cluster's leaders moved more often than es follows them (or its brokers disagree); \
+             try again, or see es cluster status."
+                .to_string()
+        }
+        "leader_not_available" => {
+            " The partition has no leader now (an election, or too few brokers up); try again, \
+             or see es cluster status."
+                .to_string()
+        }
+        "outcome_unknown" => {
+            " The records may or may not have been written; es produce resends them on its own only when \
+             idempotent (the default), which writes them once."
+                .to_string()
+        }
         "unauthenticated" => format!(" {AUTH_HINT}"),
         "forbidden" => FORBIDDEN_HINT.to_string(),
         "not_owner" => NOT_OWNER_HINT.to_string(),
@@ -263,7 +280,7 @@ pub fn group_error(addr: &str, group: &str, topic: &str, e: ClientError) -> CliE
 /// that does not exist.
 pub fn group_error_in(addr: &str, group: &str, topic: &str, missing: Missing, e: ClientError) -> CliError {
     let (code, message) = match &e {
-        ClientError::Broker { code, message } => (code.as_str(), message.as_str()),
+        ClientError::Broker { code, message, .. } => (code.as_str(), message.as_str()),
         _ => return request_error_in(addr, topic, missing, e),
     };
     match code {
@@ -296,7 +313,14 @@ pub fn is_transient(e: &ClientError) -> bool {
     match e {
         ClientError::Io(_) | ClientError::Closed => true,
         ClientError::Protocol(m) => m.starts_with("connection lost"),
-        ClientError::Broker { code, .. } => code == "unavailable",
+        // A cluster's: elsewhere or later, nothing written (not_leader,
+        // leader_not_available); or written or not (outcome_unknown),
+        // which an idempotent producer resends with the same sequence,
+        // written once.
+        ClientError::Broker { code, .. } => matches!(
+            code.as_str(),
+            "unavailable" | "not_leader" | "leader_not_available" | "outcome_unknown"
+        ),
         ClientError::Tls(_) => false,
     }
 }
@@ -352,6 +376,7 @@ mod tests {
             ClientError::Broker {
                 code: "topic_not_found".into(),
                 message: "topic \"x\" does not exist".into(),
+                details: None,
             },
         );
         assert_eq!(
@@ -369,6 +394,7 @@ mod tests {
             ClientError::Broker {
                 code: "group_not_empty".into(),
                 message: "group \"g\" has members: commit as a member".into(),
+                details: None,
             },
         );
         let text = e.to_string();
@@ -394,6 +420,7 @@ mod tests {
         let broker = |code: &str| ClientError::Broker {
             code: code.into(),
             message: String::new(),
+            details: None,
         };
         assert!(is_transient(&broker("unavailable")));
         assert!(!is_transient(&broker("producer_fenced")));
@@ -408,6 +435,7 @@ mod tests {
             ClientError::Broker {
                 code: "invalid_request".into(),
                 message: "unknown config key \"retention_ms\"".into(),
+                details: None,
             },
         );
         assert_eq!(

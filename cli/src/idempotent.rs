@@ -325,6 +325,7 @@ impl<L: Link> IdempotentProducer<L> {
             if self.attempts > RECONNECT_ATTEMPTS_MAX {
                 return Err(last);
             }
+            self.link.follow(&last);
             self.link.pause(backoff(self.attempts));
             if let Err(e) = self.link.reconnect() {
                 if is_transient(&e) {
@@ -498,6 +499,7 @@ mod tests {
         ClientError::Broker {
             code: code.into(),
             message: code.into(),
+            details: None,
         }
     }
 

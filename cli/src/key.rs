@@ -134,7 +134,7 @@ fn key_error(addr: &str, cmd: &KeyCommand, e: ClientError) -> CliError {
         KeyCommand::Whoami => "show its key",
     };
     match e {
-        ClientError::Broker { code, message } => {
+        ClientError::Broker { code, message, .. } => {
             let hint = match code.as_str() {
                 "forbidden" => {
                     " Managing keys takes an admin key: run it with one (--api-key or ES_API_KEY)."

@@ -18,6 +18,9 @@ pub trait Link {
     fn send(&mut self, request: &Request) -> Result<Self::Pending, ClientError>;
     /// Replaces the connection with a new one.
     fn reconnect(&mut self) -> Result<(), ClientError>;
+    /// Notes where `error` (a cluster's `not_leader`) says the partition is
+    /// led, so that the next reconnect goes there.
+    fn follow(&mut self, _error: &ClientError) {}
     /// Waits before the next reconnect attempt.
     fn pause(&mut self, d: Duration);
     /// A new producer id (`None`) or the next epoch of one: (id, epoch).
@@ -73,7 +76,27 @@ impl Link for ClientLink<'_> {
         std::thread::sleep(d);
     }
 
+    fn follow(&mut self, error: &ClientError) {
+        self.session.follow(error);
+    }
+
+    /// Asked where the cluster says (a `not_leader` is followed).
     fn init_producer(&mut self, existing: Option<i64>) -> Result<(i64, i16), ClientError> {
-        self.client.init_producer(existing)
+        let body = match existing {
+            Some(id) => serde_json::json!({ "producer_id": id }),
+            None => serde_json::json!({}),
+        };
+        let v = self
+            .session
+            .admin_routed(es_protocol::Kind::InitProducer, body)
+            .map_err(|(_, e)| e)?;
+        let field = |name: &str| v.get(name).and_then(serde_json::Value::as_i64);
+        match (
+            field("producer_id"),
+            field("epoch").and_then(|e| i16::try_from(e).ok()),
+        ) {
+            (Some(id), Some(epoch)) => Ok((id, epoch)),
+            _ => Err(ClientError::Protocol(format!("bad InitProducer answer {v}"))),
+        }
     }
 }

@@ -26,6 +26,7 @@
 mod acks;
 mod addr;
 mod args;
+mod cluster;
 mod config_value;
 mod consume;
 mod encoding;
@@ -72,7 +73,10 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Completions { shell } => completions(shell),
-        command => match broker_problem(&cli.global.broker, &matches) {
+        command => match broker_addrs(&cli.global)
+            .iter()
+            .find_map(|b| broker_problem(b, &matches))
+        {
             Some(e) => Err(e),
             None => run(&cli.global, command),
         },
@@ -99,6 +103,7 @@ fn run(global: &args::Global, command: Command) -> error::Result<()> {
         Command::Group(cmd) => group::run(global, cmd),
         Command::Key(cmd) => key::run(global, cmd),
         Command::Schema(args) => schema::run(global, args),
+        Command::Cluster(cmd) => cluster::run(global, cmd),
         Command::Completions { shell } => completions(shell),
     }
 }
@@ -130,6 +135,17 @@ fn usage_error(e: clap::Error, json: bool) -> ExitCode {
 
 /// Whether `--broker` (or `ES_BROKER`) is not HOST:PORT, checked before
 /// anything connects.
+/// The broker addresses to check: those given, or the empty one (said as
+/// missing) when none is.
+fn broker_addrs(global: &args::Global) -> Vec<String> {
+    let brokers = global.brokers();
+    if brokers.is_empty() {
+        vec![String::new()]
+    } else {
+        brokers
+    }
+}
+
 fn broker_problem(broker: &str, matches: &clap::ArgMatches) -> Option<CliError> {
     let problem = addr::problem(broker)?;
     let from_env = matches.value_source("broker") == Some(ValueSource::EnvVariable)

@@ -206,6 +206,7 @@ mod tests {
         let e = |code: &str| ClientError::Broker {
             code: code.into(),
             message: String::new(),
+            details: None,
         };
         assert!(is_lost(&e("unknown_member")) && is_lost(&e("group_not_found")));
         assert!(is_rebalanced(&e("stale_generation")) && is_rebalanced(&e("not_assigned")));

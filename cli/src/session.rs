@@ -2,11 +2,13 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use es_protocol::client::brokers::{gave_up, leader_wait, next_step, redirect_options, Next};
 use es_protocol::client::tls::TlsOptions;
 use es_protocol::client::{Client, ClientError, Options};
+use es_protocol::limits::{LEADER_WAITS_MAX, REDIRECTS_MAX};
 use es_protocol::Kind;
 use serde_json::{json, Value};
 
@@ -16,13 +18,19 @@ use crate::topic_info::TopicInfo;
 
 pub struct Session {
     pub client: Arc<Client>,
-    /// The broker address, as the user gave it (for messages).
+    /// The broker address connected to, as the user gave it (for messages).
     pub addr: String,
+    /// Every broker address given (`--broker a,b`).
+    brokers: Vec<String>,
+    /// Where the cluster last said a partition is led (a `not_leader`'s
+    /// leader): the next reconnect goes there first.
+    leader: Mutex<Option<String>>,
     options: Options,
 }
 
 impl Session {
-    /// Connects and shakes hands; `gzip` compresses every request frame.
+    /// Connects to the first of the brokers given that takes a connection
+    /// and shakes hands; `gzip` compresses every request frame.
     pub fn open(global: &Global, gzip: bool) -> Result<Session> {
         let options = Options {
             client_id: format!("es-cli/{}", env!("CARGO_PKG_VERSION")),
@@ -31,33 +39,111 @@ impl Session {
             connect_timeout: Duration::from_secs(10),
             tls: tls_options(global)?,
         };
-        let addrs = resolve(&global.broker).map_err(|e| {
-            CliError::new(
+        let brokers = global.brokers();
+        let mut unreachable = None;
+        for broker in &brokers {
+            match connect_to(broker, &options) {
+                Ok(client) => {
+                    return Ok(Session {
+                        client: Arc::new(client),
+                        addr: broker.clone(),
+                        brokers,
+                        leader: Mutex::new(None),
+                        options,
+                    })
+                }
+                // Not reachable (refused, no such host): the next one.
+                Err(Failed::Resolve(e)) => unreachable = Some((broker.clone(), Failed::Resolve(e))),
+                Err(Failed::Client(ClientError::Io(e))) => {
+                    unreachable = Some((broker.clone(), Failed::Client(ClientError::Io(e))))
+                }
+                Err(Failed::Client(e)) => return Err(connect_error(broker, e)),
+            }
+        }
+        Err(match unreachable {
+            Some((broker, Failed::Resolve(e))) => CliError::new(
                 code::BROKER_UNREACHABLE,
                 format!(
-                    "cannot find the broker's host in {}: {e}. Set --broker or ES_BROKER to the broker's HOST:PORT.",
-                    global.broker
+                    "cannot find the broker's host in {broker}: {e}. Set --broker or ES_BROKER to the broker's HOST:PORT."
                 ),
-            )
-        })?;
-        let client = connect_any(&addrs, &options).map_err(|e| connect_error(&global.broker, e))?;
-        Ok(Session {
-            client: Arc::new(client),
-            addr: global.broker.clone(),
-            options,
+            ),
+            Some((broker, Failed::Client(e))) => connect_error(&broker, e),
+            None => CliError::new(code::INVALID_ARGUMENT, "no broker address given (--broker or ES_BROKER)"),
         })
     }
 
-    /// A new connection with the same options (after the first one was lost).
+    /// A new connection with the same options (after the first one was
+    /// lost): to the leader a `not_leader` named last, if any, else to the
+    /// first broker given that takes one.
     pub fn reconnect(&self) -> std::result::Result<Client, ClientError> {
-        connect_any(&resolve(&self.addr)?, &self.options)
+        if let Some(leader) = self.leader.lock().expect("lock").take() {
+            if let Ok(client) = connect_to(&leader, &redirect_options(&self.options)) {
+                return Ok(client);
+            }
+        }
+        let mut last = None;
+        for broker in &self.brokers {
+            match connect_to(broker, &self.options) {
+                Ok(client) => return Ok(client),
+                Err(Failed::Resolve(e)) => last = Some(ClientError::Io(e)),
+                Err(Failed::Client(ClientError::Io(e))) => last = Some(ClientError::Io(e)),
+                Err(Failed::Client(e)) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(ClientError::Closed))
+    }
+
+    /// Notes where `e` (a `not_leader` naming its leader) says requests
+    /// belong: the next [`reconnect`](Session::reconnect) goes there.
+    pub fn follow(&self, e: &ClientError) {
+        if let Next::Redirect(leader) = next_step(e) {
+            *self.leader.lock().expect("lock") = Some(leader.binary_addr);
+        }
     }
 
     /// A topic request; `topic` names the topic in error messages.
     pub fn admin(&self, kind: Kind, body: Value, topic: &str) -> Result<Value> {
-        self.client
-            .admin(kind, body)
-            .map_err(|e| request_error(&self.addr, topic, e))
+        self.admin_routed(kind, body)
+            .map_err(|(addr, e)| request_error(&addr, topic, e))
+    }
+
+    /// A JSON request, sent where the cluster says it belongs: a
+    /// `not_leader` naming a leader is followed (at most REDIRECTS_MAX
+    /// times), `leader_not_available` waited out (at most LEADER_WAITS_MAX
+    /// times, backing off). The error comes with the address that gave it.
+    pub fn admin_routed(&self, kind: Kind, body: Value) -> std::result::Result<Value, (String, ClientError)> {
+        let (mut client, mut addr) = (self.client.clone(), self.addr.clone());
+        let (mut redirects, mut waits) = (0, 0);
+        loop {
+            let e = match client.admin(kind, body.clone()) {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            match next_step(&e) {
+                Next::Redirect(leader) if redirects < REDIRECTS_MAX => {
+                    redirects += 1;
+                    let options = redirect_options(&self.options);
+                    client = match connect_to(&leader.binary_addr, &options) {
+                        Ok(c) => Arc::new(c),
+                        Err(Failed::Client(e)) => return Err((leader.binary_addr, e)),
+                        Err(Failed::Resolve(e)) => return Err((leader.binary_addr, ClientError::Io(e))),
+                    };
+                    addr = leader.binary_addr;
+                }
+                Next::Redirect(_) => {
+                    return Err((addr, gave_up(e, &format!("after {REDIRECTS_MAX} redirects"))))
+                }
+                Next::Wait if waits < LEADER_WAITS_MAX => {
+                    std::thread::sleep(leader_wait(waits));
+                    waits += 1;
+                }
+                Next::Wait => {
+                    let what = format!("after waiting {LEADER_WAITS_MAX} times for a leader");
+                    return Err((addr, gave_up(e, &what)));
+                }
+                Next::Fail => return Err((addr, e)),
+            }
+        }
     }
 
     /// The topic's partitions and config (fails when it does not exist).
@@ -77,6 +163,8 @@ impl Session {
 /// file's CA certificates; with `--tls` alone, the system's. The broker's
 /// certificate must carry the host of `--broker` (each address it
 /// resolves to is connected to under that name).
+/// The certificate is checked against the host of each address connected
+/// to (`connect_to`), unless a redirect names another.
 fn tls_options(global: &Global) -> Result<Option<TlsOptions>> {
     if !global.tls && global.tls_ca.is_none() {
         return Ok(None);
@@ -90,12 +178,28 @@ fn tls_options(global: &Global) -> Result<Option<TlsOptions>> {
         };
         CliError::new(code::INVALID_ARGUMENT, message)
     })?;
-    let host = global
-        .broker
-        .rsplit_once(':')
-        .map_or(global.broker.as_str(), |(host, _)| host);
-    tls.server_name = Some(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    tls.server_name = None;
     Ok(Some(tls))
+}
+
+/// Why a broker address gave no connection.
+enum Failed {
+    /// Its host resolves to nothing.
+    Resolve(io::Error),
+    Client(ClientError),
+}
+
+/// Connects to `broker` (HOST:PORT): to the first address its host
+/// resolves to that takes a connection. Over TLS the certificate must
+/// carry that host.
+fn connect_to(broker: &str, options: &Options) -> std::result::Result<Client, Failed> {
+    let addrs = resolve(broker).map_err(Failed::Resolve)?;
+    let mut options = options.clone();
+    if let Some(tls) = options.tls.as_mut() {
+        let host = broker.rsplit_once(':').map_or(broker, |(host, _)| host);
+        tls.server_name = Some(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    connect_any(&addrs, &options).map_err(Failed::Client)
 }
 
 /// The addresses `addr` (HOST:PORT) resolves to.

@@ -8,6 +8,7 @@
 //! With feature `tls` and [`Options::tls`], the connection speaks TLS
 //! (tls.rs).
 
+pub mod brokers;
 #[cfg(feature = "tls")]
 pub mod tls;
 
@@ -29,16 +30,21 @@ use crate::requests::fetch::{Fetch, FetchOk};
 use crate::requests::hello::{Hello, HelloOk};
 use crate::requests::produce::{IdempotentProduce, Produce, ProduceRecord};
 use crate::requests::produce_batch::ProduceBatch;
-use crate::{Kind, Request, Response, PROTOCOL_VERSION};
+use crate::{Kind, Request, Response, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot reach the broker: {0}")]
     Io(#[from] io::Error),
-    /// The broker answered with an error frame.
+    /// The broker answered with an error frame; `details` are its
+    /// details (protocol version 2: a `not_leader`'s `leader`), if any.
     #[error("{code}: {message}")]
-    Broker { code: String, message: String },
+    Broker {
+        code: String,
+        message: String,
+        details: Option<serde_json::Map<String, serde_json::Value>>,
+    },
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("the connection to the broker closed")]
@@ -181,6 +187,7 @@ impl PendingResponse {
             Ok(Ok(Response::Error(e))) => Err(ClientError::Broker {
                 code: e.code,
                 message: e.message,
+                details: e.details,
             }),
             Ok(r) => r,
             Err(_) => Err(ClientError::Closed),
@@ -425,7 +432,7 @@ fn open(addr: &str, options: &Options) -> Result<TcpStream, ClientError> {
 /// The es handshake on a connection: what the broker said.
 fn shake_hands(stream: &mut (impl Read + Write), options: &Options) -> Result<HelloOk, ClientError> {
     let hello = Request::Hello(Hello {
-        min_version: PROTOCOL_VERSION,
+        min_version: PROTOCOL_VERSION_MIN,
         max_version: PROTOCOL_VERSION,
         client_id: options.client_id.clone(),
         api_key: options.api_key.clone(),
@@ -437,6 +444,7 @@ fn shake_hands(stream: &mut (impl Read + Write), options: &Options) -> Result<He
             return Err(ClientError::Broker {
                 code: e.code,
                 message: e.message,
+                details: e.details,
             })
         }
         Some(other) => {

@@ -60,4 +60,18 @@ impl ErrorCode {
     pub const KEY_NOT_FOUND: &'static str = "key_not_found";
     /// Revoking or demoting the last admin key.
     pub const LAST_ADMIN: &'static str = "last_admin";
+    /// Cluster mode: this broker does not lead the partition; the Error
+    /// frame's details (version 2) name the leader, `{"leader": {...}}`
+    /// or null, or per partition `{"leaders": {"<p>": ...}}`. Definite:
+    /// nothing was written, so the request may be sent to the leader.
+    pub const NOT_LEADER: &'static str = "not_leader";
+    /// Cluster mode: no leader now (an election, or a lost quorum);
+    /// nothing was written: retry after a backoff.
+    pub const LEADER_NOT_AVAILABLE: &'static str = "leader_not_available";
+    /// Cluster mode: proposed, but whether it was written is unknown; only
+    /// an idempotent producer may retry it (same sequence).
+    pub const OUTCOME_UNKNOWN: &'static str = "outcome_unknown";
+    /// The request names something that does not exist (`DescribeCluster`
+    /// on a standalone broker).
+    pub const NOT_FOUND: &'static str = "not_found";
 }

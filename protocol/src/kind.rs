@@ -14,6 +14,9 @@ pub enum Kind {
     DescribeTopic = 0x12,
     DeleteTopic = 0x13,
     PatchTopicConfig = 0x14,
+    /// The cluster's nodes, controller and partition totals: the JSON of
+    /// HTTP's `GET /v1/cluster`; a standalone broker answers `not_found`.
+    DescribeCluster = 0x15,
     InitProducer = 0x18,
     JoinGroup = 0x20,
     Heartbeat = 0x21,
@@ -58,6 +61,7 @@ impl Kind {
             0x12 => DescribeTopic,
             0x13 => DeleteTopic,
             0x14 => PatchTopicConfig,
+            0x15 => DescribeCluster,
             0x18 => InitProducer,
             0x20 => JoinGroup,
             0x21 => Heartbeat,

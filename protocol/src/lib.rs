@@ -28,5 +28,31 @@ pub use frame::{Frame, FrameHeader, FLAG_GZIP, HEADER_BYTES};
 pub use kind::Kind;
 pub use message::{Request, Response};
 
-/// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The newest protocol version this crate speaks: 2 adds the Error
+/// frame's `details` (docs/protocol.md, "Versions").
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The oldest protocol version this crate still speaks (a broker answers
+/// clients of any version from this one to [`PROTOCOL_VERSION`]).
+pub const PROTOCOL_VERSION_MIN: u16 = 1;
+
+/// The version a peer offering `min..=max` and this crate agree on: the
+/// newest both speak, or `None`.
+pub fn negotiate(min: u16, max: u16) -> Option<u16> {
+    let v = max.min(PROTOCOL_VERSION);
+    (v >= min.max(PROTOCOL_VERSION_MIN)).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn negotiates_the_newest_common_version() {
+        use super::negotiate;
+        assert_eq!(negotiate(1, 1), Some(1), "a version 1 client keeps version 1");
+        assert_eq!(negotiate(1, 2), Some(2));
+        assert_eq!(negotiate(1, 9), Some(2), "a newer client gets ours");
+        assert_eq!(negotiate(2, 2), Some(2));
+        assert_eq!(negotiate(3, 9), None);
+        assert_eq!(negotiate(0, 0), None);
+    }
+}

@@ -38,6 +38,28 @@ pub(crate) const MMAP_THRESHOLD_BYTES: usize = 32 << 20;
 #[cfg(feature = "client")]
 pub(crate) const TRIM_THRESHOLD_BYTES: usize = 64 << 20;
 
+/// Redirects (`not_leader` naming a leader) one request follows before it
+/// gives up: a leader that moves once more during an election costs a
+/// hop or two; brokers that keep pointing elsewhere are in a loop.
+#[cfg(feature = "client")]
+pub const REDIRECTS_MAX: usize = 3;
+/// Times one request waits out `leader_not_available` (or a `not_leader`
+/// that knows no leader) before it gives up.
+#[cfg(feature = "client")]
+pub const LEADER_WAITS_MAX: u32 = 8;
+/// The first wait for a leader; each further wait doubles it, up to
+/// [`LEADER_WAIT_MS_MAX`]. 8 waits span about 9 s: several election
+/// timeouts (1.5 s by default).
+#[cfg(feature = "client")]
+pub const LEADER_WAIT_MS_FIRST: u64 = 100;
+/// The longest single wait for a leader.
+#[cfg(feature = "client")]
+pub const LEADER_WAIT_MS_MAX: u64 = 2_000;
+
+// The waits for a leader grow from the first to the longest.
+#[cfg(feature = "client")]
+const _: () = assert!(LEADER_WAIT_MS_FIRST <= LEADER_WAIT_MS_MAX);
+
 // The client reads every frame a broker at the default limit sends.
 #[cfg(feature = "client")]
 const _: () = assert!(FRAME_BYTES_MAX_DEFAULT <= RESPONSE_FRAME_BYTES_MAX);

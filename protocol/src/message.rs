@@ -117,7 +117,25 @@ impl Response {
         Response::Error(ErrorResponse {
             code: code.to_string(),
             message: message.into(),
+            details: None,
         })
+    }
+
+    /// An error with details (a JSON object: `{"leader": {...}}`), as a
+    /// connection of protocol `version` gets it: version 1 carries none
+    /// (requests/error.rs).
+    pub fn error_with_details(
+        code: &str,
+        message: impl Into<String>,
+        details: Option<serde_json::Map<String, serde_json::Value>>,
+        version: u16,
+    ) -> Response {
+        let e = ErrorResponse {
+            code: code.to_string(),
+            message: message.into(),
+            details,
+        };
+        Response::Error(e.for_version(version))
     }
 
     /// The frame for this response.

@@ -102,6 +102,7 @@ fn bytes_match_the_doc() {
     let err = Response::Error(ErrorResponse {
         code: "topic_not_found".into(),
         message: "topic \"nope\" does not exist".into(),
+        details: None,
     });
     assert_eq!(
         err.to_frame(3, false),

@@ -14,6 +14,11 @@
 //! - `log_store`: `LogStore`, the Raft log over a partition log.
 //! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
+//! - `group`: `PartitionRaft`, a partition replica's Raft group (what the
+//!   broker holds per replica).
+//! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
+//!   coalesced into one entry per round; `ProduceError`, the answers.
+//! - `replica_stats`: `ReplicaStats`, a replica's counters.
 //! - `limits`: every bound of this crate, with its unit and reason.
 //! - `transport`: the network between replicas (frames, mutual TLS,
 //!   heartbeat coalescing, the server's group registry).
@@ -23,12 +28,15 @@
 pub mod config;
 pub mod controller;
 pub mod entry;
+pub mod group;
 pub mod limits;
 pub mod log_store;
 pub mod mem_store;
 pub mod membership;
 pub mod meta;
 pub mod partition_sm;
+pub mod proposer;
+pub mod replica_stats;
 pub mod runtime;
 pub mod snapshot;
 pub mod transport;
@@ -36,9 +44,12 @@ pub mod types;
 
 pub use config::partition_config;
 pub use entry::{Applied, EntryBatch, EsEntry, EsPayload, Proposal};
+pub use group::{BatchRules, GroupConfig, MetricsWatch, PartitionRaft};
 pub use log_store::LogStore;
 pub use meta::RaftMeta;
 pub use partition_sm::PartitionSm;
+pub use proposer::{ProduceError, Proposer, ProposerConfig};
+pub use replica_stats::{ReplicaObserver, ReplicaStats};
 pub use runtime::{set_raft_task_queue, GlommioRuntime};
 pub use snapshot::EsSnapshot;
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};

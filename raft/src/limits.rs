@@ -100,3 +100,44 @@ const _: () = assert!(CONTROLLER_REPLICATION_FACTOR_DEFAULT >= 1);
 const _: () = assert!(CONTROLLER_SNAPSHOT_EVERY_DEFAULT >= 1);
 // A read barrier is a short wait beside a proposal.
 const _: () = assert!(CONTROLLER_READ_BARRIER_TIMEOUT_MS_DEFAULT <= CONTROLLER_PROPOSE_TIMEOUT_MS_DEFAULT);
+
+// --- A partition group and its Proposer (flags in phase 2a) -----------------
+
+/// `--raft-heartbeat-ms`: a leader's heartbeat interval, in milliseconds:
+/// a tenth of the election timeout, so a lost heartbeat or two never
+/// starts an election.
+pub const HEARTBEAT_MS_DEFAULT: u64 = 150;
+/// `--raft-election-timeout-ms`: elections start after this to twice this
+/// without a leader, in milliseconds; generous for a loaded box with
+/// thousands of groups (openraft's 150-300 is for a quiet LAN).
+pub const ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1500;
+/// `--raft-entry-bytes-max`: bytes of produced batches the Proposer puts
+/// in one entry; a bigger batch goes alone. One round writes and syncs
+/// this much per replica: enough to coalesce many produces, small enough
+/// that a round does not hold the next one back long.
+pub const ENTRY_BYTES_MAX_DEFAULT: usize = 4 << 20;
+/// `--raft-proposals-in-flight`: entries a leader's Proposer has in
+/// flight: two let entry k+1's leader flush overlap entry k's replication.
+pub const PROPOSALS_IN_FLIGHT_DEFAULT: usize = 2;
+/// `--produce-timeout-ms`: how long a produce waits for its commit before
+/// it is answered `outcome_unknown`, in milliseconds: well over a failover
+/// (an election timeout or two), under a client's own request timeout.
+pub const PRODUCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// `--replica-lag-ms`: a follower that has not matched the leader's last
+/// entry for this long is out of sync, in milliseconds (Kafka's
+/// `replica.lag.time.max.ms`).
+pub const REPLICA_LAG_MS_DEFAULT: u64 = 10_000;
+/// Bytes of produced batches one replica's Proposer queues before a
+/// produce waits for room (back-pressure): sixteen entries of the default
+/// size; the broker's per-shard request budget bounds the sum over
+/// partitions before this does.
+pub const PROPOSER_QUEUE_BYTES_MAX: usize = 64 << 20;
+
+// A full entry fits the queue, so a round is never smaller for want of room.
+const _: () = assert!(ENTRY_BYTES_MAX_DEFAULT <= PROPOSER_QUEUE_BYTES_MAX);
+// An entry of the default size travels in one AppendEntries.
+const _: () = assert!(ENTRY_BYTES_MAX_DEFAULT <= APPEND_BYTES_MAX_DEFAULT);
+// Heartbeats come well within an election timeout.
+const _: () = assert!(HEARTBEAT_MS_DEFAULT * 5 <= ELECTION_TIMEOUT_MS_DEFAULT);
+// A produce outlasts a failover (elections take up to twice the timeout).
+const _: () = assert!(PRODUCE_TIMEOUT_MS_DEFAULT > 4 * ELECTION_TIMEOUT_MS_DEFAULT);

@@ -20,7 +20,7 @@
 //! had committed before any leader tells it again; openraft re-applies the
 //! entries up to it (`read_committed`) at start.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -53,6 +53,12 @@ struct Inner {
     log: PartitionLog,
     meta: Rc<RaftMeta>,
     table: RefCell<BTreeMap<u64, Loc>>,
+    /// Truncations begun so far: a read that sees it move had entries cut
+    /// under it.
+    cuts: Cell<u64>,
+    /// The first index of the truncation under way: the log may have lost
+    /// the entries from there before the table does.
+    cutting_from: Cell<Option<u64>>,
 }
 
 /// A replica's Raft log over its partition log; clones share it.
@@ -79,6 +85,14 @@ impl LogStore {
         let (log, _report) = PartitionLog::open(log_dir, config, batcher)
             .await
             .map_err(read_err)?;
+        LogStore::from_log(log, meta_dir).await
+    }
+
+    /// The store over `log`, a partition log just opened (its owner opened
+    /// it, and closes it: [`close_meta`](Self::close_meta) leaves it open),
+    /// with the replica's metadata in `meta_dir`; finds every entry the log
+    /// holds. No entry may have been placed in `log` since it was opened.
+    pub async fn from_log(log: PartitionLog, meta_dir: &Path) -> StorageResult<LogStore> {
         let meta = Rc::new(RaftMeta::open(meta_dir).await?);
         let mut table = BTreeMap::new();
         let mut open: Option<(u64, Loc)> = None;
@@ -133,6 +147,8 @@ impl LogStore {
             log,
             meta,
             table: RefCell::new(table),
+            cuts: Cell::new(0),
+            cutting_from: Cell::new(None),
         })))
     }
 
@@ -165,8 +181,15 @@ impl LogStore {
     /// Closes the partition log and the metadata's committed file (a
     /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {
-        self.0.meta.close().await;
+        self.close_meta().await;
         self.log().close().await.map_err(write_err)
+    }
+
+    /// Closes the metadata's committed file only (its last value written),
+    /// leaving the partition log open: for a log its owner opened and
+    /// closes ([`from_log`](Self::from_log)).
+    pub async fn close_meta(&self) {
+        self.0.meta.close().await;
     }
 
     async fn read_entry(&self, index: u64, loc: Loc) -> StorageResult<EsEntry> {
@@ -278,11 +301,34 @@ impl RaftLogReader<EsRaft> for LogStore {
                 Bound::Excluded(&i) => Bound::Excluded(i),
                 Bound::Unbounded => Bound::Unbounded,
             };
-            table.range((lo, hi)).map(|(&i, &l)| (i, l)).collect()
+            // Placed but not yet written (a leader's replication reads its
+            // new entries as soon as they are placed): the answer ends
+            // before them, and openraft asks again.
+            let written = self.0.log.written_index();
+            table
+                .range((lo, hi))
+                .take_while(|(&i, _)| i < written)
+                .map(|(&i, &l)| (i, l))
+                .collect()
         };
+        let cuts = self.0.cuts.get();
         let mut out = Vec::with_capacity(locs.len());
         for (index, loc) in locs {
-            out.push(self.read_entry(index, loc).await?);
+            match self.read_entry(index, loc).await {
+                Ok(e) => out.push(e),
+                // Cut while the read was on its way (a deposed leader's
+                // replication reads the suffix that its follower side,
+                // hearing the new leader, truncates): what was read is
+                // still a prefix the log held, and openraft takes a
+                // shorter answer and asks again. An error with no cut is
+                // the log's.
+                Err(_)
+                    if self.0.cuts.get() != cuts || self.0.cutting_from.get().is_some_and(|f| index >= f) =>
+                {
+                    break
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(out)
     }
@@ -334,9 +380,26 @@ impl RaftLogStorage<EsRaft> for LogStore {
         let mut last = None;
         for e in entries {
             let (term, index) = (e.log_id.leader_id.term, e.log_id.index);
-            let placed = log
-                .append_entry(term, index, body_of(e.payload)?)
-                .map_err(write_err)?;
+            let body = body_of(e.payload)?;
+            let proposed = matches!(body, EntryBody::Batches(_, Stamping::Leader));
+            let placed = match log.append_entry(term, index, body) {
+                Ok(placed) => placed,
+                // A leader's proposal the log refuses (a batch over the
+                // topic's limits that produce did not catch) becomes a
+                // blank entry: refusing the append would stop the group.
+                // Applied, it answers no offsets: its produces are told
+                // nothing was written. A follower's copy is never
+                // replaced: it must hold what the leader holds.
+                Err(es_storage::StorageError::Invalid(why)) if proposed => {
+                    tracing::warn!(term, index, %why, "the log refused a proposed entry; it is written as a blank entry");
+                    let blank = EntryBody::Control {
+                        kind: CONTROL_BLANK,
+                        body: Vec::new(),
+                    };
+                    log.append_entry(term, index, blank).map_err(write_err)?
+                }
+                Err(e) => return Err(write_err(e)),
+            };
             self.0.table.borrow_mut().insert(
                 index,
                 Loc {
@@ -366,9 +429,13 @@ impl RaftLogStorage<EsRaft> for LogStore {
         if self.0.table.borrow().range(from.index..).next().is_none() {
             return Ok(());
         }
+        self.0.cuts.set(self.0.cuts.get() + 1);
+        self.0.cutting_from.set(Some(from.index));
         // The table loses the entries only once the log has: a failed cut
         // poisons the log, and the table still says what may be on disk.
-        self.0.log.truncate_from(from.index).await.map_err(write_err)?;
+        let cut = self.0.log.truncate_from(from.index).await;
+        self.0.cutting_from.set(None);
+        cut.map_err(write_err)?;
         self.0.table.borrow_mut().split_off(&from.index);
         Ok(())
     }

@@ -13,6 +13,10 @@
 //!   queue of whatever task is running, so heartbeats and votes would
 //!   otherwise compete with the request that happened to start the group.
 //! - `Sleep` is a glommio `Timer`; `Timeout` races the future with one.
+//!   `sleep_until` wakes up to half its wait late, at random (see
+//!   `tick_wait`): openraft 0.9.25 calls it for one thing only, the
+//!   tick that checks election timeouts, and that tick must not keep two
+//!   nodes in step.
 //! - `Instant` is openraft's `TokioInstant`: a monotonic clock that needs
 //!   no tokio runtime (tokio is compiled, as openraft depends on it, but no
 //!   tokio runtime ever runs).
@@ -131,6 +135,29 @@ fn until(deadline: TokioInstant) -> Duration {
     deadline.saturating_duration_since(TokioInstant::now())
 }
 
+/// How long openraft's tick sleeps when it asks for `wait`: `wait` plus a
+/// random lateness of up to half of it.
+///
+/// openraft 0.9 draws a node's election timeout once, when the node
+/// starts, and checks it only on its ticks (every 1.5 heartbeat
+/// intervals); a candidate's next campaign starts its own election
+/// timeout after its last. Two survivors whose draws fall between the same
+/// two ticks and whose ticks are in step (nodes on one executor, or ticks
+/// that happen to line up) campaign on the same tick, each votes for
+/// itself and refuses the other, and they do it again on the same tick of
+/// the next term, and the next: the tie is a fixed point, the group has a
+/// quorum and no leader. (openraft 0.10 draws a new timeout for each
+/// campaign, openraft#1838.) A random lateness on every tick puts the two
+/// tick trains out of step, so each new term's campaigns start apart with
+/// a fresh chance, and a split vote stays a matter of bad luck that does
+/// not repeat. Lateness only, never early: heartbeats, sent on ticks, go
+/// out every 1.5 to 2.25 heartbeat intervals instead of every 1.5.
+fn tick_wait(wait: Duration) -> Duration {
+    use rand::Rng;
+    let lateness_ns = rand::thread_rng().gen_range(0..=wait.as_nanos() / 2);
+    wait + Duration::from_nanos(u64::try_from(lateness_ns).unwrap_or(u64::MAX))
+}
+
 impl AsyncRuntime for GlommioRuntime {
     type JoinError = JoinError;
     type JoinHandle<T: OptionalSend + 'static> = JoinHandle<T>;
@@ -161,7 +188,8 @@ impl AsyncRuntime for GlommioRuntime {
     }
 
     fn sleep_until(deadline: TokioInstant) -> Sleep {
-        Sleep(Timer::new(until(deadline)))
+        // openraft's tick: see tick_wait.
+        Sleep(Timer::new(tick_wait(until(deadline))))
     }
 
     fn timeout<R, F: Future<Output = R> + OptionalSend>(duration: Duration, future: F) -> Timeout<F> {
@@ -191,5 +219,22 @@ impl AsyncRuntime for GlommioRuntime {
     {
         let (tx, rx) = futures::channel::oneshot::channel();
         (OneshotSender(tx), rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_comes_late_by_up_to_half_its_wait_never_early() {
+        let wait = Duration::from_millis(75);
+        let waits: Vec<Duration> = (0..1000).map(|_| tick_wait(wait)).collect();
+        assert!(waits.iter().all(|&w| w >= wait && w <= wait + wait / 2));
+        assert!(
+            waits.iter().any(|&w| w != waits[0]),
+            "the lateness is drawn anew for each tick"
+        );
+        assert_eq!(tick_wait(Duration::ZERO), Duration::ZERO);
     }
 }

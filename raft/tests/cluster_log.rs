@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,13 +85,7 @@ async fn boot(router: &Router, root: &Path) -> (Vec<Node>, Vec<Up>) {
         nodes.push(node);
         ups.push(Up { store, sm });
     }
-    let members: BTreeSet<NodeId> = IDS.into();
-    router
-        .node(1)
-        .unwrap()
-        .initialize(members)
-        .await
-        .expect("initialize");
+    initialize(router, &IDS).await;
     (nodes, ups)
 }
 
@@ -147,8 +140,7 @@ fn replicas_hold_byte_identical_logs() {
             assert_eq!(offsets[0], next, "dense offsets in commit order");
             next += 2 * (1 + i % 3) as u64;
         }
-        let last = raft.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft)).await;
         for (i, up) in ups.iter().enumerate() {
             assert_eq!(up.sm.committed_offset(), next, "node {}'s high watermark", i + 1);
             assert_eq!(
@@ -181,24 +173,14 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         for i in 0..10 {
             write(&raft, &format!("a{i}"), 2).await;
         }
-        let committed = raft.metrics().borrow().last_log_index.unwrap();
+        let committed = last_index(&raft);
         wait_applied(&router, &IDS, committed).await;
 
         // The leader is cut off and takes writes that cannot commit.
-        router.isolate(old, &IDS);
-        for i in 0..4 {
-            let r = raft.clone();
-            glommio::spawn_local(async move {
-                let _ = r
-                    .client_write(Proposal::Batches(vec![batch(&format!("lost{i}"), 3, false)]))
-                    .await;
-            })
-            .detach();
-        }
-        wait_metrics(&raft, "the isolated leader appended", |m| {
-            m.last_log_index >= Some(committed + 4)
-        })
-        .await;
+        let lost = (0..4)
+            .map(|i| Proposal::Batches(vec![batch(&format!("lost{i}"), 3, false)]))
+            .collect();
+        isolate_with_writes(&router, old, &IDS, lost).await;
         let up_old = &ups[(old - 1) as usize];
         let divergent = up_old.store.log_ids();
         assert!(divergent.iter().any(|l| l.index > committed));
@@ -206,15 +188,13 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         // table holds one: the cut is in place, so it stays the log's.
         let handle = up_old.store.log();
 
-        let rest: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != old).collect();
-        let new = wait_leader(&router, &rest).await;
+        let new = wait_leader(&router, &others(&IDS, old)).await;
         let raft2 = router.node(new).unwrap();
         for i in 0..6 {
             write(&raft2, &format!("b{i}"), 1).await;
         }
         router.heal();
-        let last = raft2.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft2)).await;
         let healed = ups[(old - 1) as usize].store.log_ids();
         assert_eq!(healed, ups[(new - 1) as usize].store.log_ids());
         assert!(
@@ -240,8 +220,7 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         let up_new = ups.remove((new - 1) as usize);
         stop(&router, new, &up_new).await;
         drop(up_new);
-        let others: Vec<NodeId> = IDS.iter().copied().filter(|&i| i != new).collect();
-        let third = wait_leader(&router, &others).await;
+        let third = wait_leader(&router, &others(&IDS, new)).await;
         let raft3 = router.node(third).unwrap();
         for i in 0..5 {
             write(&raft3, &format!("c{i}"), 2).await;
@@ -249,8 +228,7 @@ fn a_divergent_follower_is_truncated_and_a_restarted_leader_catches_up() {
         let (store, sm) = nodes[(new - 1) as usize].open().await;
         start(&router, new, store.clone(), sm.clone()).await;
         ups.insert((new - 1) as usize, Up { store, sm });
-        let last = raft3.metrics().borrow().last_log_index.unwrap();
-        wait_applied(&router, &IDS, last).await;
+        wait_applied(&router, &IDS, last_index(&raft3)).await;
         let hw = ups[0].sm.committed_offset();
         for up in &ups {
             assert_eq!(up.sm.committed_offset(), hw, "one high watermark");
@@ -284,7 +262,7 @@ fn a_restarted_replica_serves_what_it_had_committed() {
         for i in 0..8 {
             write(&raft, &format!("r{i}"), 2).await;
         }
-        let last = raft.metrics().borrow().last_log_index.unwrap();
+        let last = last_index(&raft);
         wait_applied(&router, &IDS, last).await;
         let hw = ups[0].sm.committed_offset();
         assert_eq!(hw, 8 * 2 * 2);

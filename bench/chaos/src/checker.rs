@@ -105,6 +105,22 @@ pub struct Availability {
     pub after_faults: Vec<Value>,
     /// Per partition: the longest time between two `ok` sends (seconds).
     pub longest_gap_s: BTreeMap<String, f64>,
+    /// Leader changes the workload's lookups saw (cluster runs), during a
+    /// fault and outside every fault.
+    pub elections: Elections,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Elections {
+    /// Changes seen while a fault was active.
+    pub during_faults: u64,
+    /// Changes seen while no fault was active (a lookup sees a change a
+    /// little after it happened: one just after a fault's end may be that
+    /// fault's).
+    pub without_faults: u64,
+    /// The first changes seen without a fault: partition, time, new leader
+    /// and term, seconds since the last fault ended.
+    pub without_faults_seen: Vec<Value>,
 }
 
 /// Collects one check's count and first witnesses.
@@ -560,6 +576,7 @@ fn availability(sends_ok: &[&Event], faults: &[Fault], history: &[Event]) -> Ava
     }
     let all: Vec<u64> = sends_ok.iter().map(|e| e.time).collect();
     let end = history.last().map_or(0, |e| e.time);
+    let leaders_seen = history.iter().any(|e| e.f == F::Leader);
     let mut out = Availability::default();
     for f in faults {
         let (any_gap, recovered) = gap_around(&all, f, end);
@@ -571,15 +588,56 @@ fn availability(sends_ok: &[&Event], faults: &[Fault], history: &[Event]) -> Ava
             }
         }
         let (part_gap, part) = worst.map_or((0, String::new()), |(g, p)| (g, part_name(p)));
-        out.after_faults.push(json!({
+        let mut entry = json!({
             "fault": f.name, "start_s": secs(f.start), "duration_s": secs(f.end.saturating_sub(f.start)),
             "longest_gap_s": secs(any_gap), "recovered": recovered,
             "partition_longest_gap_s": secs(part_gap), "partition": part,
-        }));
+        });
+        if leaders_seen {
+            // A cluster run: every partition's own gap after the fault.
+            let per: BTreeMap<String, f64> = acks
+                .iter()
+                .map(|(p, times)| (part_name(p), secs(gap_around(times, f, end).0)))
+                .collect();
+            entry["partitions"] = json!(per);
+        }
+        out.after_faults.push(entry);
     }
+    out.elections = elections(history, faults);
     for (part, times) in &acks {
         let gap = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
         out.longest_gap_s.insert(part_name(part), secs(gap));
+    }
+    out
+}
+
+/// Leader changes in the history's `leader` events (the first leader of a
+/// partition is no change), split by whether a fault was active.
+fn elections(history: &[Event], faults: &[Fault]) -> Elections {
+    let mut out = Elections::default();
+    let mut last: HashMap<Part, (Option<u32>, Option<u64>)> = HashMap::new();
+    for e in history.iter().filter(|e| e.f == F::Leader) {
+        let Some(part) = part_of(e) else { continue };
+        let before = last.insert(part.clone(), (e.node, e.term));
+        if before.is_none() {
+            continue;
+        }
+        if faults.iter().any(|f| f.start <= e.time && e.time <= f.end) {
+            out.during_faults += 1;
+            continue;
+        }
+        out.without_faults += 1;
+        if out.without_faults_seen.len() < WITNESSES_MAX {
+            let since = faults
+                .iter()
+                .filter(|f| f.end < e.time)
+                .map(|f| secs(e.time - f.end))
+                .reduce(f64::min);
+            out.without_faults_seen.push(json!({
+                "partition": part_name(&part), "at_s": secs(e.time), "leader": e.node,
+                "term": e.term, "since_last_fault_s": since,
+            }));
+        }
     }
     out
 }
@@ -893,6 +951,49 @@ mod tests {
         // No ack after the second fault ended: it runs to the history's end.
         assert_eq!(r.availability.after_faults[1]["recovered"], false);
         assert_eq!(r.availability.longest_gap_s["t/0"], 0.002);
+    }
+
+    #[test]
+    fn leader_changes_are_counted_apart_from_faults_and_gaps_per_partition() {
+        let mut h = H::new();
+        let leader = |h: &mut H, p: u32, node: u32, term: u64| {
+            let mut e = Event::new("l0", Type::Ok, F::Leader).on("t", p);
+            e.node = Some(node);
+            e.term = Some(term);
+            h.push(e);
+        };
+        leader(&mut h, 0, 1, 1); // 1 ms: the first leader, no change
+        leader(&mut h, 1, 2, 1); // 2 ms
+        h.ok("w0", 0, "w0-1", 0); // 3-4 ms
+        leader(&mut h, 0, 2, 2); // 5 ms: during the fault (4-6 ms)
+        h.ok("w0", 1, "w0-2", 0); // 6-7 ms
+        leader(&mut h, 1, 3, 2); // 8 ms: no fault active
+        h.ok("w0", 0, "w0-3", 1); // 9-10 ms
+        let fault = Fault {
+            name: "partition".into(),
+            start: 4_000_000,
+            end: 6_000_000,
+        };
+        let finals = vec![FinalLog {
+            node: 1,
+            partitions: [
+                ("t/0".to_string(), log(&[(0, "w0-1"), (1, "w0-3")])),
+                ("t/1".to_string(), log(&[(0, "w0-2")])),
+            ]
+            .into_iter()
+            .collect(),
+        }];
+        let r = check(&h.events, &finals, &[fault]);
+        let e = &r.availability.elections;
+        assert_eq!((e.during_faults, e.without_faults), (1, 1));
+        assert_eq!(e.without_faults_seen[0]["partition"], "t/1");
+        assert_eq!(e.without_faults_seen[0]["leader"], 3);
+        assert_eq!(e.without_faults_seen[0]["since_last_fault_s"], 0.002);
+        // From the fault's start (4 ms): t/0 acked at 4 ms, then not
+        // until 10 ms; t/1 first at 7 ms.
+        let per = &r.availability.after_faults[0]["partitions"];
+        assert_eq!(per["t/0"], 0.006);
+        assert_eq!(per["t/1"], 0.003);
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! second and heartbeats; after a rebalance or a broker restart it reads
 //! the committed offsets again (a new reader session). Every 10-30 s it
 //! leaves and joins again.
+//!
+//! In a cluster a member talks to one node at a time: it moves to the node
+//! a 421 names (`error.coordinator`, `error.leader`), or to the next node
+//! when its node does not answer.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -47,7 +51,8 @@ fn assignment(v: &Value) -> Vec<Part> {
 
 pub fn run(ctx: &Ctx, index: u32) {
     let process = format!("c{index}");
-    let mut http = HttpConn::new(&ctx.target.http);
+    let mut home = ctx.nodes[index as usize % ctx.nodes.len()].node;
+    let mut http = HttpConn::new(&ctx.node(home).http);
     let group_path = format!("/v1/groups/{}", escape(GROUP));
     let mut member: Option<Member> = None;
     // Positions of the assigned partitions; `None` until read from the
@@ -78,12 +83,15 @@ pub fn run(ctx: &Ctx, index: u32) {
                     positions = None;
                     joined_at = Instant::now();
                 }
-                Err(_) => ctx.nap(300),
+                Err(e) => {
+                    moved(ctx, &mut http, &mut home, &e);
+                    ctx.nap(300);
+                }
             }
             continue;
         };
         let Some(pos) = positions.as_mut() else {
-            match position(ctx, &mut http, &process, &group_path) {
+            match position(ctx, &mut http, home, &process, &group_path) {
                 Ok(committed) => {
                     session += 1;
                     positions = Some(
@@ -93,7 +101,10 @@ pub fn run(ctx: &Ctx, index: u32) {
                             .collect(),
                     );
                 }
-                Err(_) => ctx.nap(200),
+                Err(e) => {
+                    moved(ctx, &mut http, &mut home, &e);
+                    ctx.nap(200);
+                }
             }
             continue;
         };
@@ -101,7 +112,7 @@ pub fn run(ctx: &Ctx, index: u32) {
         let mut reposition = false;
         for part in &m.assigned {
             let at = pos.get(part).copied().flatten();
-            match poll(ctx, &mut http, &process, session, part, at) {
+            match poll(ctx, &mut http, home, &process, session, part, at) {
                 Ok((n, next)) => {
                     got += n;
                     pos.insert(part.clone(), Some(next));
@@ -109,7 +120,8 @@ pub fn run(ctx: &Ctx, index: u32) {
                 Err(Outcome::Refused(code)) if code == "offset_out_of_range" => reposition = true,
                 // The broker is down, paused or out of room: the rest of
                 // the round would fail alike.
-                Err(_) => {
+                Err(e) => {
+                    moved(ctx, &mut http, &mut home, &e);
                     ctx.nap(200);
                     break;
                 }
@@ -129,9 +141,12 @@ pub fn run(ctx: &Ctx, index: u32) {
                 .collect();
             let mut gone = false;
             if !offsets.is_empty() {
-                if let Err(Outcome::Refused(code)) = commit(ctx, &mut http, &process, &group_path, m, offsets)
-                {
-                    gone = code == "unknown_member" || code == "group_not_found";
+                match commit(ctx, &mut http, home, &process, &group_path, m, offsets) {
+                    Err(Outcome::Refused(code)) if code == "unknown_member" || code == "group_not_found" => {
+                        gone = true
+                    }
+                    Err(e) => moved(ctx, &mut http, &mut home, &e),
+                    Ok(()) => {}
                 }
             }
             match http.call(
@@ -152,7 +167,7 @@ pub fn run(ctx: &Ctx, index: u32) {
                 Err(Outcome::Refused(code)) if code == "unknown_member" || code == "group_not_found" => {
                     gone = true
                 }
-                Err(_) => {}
+                Err(e) => moved(ctx, &mut http, &mut home, &e),
             }
             if !gone && joined_at.elapsed() >= stay {
                 leave(&mut http, &group_path, m);
@@ -176,6 +191,35 @@ pub fn run(ctx: &Ctx, index: u32) {
     }
 }
 
+/// After an error in a cluster: the node a 421 names, or the next node
+/// when this one did not answer; other refusals keep the node.
+fn moved(ctx: &Ctx, http: &mut HttpConn, home: &mut u32, e: &Outcome) {
+    if !ctx.cluster() {
+        return;
+    }
+    let redirect = matches!(e, Outcome::Refused(code)
+        if ["not_coordinator", "not_leader", "leader_not_available"].contains(&code.as_str()));
+    let unreachable = match e {
+        Outcome::Refused(code) => code.starts_with("connect"),
+        Outcome::Unknown(_) => true,
+    };
+    if !redirect && !unreachable {
+        return;
+    }
+    let err = &http.last_error()["error"];
+    let named = [&err["coordinator"]["node_id"], &err["leader"]["node_id"]]
+        .into_iter()
+        .filter(|_| redirect)
+        .find_map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
+        .filter(|n| *n != *home && ctx.nodes.iter().any(|t| t.node == *n));
+    let next = named.unwrap_or_else(|| {
+        let i = ctx.nodes.iter().position(|t| t.node == *home).unwrap_or(0);
+        ctx.nodes[(i + 1) % ctx.nodes.len()].node
+    });
+    *home = next;
+    *http = HttpConn::new(&ctx.node(next).http);
+}
+
 fn leave(http: &mut HttpConn, group_path: &str, m: &Member) {
     let _ = http.call(
         "DELETE",
@@ -190,13 +234,14 @@ fn leave(http: &mut HttpConn, group_path: &str, m: &Member) {
 fn position(
     ctx: &Ctx,
     http: &mut HttpConn,
+    node: u32,
     process: &str,
     group_path: &str,
 ) -> Result<HashMap<Part, u64>, Outcome> {
     let op = ctx.observed.operation();
     let mut invoke = Event::new(process, Type::Invoke, F::Position);
     invoke.group = Some(GROUP.to_string());
-    invoke.node = Some(ctx.target.node);
+    invoke.node = Some(node);
     let invoke = ctx.rec.record(invoke);
     let result = match http.call("GET", &format!("{group_path}/commits"), None, REQUEST_TIMEOUT) {
         Err(Outcome::Refused(code)) if code == "group_not_found" => Ok(Value::Null),
@@ -238,6 +283,7 @@ fn position(
 fn poll(
     ctx: &Ctx,
     http: &mut HttpConn,
+    node: u32,
     process: &str,
     session: u64,
     (topic, partition): &Part,
@@ -247,7 +293,7 @@ fn poll(
     let mut invoke = Event::new(process, Type::Invoke, F::Poll).on(topic, *partition);
     invoke.session = Some(session);
     invoke.offset = at;
-    invoke.node = Some(ctx.target.node);
+    invoke.node = Some(node);
     let invoke = ctx.rec.record(invoke);
     let mut path = format!(
         "/v1/topics/{}/partitions/{partition}/records?max_records={FETCH_RECORDS_MAX}",
@@ -290,6 +336,7 @@ fn poll(
 fn commit(
     ctx: &Ctx,
     http: &mut HttpConn,
+    node: u32,
     process: &str,
     group_path: &str,
     m: &Member,
@@ -298,7 +345,7 @@ fn commit(
     let _op = ctx.observed.operation();
     let mut invoke = Event::new(process, Type::Invoke, F::Commit);
     invoke.group = Some(GROUP.to_string());
-    invoke.node = Some(ctx.target.node);
+    invoke.node = Some(node);
     invoke.offsets = offsets.clone();
     let invoke = ctx.rec.record(invoke);
     let body = json!({"member_id": m.id, "generation": m.generation, "offsets": offsets});

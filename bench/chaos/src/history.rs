@@ -35,6 +35,9 @@ pub enum F {
     Commit,
     /// Read a consumer group's committed offsets (where a member starts).
     Position,
+    /// A partition's leader as a lookup saw it (`node`, `term`): recorded
+    /// when it changed (cluster runs only).
+    Leader,
 }
 
 /// A committed offset: `commit` and `position` carry a list of them.
@@ -84,6 +87,9 @@ pub struct Event {
     /// Why a `fail` or `info`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A `leader` event's raft term, when the broker reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
 }
 
 impl Event {
@@ -105,6 +111,7 @@ impl Event {
             group: None,
             offsets: Vec::new(),
             error: None,
+            term: None,
         }
     }
 

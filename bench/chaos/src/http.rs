@@ -17,6 +17,9 @@ const BODY_BYTES_MAX: usize = 64 << 20;
 pub struct HttpConn {
     addr: String,
     sock: Option<BufReader<TcpStream>>,
+    /// The body of the last error answer (`Null` before any): a 421
+    /// `not_leader` names the leader in `error.leader`.
+    last_error: Value,
 }
 
 impl HttpConn {
@@ -24,7 +27,13 @@ impl HttpConn {
         HttpConn {
             addr: addr.to_string(),
             sock: None,
+            last_error: Value::Null,
         }
+    }
+
+    /// The body of the last error answer.
+    pub fn last_error(&self) -> &Value {
+        &self.last_error
     }
 
     /// Sends one request and waits up to `timeout` for its answer: the
@@ -73,6 +82,7 @@ impl HttpConn {
             let code = json["error"]["code"]
                 .as_str()
                 .map_or_else(|| format!("HTTP {status}"), str::to_string);
+            self.last_error = json;
             Err(Outcome::Refused(code))
         }
     }

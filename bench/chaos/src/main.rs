@@ -7,20 +7,26 @@
 
 mod binary;
 mod checker;
+mod cluster;
+mod conns;
 mod consumer;
 mod drain;
 mod history;
 mod http;
 mod interrupt;
+mod leaders;
 mod loopfs;
 mod nemesis;
 mod node;
 mod observed;
 mod outcome;
+mod preamble;
 mod producer;
+mod proxy;
 mod reader;
 mod rng;
 mod run;
+mod split;
 mod torn;
 mod workload;
 
@@ -50,7 +56,8 @@ enum Command {
         /// The es-broker binary.
         #[arg(long, default_value = "target/debug/es-broker")]
         broker: PathBuf,
-        /// Brokers to run (1 until the broker replicates).
+        /// Brokers to run: 1, or a cluster of 3 (each peer link through the
+        /// harness's proxy; needs a broker with cluster mode).
         #[arg(long, default_value_t = 1)]
         nodes: u32,
         /// How long faults are injected: `60s`, `2m`, or seconds.
@@ -62,7 +69,9 @@ enum Command {
         /// Partitions of each of the two topics (1 to 1024).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1024))]
         partitions: u32,
-        /// Faults to inject: kill, restart, pause, torn-tail, disk-full, or all.
+        /// Faults to inject: kill, restart, pause, torn-tail, disk-full; with
+        /// --nodes 3 also partition, bridge, one-way, isolate-leader,
+        /// leader-kill; or all (every fault that applies).
         #[arg(long, default_value = "all")]
         nemesis: String,
         /// Seconds of calm between two faults, drawn in LO-HI.
@@ -120,7 +129,7 @@ fn main() -> ExitCode {
             interval,
             out,
         } => {
-            let kinds = match nemesis::Kind::parse_list(&nemesis) {
+            let kinds = match nemesis::Kind::parse_list(&nemesis, nodes) {
                 Ok(k) => k,
                 Err(e) => {
                     eprintln!("es-chaos: {e}");

@@ -9,27 +9,50 @@
 //! | `torn-tail` | kill -9 a node; while it is down, tear the active segment of some partitions beyond what any client saw (torn.rs); restart it |
 //! | `disk-full` | fill the node's data filesystem (a loop mount, loopfs.rs) for 3-8 s, half the time kill -9 the node then, free it (and restart the node) |
 //!
-//! Every fault is written to `nemesis.jsonl` as it starts and ends.
+//! With several nodes (cluster runs), through the proxy on every peer link
+//! (proxy.rs; the splits are drawn in split.rs), each healed after 5-15 s:
+//!
+//! | fault | what |
+//! |---|---|
+//! | `partition` | random halves, a majority and a minority: every link between them blackholed |
+//! | `bridge` | two halves that cannot hear each other, both hearing a middle node |
+//! | `one-way` | random halves; the links from one half to the other blackholed one way only |
+//! | `isolate-leader` | the leader of a partition drawn from the workload's, cut from every other node |
+//! | `leader-kill` | kill -9 the leader of a drawn partition (`GET /v1/topics/{t}`), restart it 5-15 s later |
+//! | `delay` | every link delayed by 20-300 ms (drawn once) |
+//!
+//! Every fault is written to `nemesis.jsonl` as it starts and ends; a
+//! network fault also when its links are cut (`phase: cut`, with the
+//! links), and its end names them again.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::checker::{part_name, Fault};
+use crate::cluster;
 use crate::http::{escape, HttpConn};
 use crate::interrupt;
 use crate::loopfs::LoopFs;
 use crate::node::Node;
+use crate::proxy::{Proxy, Rule};
 use crate::rng::Rng;
+use crate::split::{self, Split};
 use crate::torn;
 use crate::workload::Ctx;
 
 /// Attempts to read the high watermarks of a restarted broker, half a
 /// second apart.
 const DESCRIBE_ATTEMPTS_MAX: u32 = 20;
+
+/// How long a network fault or a killed leader lasts (ms, drawn).
+const CLUSTER_FAULT_MS: (u64, u64) = (5000, 15000);
+/// The latency the `delay` fault adds to every link (ms, drawn): up to
+/// past the brokers' heartbeat, short of their election timeout.
+const DELAY_MS: (u64, u64) = (20, 300);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -38,15 +61,31 @@ pub enum Kind {
     Pause,
     TornTail,
     DiskFull,
+    Partition,
+    Bridge,
+    OneWay,
+    IsolateLeader,
+    LeaderKill,
+    Delay,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    /// The faults of a single node (`all` with `--nodes 1`).
+    pub const SINGLE: [Kind; 5] = [
         Kind::Kill,
         Kind::Restart,
         Kind::Pause,
         Kind::TornTail,
         Kind::DiskFull,
+    ];
+    /// The faults that need a cluster.
+    pub const CLUSTER: [Kind; 6] = [
+        Kind::Partition,
+        Kind::Bridge,
+        Kind::OneWay,
+        Kind::IsolateLeader,
+        Kind::LeaderKill,
+        Kind::Delay,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,25 +95,40 @@ impl Kind {
             Kind::Pause => "pause",
             Kind::TornTail => "torn-tail",
             Kind::DiskFull => "disk-full",
+            Kind::Partition => "partition",
+            Kind::Bridge => "bridge",
+            Kind::OneWay => "one-way",
+            Kind::IsolateLeader => "isolate-leader",
+            Kind::LeaderKill => "leader-kill",
+            Kind::Delay => "delay",
         }
     }
 
-    /// `kill,pause,...` (or `all`).
-    pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
+    fn network(self) -> bool {
+        matches!(
+            self,
+            Kind::Partition | Kind::Bridge | Kind::OneWay | Kind::IsolateLeader | Kind::Delay
+        )
+    }
+
+    /// `kill,pause,...` (or `all`: every fault that applies to `nodes`
+    /// nodes).
+    pub fn parse_list(s: &str, nodes: u32) -> Result<Vec<Kind>, String> {
+        let every: Vec<Kind> = Kind::SINGLE.into_iter().chain(Kind::CLUSTER).collect();
         if s == "all" {
-            return Ok(Kind::ALL.to_vec());
+            return Ok(if nodes > 1 { every } else { Kind::SINGLE.to_vec() });
         }
         let mut out = Vec::new();
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let kind = Kind::ALL
-                .into_iter()
-                .find(|k| k.name() == name)
-                .ok_or_else(|| {
-                    format!(
-                        "unknown nemesis {name:?}: one of {} or all (partition, bridge and leader-kill come with replication)",
-                        Kind::ALL.map(Kind::name).join(", ")
-                    )
-                })?;
+            let kind = every.iter().copied().find(|k| k.name() == name).ok_or_else(|| {
+                format!(
+                    "unknown nemesis {name:?}: one of {} or all",
+                    every.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            if nodes < 3 && Kind::CLUSTER.contains(&kind) {
+                return Err(format!("nemesis {name} needs a cluster: --nodes 3"));
+            }
             if !out.contains(&kind) {
                 out.push(kind);
             }
@@ -97,10 +151,17 @@ pub struct Nemesis<'a> {
     faults: Vec<Fault>,
     /// The data filesystem of each node, where disk-full runs.
     disks: &'a [Option<LoopFs>],
+    /// The proxy on every peer link (cluster runs).
+    proxy: Option<&'a Proxy>,
 }
 
 impl<'a> Nemesis<'a> {
-    pub fn new(ctx: &'a Ctx, dir: &Path, disks: &'a [Option<LoopFs>]) -> Result<Nemesis<'a>, String> {
+    pub fn new(
+        ctx: &'a Ctx,
+        dir: &Path,
+        disks: &'a [Option<LoopFs>],
+        proxy: Option<&'a Proxy>,
+    ) -> Result<Nemesis<'a>, String> {
         let path = dir.join("nemesis.jsonl");
         let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(Nemesis {
@@ -109,6 +170,7 @@ impl<'a> Nemesis<'a> {
             log: BufWriter::new(file),
             faults: Vec::new(),
             disks,
+            proxy,
         })
     }
 
@@ -157,11 +219,28 @@ impl<'a> Nemesis<'a> {
 
     fn inject(&mut self, kind: Kind, i: usize, nodes: &mut [Node]) -> Result<(), String> {
         let start = self.ctx.rec.now();
-        let node = &mut nodes[i];
-        let id = node.id;
-        self.note(json!({"time": start, "fault": kind.name(), "phase": "start", "node": id}));
         let mut detail = Vec::new();
+        // Faults on the network or on a leader choose their own targets.
+        let on_node = !kind.network() && kind != Kind::LeaderKill;
+        let id = if on_node {
+            Value::from(nodes[i].id)
+        } else {
+            Value::Null
+        };
+        self.note(json!({"time": start, "fault": kind.name(), "phase": "start", "node": id}));
+        if kind.network() {
+            self.split(kind, nodes, &mut detail)?;
+        } else if kind == Kind::LeaderKill {
+            self.leader_kill(nodes, &mut detail)?;
+        }
+        let node = &mut nodes[i];
         match kind {
+            Kind::Partition
+            | Kind::Bridge
+            | Kind::OneWay
+            | Kind::IsolateLeader
+            | Kind::LeaderKill
+            | Kind::Delay => {}
             Kind::Kill => {
                 node.kill();
                 std::thread::sleep(Duration::from_millis(self.rng.range(1000, 4000)));
@@ -230,7 +309,7 @@ impl<'a> Nemesis<'a> {
         let end = self.ctx.rec.now();
         self.note(
             json!({"time": end, "fault": kind.name(), "phase": "end", "node": id,
-                          "start": start, "detail": detail}),
+                         "start": start, "detail": detail}),
         );
         self.faults.push(Fault {
             name: kind.name().to_string(),
@@ -240,14 +319,90 @@ impl<'a> Nemesis<'a> {
         Ok(())
     }
 
-    /// Every node resumed, its disk freed, and running.
+    /// A network fault: cuts the links of a drawn split for 5-15 s, then
+    /// heals them.
+    fn split(&mut self, kind: Kind, nodes: &[Node], detail: &mut Vec<Value>) -> Result<(), String> {
+        let proxy = self.proxy.ok_or("a network fault needs the proxy (--nodes 3)")?;
+        let ids: Vec<u64> = nodes.iter().map(|n| u64::from(n.id)).collect();
+        let mut rule = Rule::Blackhole;
+        let split = match kind {
+            Kind::Delay => {
+                rule = Rule::Delay(self.rng.range(DELAY_MS.0, DELAY_MS.1));
+                split::every_link(&ids)
+            }
+            Kind::Partition => split::partition(&mut self.rng, &ids),
+            Kind::Bridge => split::bridge(&mut self.rng, &ids).ok_or("a bridge needs 3 nodes")?,
+            Kind::OneWay => split::one_way(&mut self.rng, &ids),
+            _ => {
+                let part = self.rng.pick(&self.ctx.parts).clone();
+                match cluster::leader_of(self.ctx, &part) {
+                    Some(leader) => {
+                        detail.push(json!({"partition": part_name(&part), "leader": leader}));
+                        split::isolate(u64::from(leader), &ids)
+                    }
+                    None => {
+                        detail.push(json!({"partition": part_name(&part), "skipped": "no leader known"}));
+                        Split {
+                            sides: Vec::new(),
+                            cut: Vec::new(),
+                        }
+                    }
+                }
+            }
+        };
+        let links: Vec<String> = split.cut.iter().map(|(a, b)| format!("{a}->{b}")).collect();
+        for &link in &split.cut {
+            proxy.set(link, rule);
+        }
+        let now = self.ctx.rec.now();
+        self.note(json!({"time": now, "fault": kind.name(), "phase": "cut",
+                         "sides": split.sides, "links": links, "rule": rule.name()}));
+        std::thread::sleep(Duration::from_millis(
+            self.rng.range(CLUSTER_FAULT_MS.0, CLUSTER_FAULT_MS.1),
+        ));
+        // What the proxy held when the fault ended: delivered by the heal.
+        let held: serde_json::Map<String, Value> = split
+            .cut
+            .iter()
+            .map(|&(a, b)| (format!("{a}->{b}"), Value::from(proxy.held((a, b)))))
+            .collect();
+        for &link in &split.cut {
+            proxy.set(link, Rule::Ok);
+        }
+        detail.push(json!({"sides": split.sides, "links": links, "rule": rule.name(),
+                           "healed": Rule::Ok.name(), "held_bytes": held}));
+        Ok(())
+    }
+
+    /// kill -9 the leader of a drawn partition; restart it 5-15 s later.
+    fn leader_kill(&mut self, nodes: &mut [Node], detail: &mut Vec<Value>) -> Result<(), String> {
+        let part = self.rng.pick(&self.ctx.parts).clone();
+        let wait = self.rng.range(CLUSTER_FAULT_MS.0, CLUSTER_FAULT_MS.1);
+        let leader = cluster::leader_of(self.ctx, &part);
+        let Some(node) = nodes.iter_mut().find(|n| Some(n.id) == leader) else {
+            detail.push(json!({"partition": part_name(&part), "skipped": "no leader known"}));
+            return Ok(());
+        };
+        detail.push(json!({"partition": part_name(&part), "leader": node.id, "down_ms": wait}));
+        node.kill();
+        std::thread::sleep(Duration::from_millis(wait));
+        node.start()?;
+        self.recovered(node)
+    }
+
+    /// Every link healed, every node resumed, its disk freed, and running.
     fn heal(&mut self, nodes: &mut [Node]) -> Result<(), String> {
+        if let Some(proxy) = self.proxy {
+            proxy.heal();
+        }
         for (i, node) in nodes.iter_mut().enumerate() {
             node.resume();
             if let Some(disk) = self.disks.get(i).and_then(Option::as_ref) {
                 disk.free();
             }
-            node.start()?;
+        }
+        cluster::start_all(nodes)?;
+        for node in nodes.iter() {
             self.recovered(node)?;
         }
         let now = self.ctx.rec.now();
@@ -330,11 +485,22 @@ mod tests {
 
     #[test]
     fn nemesis_lists_parse() {
-        assert_eq!(Kind::parse_list("kill,pause").unwrap(), [Kind::Kill, Kind::Pause]);
-        assert_eq!(Kind::parse_list("all").unwrap(), Kind::ALL);
-        assert_eq!(Kind::parse_list("kill,kill").unwrap(), [Kind::Kill]);
-        assert!(Kind::parse_list("kill,partition")
+        assert_eq!(
+            Kind::parse_list("kill,pause", 1).unwrap(),
+            [Kind::Kill, Kind::Pause]
+        );
+        assert_eq!(Kind::parse_list("all", 1).unwrap(), Kind::SINGLE);
+        assert_eq!(Kind::parse_list("kill,kill", 1).unwrap(), [Kind::Kill]);
+        assert!(Kind::parse_list("kill,partition", 1)
             .unwrap_err()
-            .contains("partition"));
+            .contains("--nodes 3"));
+        assert!(Kind::parse_list("kill,split", 3).unwrap_err().contains("split"));
+        assert_eq!(
+            Kind::parse_list("partition,bridge,one-way,isolate-leader,leader-kill,delay", 3).unwrap(),
+            Kind::CLUSTER
+        );
+        let all = Kind::parse_list("all", 3).unwrap();
+        assert_eq!(all.len(), 11);
+        assert!(all.iter().all(|k| Kind::parse_list(k.name(), 3).unwrap() == [*k]));
     }
 }

@@ -1,6 +1,7 @@
 //! One `es-broker` process the harness runs: its ports (fixed across
 //! restarts), its data directory, its log, and the faults done to the
-//! process: kill -9, SIGSTOP / SIGCONT, restart.
+//! process: kill -9, SIGSTOP / SIGCONT, restart. In a cluster run it also
+//! has a raft listener and the cluster flags (shared raft spec §4.7).
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -27,6 +28,16 @@ pub struct Node {
     paused: bool,
     /// Starts so far (the log marks each).
     starts: u32,
+    /// The cluster flags, in a cluster run.
+    cluster: Vec<String>,
+}
+
+/// What a cluster node is told: its raft listener and its peers' addresses
+/// (the proxy's, so every peer link passes through it).
+pub struct Membership {
+    pub raft: SocketAddr,
+    /// `1=host:port,2=...`, every node including this one.
+    pub peers: String,
 }
 
 impl Node {
@@ -44,11 +55,44 @@ impl Node {
             child: None,
             paused: false,
             starts: 0,
+            cluster: Vec::new(),
         })
+    }
+
+    /// Makes this node a cluster member: the flags of shared raft spec
+    /// §4.7, with the short timeouts of the cluster tests.
+    pub fn join(&mut self, m: &Membership) {
+        self.cluster = [
+            "--raft-addr",
+            &m.raft.to_string(),
+            "--peers",
+            &m.peers,
+            "--raft-insecure",
+            "--raft-heartbeat-ms",
+            "100",
+            "--raft-election-timeout-ms",
+            "800",
+            "--advertised-http-addr",
+            &self.http,
+            "--advertised-binary-addr",
+            &self.binary,
+        ]
+        .map(str::to_string)
+        .to_vec();
     }
 
     /// Starts the broker and waits until it is ready.
     pub fn start(&mut self) -> Result<(), String> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        self.spawn()?;
+        self.wait_ready()
+    }
+
+    /// Starts the broker (if it is not running) without waiting: a
+    /// cluster's nodes are ready only once a majority runs.
+    pub fn spawn(&mut self) -> Result<(), String> {
         if self.child.is_some() {
             return Ok(());
         }
@@ -67,6 +111,7 @@ impl Node {
             .arg(&self.data_dir)
             .args(["--http-addr", &self.http, "--binary-addr", &self.binary])
             .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
+            .args(&self.cluster)
             .args(["--node-id", &self.id.to_string()])
             // One shard, no spinning, few disk threads: brokers and the
             // workload share a small machine.
@@ -87,16 +132,24 @@ impl Node {
             .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
         self.child = Some(child);
         self.paused = false;
-        self.wait_ready()
+        Ok(())
     }
 
-    fn wait_ready(&mut self) -> Result<(), String> {
+    /// Waits until the running broker answers `GET /ready`.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
         let start = Instant::now();
         let addr: SocketAddr = self.http.parse().map_err(|e| format!("{}: {e}", self.http))?;
         while start.elapsed() < READY_TIMEOUT {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
+                    let tail = self.log_tail();
+                    if !self.cluster.is_empty() && refused_flags(&tail) {
+                        return Err(format!(
+                            "node {}: this es-broker refuses the cluster flags (--raft-addr, --peers, ...: it has no cluster mode yet), so a run of several nodes cannot start; es-broker said:\n{tail}",
+                            self.id
+                        ));
+                    }
                     return Err(format!(
                         "node {}: es-broker exited ({status}) before it was ready; see {}:\n{}",
                         self.id,
@@ -186,6 +239,18 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Clap's words for a flag it does not know.
+fn refused_flags(log: &str) -> bool {
+    log.contains("unexpected argument") || log.contains("unrecognized") || log.contains("Found argument")
+}
+
+/// A free loopback port for a raft listener.
+pub fn free_port() -> Result<SocketAddr, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))
 }
 
 /// Two free loopback ports (both held until both are known).

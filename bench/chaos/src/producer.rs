@@ -3,6 +3,11 @@
 //! outcome is unknown a few times (at least once: duplicates are counted);
 //! idempotent ones retry it with the same sequence until it is answered
 //! (exactly once: a duplicate is a violation).
+//!
+//! In a cluster each request goes to the partition's leader; a
+//! `not_leader` refusal (421) moves it to the leader it names (or to the
+//! one a new lookup finds) and is tried again, the same values and
+//! sequence; `outcome_unknown` (503) is an unknown outcome (`info`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,6 +18,7 @@ use serde_json::json;
 
 use crate::binary::BinConn;
 use crate::checker::Part;
+use crate::conns::Conns;
 use crate::history::{Event, Type, F};
 use crate::http::{escape, HttpConn};
 use crate::outcome::Outcome;
@@ -25,6 +31,9 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 const PLAIN_ATTEMPTS_MAX: u32 = 3;
 /// Most records in one produce request.
 const BATCH_RECORDS_MAX: u64 = 4;
+/// Refusals that say another node should be asked (cluster runs): the
+/// values were not written, the request goes again.
+const REROUTE_CODES: [&str; 3] = ["not_leader", "leader_not_available", "not_coordinator"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {
@@ -45,8 +54,9 @@ const RESTART_CODES: [&str; 4] = [
 pub fn run(ctx: &Ctx, index: u32, via: Via) {
     let process = format!("w{index}");
     let mut rng = Rng::fork(ctx.seed, 100 + index as u64);
-    let mut http = HttpConn::new(&ctx.target.http);
-    let mut bin = BinConn::new(&ctx.target.binary, &process);
+    let mut conns = Conns::new(&process);
+    // Where producer ids are asked for; the next node after a failure.
+    let mut home = index as usize;
     // (producer id, epoch) and the next sequence per partition.
     let mut producer: Option<(i64, i16)> = None;
     let mut last_id: Option<i64> = None;
@@ -66,18 +76,21 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
         while !ctx.stopped() {
             attempts += 1;
             if via == Via::Idempotent && producer.is_none() {
-                match init_producer(&mut bin, last_id) {
+                let node = ctx.nodes[home % ctx.nodes.len()].node;
+                match init_producer(conns.bin(ctx, node), last_id) {
                     Ok(p) => {
                         producer = Some(p);
                         last_id = Some(p.0);
                         sequences.clear();
                     }
                     Err(_) => {
+                        home += 1;
                         ctx.nap(200);
                         continue;
                     }
                 }
             }
+            let node = ctx.leader(&mut conns, &process, &part);
             let sequence = sequences.get(&part).copied().unwrap_or(0);
             let op = ctx.observed.operation();
             let invokes: Vec<Event> = values
@@ -85,19 +98,24 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                 .map(|v| {
                     let mut invoke = Event::new(&process, Type::Invoke, F::Send).on(&part.0, part.1);
                     invoke.value = Some(v.clone());
-                    invoke.node = Some(ctx.target.node);
+                    invoke.node = Some(node);
                     invoke.idempotent = via == Via::Idempotent;
                     ctx.rec.record(invoke)
                 })
                 .collect();
             let result = match (via, producer) {
-                (Via::Http, _) => send_http(&mut http, &part, &values),
-                (Via::Binary, _) => send_binary(&mut bin, &part, &values, None),
+                (Via::Http, _) => send_http(conns.http(ctx, node), &part, &values),
+                (Via::Binary, _) => send_binary(conns.bin(ctx, node), &part, &values, None),
                 (Via::Idempotent, Some((id, epoch))) => {
-                    send_binary(&mut bin, &part, &values, Some((id, epoch, sequence)))
+                    send_binary(conns.bin(ctx, node), &part, &values, Some((id, epoch, sequence)))
                 }
                 (Via::Idempotent, None) => Err(Outcome::Refused("no producer id".into())),
             };
+            let result = result.map_err(|e| match e {
+                // Proposed, and not known to be committed or not (§2.4).
+                Outcome::Refused(code) if code == "outcome_unknown" => Outcome::Unknown(code),
+                other => other,
+            });
             match result {
                 Ok(offsets) => {
                     for (invoke, &offset) in invokes.iter().zip(&offsets) {
@@ -123,6 +141,16 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                         ctx.rec.record(invoke.complete(kind).with_error(code.clone()));
                     }
                     drop(op);
+                    // In a cluster: another node leads, or this one is down.
+                    let elsewhere = REROUTE_CODES.contains(&code.as_str()) || code.starts_with("connect");
+                    if elsewhere && ctx.cluster() {
+                        reroute(ctx, &mut conns, &process, &part, node, &code, via);
+                        if via != Via::Idempotent && attempts >= PLAIN_ATTEMPTS_MAX {
+                            break;
+                        }
+                        ctx.nap(100);
+                        continue;
+                    }
                     if via != Via::Idempotent {
                         break;
                     }
@@ -139,6 +167,10 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
                             .record(invoke.complete(Type::Info).with_error(why.clone()));
                     }
                     drop(op);
+                    // The leader may be gone: look again before the retry.
+                    if ctx.cluster() {
+                        ctx.leaders.forget(&part);
+                    }
                     if via != Via::Idempotent && attempts >= PLAIN_ATTEMPTS_MAX {
                         break;
                     }
@@ -147,6 +179,25 @@ pub fn run(ctx: &Ctx, index: u32, via: Via) {
             }
         }
         ctx.nap(rng.range(10, 40));
+    }
+}
+
+/// After a refusal by `node` (`code`) that says to ask another: the
+/// leader an HTTP 421 named, else whatever a new lookup finds.
+fn reroute(ctx: &Ctx, conns: &mut Conns, process: &str, part: &Part, node: u32, code: &str, via: Via) {
+    let named = if via == Via::Http && code == "not_leader" {
+        conns.http(ctx, node).last_error()["error"]["leader"]["node_id"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+    } else {
+        None
+    };
+    match named {
+        Some(n) if n != node => ctx.leaders.hint(part, n),
+        _ => {
+            ctx.leaders.forget(part);
+            ctx.lookup(conns, process, &part.0);
+        }
     }
 }
 

@@ -4,6 +4,10 @@
 //! (`GET /v1/topics/{t}`) each round and fetches only the partitions that
 //! have records it has not read. Its positions are its own (no seeks), so
 //! its whole run is one session per partition.
+//!
+//! In a cluster a reader tails a follower (a replica that does not lead
+//! its first partition, as far as known), and moves to another replica
+//! when its node fails or refuses; its positions go with it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,6 +17,7 @@ use es_protocol::{Request, Response};
 
 use crate::binary::BinConn;
 use crate::checker::Part;
+use crate::conns::Conns;
 use crate::consumer::record_failure;
 use crate::history::{Event, Type, F};
 use crate::http::{escape, HttpConn};
@@ -33,20 +38,30 @@ const BUSY_ROUND_MS: u64 = 100;
 
 pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
     let process = format!("r{index}");
-    let mut bin = BinConn::new(&ctx.target.binary, &process);
+    let mut conns = Conns::new(&process);
     let mut at: HashMap<Part, Option<u64>> = parts.iter().map(|p| (p.clone(), None)).collect();
+    let Some(first) = parts.first() else { return };
+    // Which follower: the reader's index, then the next after a failure.
+    let mut skip = index as usize;
+    if ctx.cluster() {
+        ctx.lookup(&mut conns, &process, &first.0);
+    }
+    let mut node = ctx.follower(first, skip);
     if let [part] = parts {
         while !ctx.stopped() {
             let pos = at.get_mut(part).expect("every part has a position");
-            if !poll(ctx, &mut bin, &process, part, pos, WAIT_MS) {
+            if !poll(ctx, conns.bin(ctx, node), node, &process, part, pos, WAIT_MS) {
+                skip += 1;
+                node = ctx.follower(first, skip);
                 ctx.nap(200);
             }
         }
         return;
     }
-    let mut http = HttpConn::new(&ctx.target.http);
     while !ctx.stopped() {
-        let Some(hws) = high_watermarks(ctx, &mut http) else {
+        let Some(hws) = high_watermarks(ctx, conns.http(ctx, node)) else {
+            skip += 1;
+            node = ctx.follower(first, skip);
             ctx.nap(200);
             continue;
         };
@@ -60,8 +75,10 @@ pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
             };
             if behind && !ctx.stopped() {
                 fetched = true;
-                if !poll(ctx, &mut bin, &process, part, pos, 0) {
+                if !poll(ctx, conns.bin(ctx, node), node, &process, part, pos, 0) {
                     // The rest of the round would fail alike.
+                    skip += 1;
+                    node = ctx.follower(first, skip);
                     break;
                 }
             }
@@ -97,6 +114,7 @@ fn high_watermarks(ctx: &Ctx, http: &mut HttpConn) -> Option<HashMap<Part, u64>>
 fn poll(
     ctx: &Ctx,
     bin: &mut BinConn,
+    node: u32,
     process: &str,
     (topic, partition): &Part,
     at: &mut Option<u64>,
@@ -106,7 +124,7 @@ fn poll(
     let mut invoke = Event::new(process, Type::Invoke, F::Poll).on(topic, *partition);
     invoke.session = Some(1);
     invoke.offset = *at;
-    invoke.node = Some(ctx.target.node);
+    invoke.node = Some(node);
     let invoke = ctx.rec.record(invoke);
     let fetch = Fetch {
         topic: topic.clone(),

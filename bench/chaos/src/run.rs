@@ -2,17 +2,25 @@
 //! given time, then heal, stop the workload, drain every partition and
 //! check. Everything lands in the run's directory: `history.jsonl`,
 //! `nemesis.jsonl`, `final-logs.json`, `results.json`, `broker-<id>.log`.
+//!
+//! With several nodes (cluster.rs) every peer link passes through the
+//! proxy, topics are replicated on every node, and after the final heal
+//! the run waits for the replicas to agree before it drains each of them;
+//! the reference log (node 0 of `final-logs.json`) is each partition's
+//! leader's.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::checker::{self, FinalLog, Results};
+use crate::cluster;
 use crate::history::{self, Recorder};
 use crate::interrupt;
+use crate::leaders::Leaders;
 use crate::loopfs::LoopFs;
 use crate::nemesis::{self, Kind, Nemesis, Plan};
 use crate::node::Node;
@@ -21,6 +29,8 @@ use crate::workload::{self, Ctx, Target, Workload};
 
 /// Size of a node's data filesystem with the disk-full fault.
 const DISK_BYTES: u64 = 96 << 20;
+/// Most nodes of a cluster run (a fault suite on one machine).
+pub const NODES_MAX: u32 = 9;
 
 pub struct Args {
     pub broker: PathBuf,
@@ -72,12 +82,13 @@ fn prepare(out: &Path) -> Result<(), String> {
 }
 
 pub fn run(args: &Args) -> Result<Results, String> {
-    if args.nodes != 1 {
+    if args.nodes == 0 || args.nodes == 2 || args.nodes > NODES_MAX {
         return Err(format!(
-            "--nodes {}: the broker has no replication yet (issue 23), so only --nodes 1 runs",
+            "--nodes {}: 1 (one broker) or a cluster of 3 to {NODES_MAX} (a majority must survive a fault)",
             args.nodes
         ));
     }
+    let clustered = args.nodes > 1;
     if !args.broker.is_file() {
         return Err(format!(
             "{} not found: build it (cargo build -p es-broker)",
@@ -112,10 +123,14 @@ pub fn run(args: &Args) -> Result<Results, String> {
         disks.push(disk);
         nodes.push(Node::new(id, &args.broker, &out, data_dir)?);
     }
-    for node in &mut nodes {
-        node.start()?;
-    }
-    workload::create_topics(&nodes[0].http, args.partitions)?;
+    let proxy = if clustered {
+        Some(cluster::wire(&mut nodes)?)
+    } else {
+        None
+    };
+    cluster::start_all(&mut nodes)?;
+    let https: Vec<String> = nodes.iter().map(|n| n.http.clone()).collect();
+    workload::create_topics(&https, args.partitions, clustered.then_some(args.nodes))?;
 
     let start = Instant::now();
     let rec = Arc::new(Recorder::create(&out.join("history.jsonl"), start)?);
@@ -123,20 +138,33 @@ pub fn run(args: &Args) -> Result<Results, String> {
         rec: rec.clone(),
         observed: Arc::new(Observed::default()),
         stop: AtomicBool::new(false),
-        target: Target {
-            node: nodes[0].id,
-            http: nodes[0].http.clone(),
-            binary: nodes[0].binary.clone(),
-        },
+        nodes: nodes
+            .iter()
+            .map(|n| Target {
+                node: n.id,
+                http: n.http.clone(),
+                binary: n.binary.clone(),
+            })
+            .collect(),
+        leaders: Leaders::default(),
+        next_lookup: AtomicUsize::new(0),
         parts: workload::partitions(args.partitions),
         seed: args.seed,
     });
+    if clustered {
+        let s = cluster::settle(&ctx);
+        if s["settled"] != true {
+            return Err(format!(
+                "the new cluster did not elect a leader for every partition: {s}"
+            ));
+        }
+    }
     let load = Workload::start(ctx.clone())?;
     let plan = Plan {
         kinds,
         quiet_s: args.quiet_s,
     };
-    let faults = Nemesis::new(&ctx, &out, &disks)?.run(&mut nodes, &plan, start + args.time);
+    let faults = Nemesis::new(&ctx, &out, &disks, proxy.as_ref())?.run(&mut nodes, &plan, start + args.time);
     // Healed and ready (or the run failed): the workload's last operations
     // complete against a live broker before it stops.
     load.stop();
@@ -145,11 +173,23 @@ pub fn run(args: &Args) -> Result<Results, String> {
         // Dropping the nodes and disks stops the brokers and unmounts.
         return Err(format!("interrupted; what ran is in {}", out.display()));
     }
+    let mut extra = serde_json::Map::new();
+    if clustered {
+        let settled = cluster::settle(&ctx);
+        println!("es-chaos: replicas after the heal: {settled}");
+        extra.insert("settle".into(), settled);
+    }
     rec.flush()?;
 
     let mut finals: Vec<FinalLog> = Vec::new();
     for node in &nodes {
         finals.push(crate::drain::drain(node, &ctx.parts)?);
+    }
+    if clustered {
+        finals.insert(0, cluster::reference(&ctx, &finals));
+    }
+    if let Some(p) = &proxy {
+        extra.insert("proxy".into(), json!(p.stats()));
     }
     let finals_path = out.join("final-logs.json");
     std::fs::write(
@@ -164,7 +204,7 @@ pub fn run(args: &Args) -> Result<Results, String> {
     }
     let history = history::read(&out.join("history.jsonl"))?;
     let results = checker::check(&history, &finals, &faults);
-    write_results(&out, &results, args, &exits)?;
+    write_results(&out, &results, args, &exits, extra)?;
     if !results.valid {
         // A data directory on a loop mount goes with it: keep a copy of
         // what the violation happened to.
@@ -210,8 +250,12 @@ fn write_results(
     results: &Results,
     args: &Args,
     exits: &[serde_json::Value],
+    extra: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
     let mut v = serde_json::to_value(results).map_err(|e| e.to_string())?;
+    for (k, x) in extra {
+        v[k] = x;
+    }
     v["seed"] = json!(args.seed);
     v["time_s"] = json!(args.time.as_secs());
     v["nemesis"] = json!(args.kinds.iter().map(|k| k.name()).collect::<Vec<_>>());

@@ -273,6 +273,8 @@ pub struct Config {
     pub registry: crate::operate::registry_config::RegistryConfig,
     #[command(flatten)]
     pub kafka: crate::operate::kafka_config::KafkaConfig,
+    #[command(flatten)]
+    pub cluster: crate::operate::cluster_config::ClusterConfig,
 }
 
 /// `--log-format`.
@@ -468,6 +470,7 @@ impl Config {
         self.validate_tls()?;
         self.registry.validate()?;
         self.kafka.validate()?;
+        self.cluster.validate(self.node_id)?;
         if self.cold_dir().starts_with(self.data_dir.join("topics")) {
             return Err("--cold-dir must not be inside <data-dir>/topics".into());
         }

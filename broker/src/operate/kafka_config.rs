@@ -53,49 +53,9 @@ pub struct KafkaConfig {
     #[arg(long, env = "ES_KAFKA_REQUESTS_INFLIGHT_MAX", default_value_t = KAFKA_INFLIGHT_REQUESTS_DEFAULT, help_heading = KAFKA, value_name = "N")]
     pub kafka_requests_inflight_max: usize,
     /// The cluster id Metadata reports: read from `<data-dir>/cluster.json`
-    /// at start, made there at the first (not a flag).
+    /// at start (cluster/identity.rs), made there at the first (not a flag).
     #[arg(skip)]
     pub cluster_id: String,
-}
-
-/// The cluster id in `<data-dir>/cluster.json`, made and written (and
-/// fsynced) there at the first start. Runs on the main thread, before
-/// the shards.
-pub fn cluster_id(data_dir: &std::path::Path) -> Result<String, String> {
-    let path = data_dir.join("cluster.json");
-    let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    // blocking-ok: main thread, before the shards run
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| what(&e))?;
-            return v
-                .get("cluster_id")
-                .and_then(|c| c.as_str())
-                .map(String::from)
-                .ok_or_else(|| what(&"no string \"cluster_id\""));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(what(&e)),
-    }
-    let mut raw = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut raw)
-        .map_err(|_| what(&"no randomness"))?;
-    let id = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, raw);
-    let body = serde_json::json!({ "cluster_id": id }).to_string();
-    let tmp = data_dir.join("cluster.json.tmp");
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        // blocking-ok: main thread, before the shards run
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(body.as_bytes())?;
-        f.sync_all()?;
-        // blocking-ok: main thread, before the shards run
-        std::fs::rename(&tmp, &path)?;
-        // blocking-ok: main thread, before the shards run
-        std::fs::File::open(data_dir)?.sync_all()
-    };
-    write().map_err(|e| what(&e))?;
-    Ok(id)
 }
 
 impl KafkaConfig {

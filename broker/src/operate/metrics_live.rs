@@ -36,6 +36,24 @@ pub struct ShardSeries {
     pub open_segment_files: u64,
     pub partitions: Vec<PartitionSeries>,
     pub groups: Vec<GroupSeries>,
+    /// The shard's raft transport, in cluster mode.
+    pub raft: Option<RaftSeries>,
+}
+
+/// A shard's raft transport counters (es_raft's `TransportStats`).
+#[derive(Debug, Default)]
+pub struct RaftSeries {
+    pub connects: u64,
+    pub connect_failures: u64,
+    pub connections_lost: u64,
+    pub accepted: u64,
+    /// Accepted connections refused, by reason.
+    pub refused: Vec<(&'static str, u64)>,
+    pub frames_sent: u64,
+    pub frames_received: u64,
+    pub heartbeats_sent: u64,
+    /// Raft groups registered on the shard.
+    pub groups: u64,
 }
 
 /// A partition this shard owns.
@@ -87,12 +105,27 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
                 .collect(),
         })
         .collect();
+    let raft = shard.raft.as_ref().map(|t| {
+        let s = &t.stats;
+        RaftSeries {
+            connects: s.connects.get(),
+            connect_failures: s.connect_failures.get(),
+            connections_lost: s.connections_lost.get(),
+            accepted: s.accepted.get(),
+            refused: t.refused().into_iter().collect(),
+            frames_sent: s.frames_sent.borrow().values().sum(),
+            frames_received: s.frames_received.borrow().values().sum(),
+            heartbeats_sent: s.heartbeats_sent.get(),
+            groups: t.registry.len() as u64,
+        }
+    });
     ShardSeries {
         shard: shard.id,
         recent_writes_bytes: es_storage::recent_writes_shard_held_bytes() as u64,
         open_segment_files: es_storage::open_segment_files() as u64,
         partitions,
         groups,
+        raft,
     }
 }
 
@@ -229,6 +262,7 @@ fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&
             f.sample(&[("shard", &s.shard.to_string())], s.open_segment_files);
         }
     }
+    render_raft(out, parts);
     {
         let mut f = Family::new(out, "es_groups");
         f.sample(&[], groups.len() as u64);
@@ -283,6 +317,38 @@ fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&
     }
 }
 
+/// The raft transport's counters of each shard (cluster mode only).
+fn render_raft(out: &mut String, parts: &[ShardSeries]) {
+    let mut shards: Vec<(String, &RaftSeries)> = parts
+        .iter()
+        .filter_map(|s| s.raft.as_ref().map(|r| (s.shard.to_string(), r)))
+        .collect();
+    shards.sort_by(|a, b| a.0.cmp(&b.0));
+    type Read = fn(&RaftSeries) -> u64;
+    let counters: [(&str, Read); 8] = [
+        ("es_raft_connects_total", |r| r.connects),
+        ("es_raft_connect_failures_total", |r| r.connect_failures),
+        ("es_raft_connections_lost_total", |r| r.connections_lost),
+        ("es_raft_connections_accepted_total", |r| r.accepted),
+        ("es_raft_frames_sent_total", |r| r.frames_sent),
+        ("es_raft_frames_received_total", |r| r.frames_received),
+        ("es_raft_heartbeats_coalesced_total", |r| r.heartbeats_sent),
+        ("es_raft_groups", |r| r.groups),
+    ];
+    for (name, value) in counters {
+        let mut f = Family::new(out, name);
+        for (shard, r) in &shards {
+            f.sample(&[("shard", shard)], value(r));
+        }
+    }
+    let mut f = Family::new(out, "es_raft_connections_refused_total");
+    for (shard, r) in &shards {
+        for (reason, n) in &r.refused {
+            f.sample(&[("shard", shard), ("reason", reason)], n);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +385,11 @@ mod tests {
                     topics: vec!["orders".into()],
                     committed: vec![(("orders".into(), 0), 4), (("gone".into(), 0), 2)],
                 }],
+                raft: Some(RaftSeries {
+                    accepted: 3,
+                    refused: vec![("tls", 1)],
+                    ..RaftSeries::default()
+                }),
             },
             ShardSeries {
                 shard: 1,
@@ -326,6 +397,7 @@ mod tests {
                 open_segment_files: 0,
                 partitions: vec![partition("orders", 1, 5, 8), partition("gone", 0, 0, 3)],
                 groups: vec![],
+                raft: None,
             },
         ];
         let text = rendered(&parts, &[("orders", 2)]);
@@ -342,6 +414,8 @@ mod tests {
             r#"es_group_lag{group="billing",topic="orders",partition="0"} 6"#,
             // No commit: from the log start.
             r#"es_group_lag{group="billing",topic="orders",partition="1"} 3"#,
+            r#"es_raft_connections_accepted_total{shard="0"} 3"#,
+            r#"es_raft_connections_refused_total{shard="0",reason="tls"} 1"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }
@@ -372,6 +446,7 @@ mod tests {
         assert!(text.lines().any(|l| l == "es_groups 0"), "{text}");
         assert!(!text.contains("es_partition"), "{text}");
         assert!(text.contains(r#"es_recent_writes_bytes{shard="0"} 0"#), "{text}");
+        assert!(!text.contains("es_raft_"), "standalone: no raft series\n{text}");
     }
 
     #[test]

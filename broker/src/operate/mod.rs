@@ -2,11 +2,12 @@
 //! limits checked at start (locked memory, file descriptors), the
 //! allocator, the wall clock of producer expiry, and the metrics that are
 //! exported (help text and the live series of `GET /metrics`), the
-//! registry's and the Kafka listener's flags, and the
+//! registry's, the Kafka listener's and the cluster's flags, and the
 //! signal thread (shutdown, SIGHUP reloads).
 
 pub mod allocator;
 pub mod clock;
+pub mod cluster_config;
 pub mod config;
 pub mod config_file;
 pub mod kafka_config;

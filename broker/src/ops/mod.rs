@@ -55,6 +55,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::MaxTimestamp { .. } => "max_timestamp",
         Op::AdoptConnection { .. } => "adopt_connection",
+        Op::AdoptRaft { .. } => "adopt_raft",
         Op::Keys(_) => "keys",
         Op::Series => "series",
         Op::Registry { .. } => "registry",
@@ -118,6 +119,9 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             principal,
             adopt,
         } => Reply::Done(adopt(&shard, socket, unhandled, principal)),
+        Op::AdoptRaft { socket, preamble } => {
+            Reply::Done(crate::cluster::listener::adopt(&shard, socket, preamble))
+        }
         Op::Keys(op) => Reply::Json(Box::pin(crate::auth::admin::run(&shard, op)).await),
         Op::Producers(op) => crate::producers::expiry::on_shard(&shard, op),
         Op::InitProducer(existing, caller) => {

@@ -59,6 +59,8 @@ pub struct Shard {
     pub shutdown: Watermark,
     /// The schema registry, held by the shard that owns `_schemas/0`.
     pub registry: crate::registry::Registry,
+    /// This shard's end of the raft transport; `None` when standalone.
+    pub raft: Option<Rc<crate::cluster::transport::ShardTransport>>,
 }
 
 impl Shard {
@@ -81,6 +83,11 @@ impl Shard {
             Some(metrics::gauge!("es_request_budget_bytes_held", "shard" => id.to_string())),
         );
         let batcher = FsyncBatcher::new();
+        let raft = config
+            .cluster
+            .transport
+            .as_ref()
+            .map(|t| crate::cluster::transport::ShardTransport::new(t, id));
         let groups = Rc::new(crate::groups::store::GroupStore::new(
             &config.data_dir,
             id,
@@ -112,6 +119,7 @@ impl Shard {
             request_budget,
             shutdown: Watermark::new(0),
             registry: Default::default(),
+            raft,
         }
     }
 

@@ -112,6 +112,13 @@ pub enum Op {
         /// this shard: named by that listener, so the core never names one.
         adopt: Adopt,
     },
+    /// A raft connection (cluster/listener.rs) whose preamble, read on the
+    /// shard that accepted it, names this shard. Replies `Done` once it is
+    /// served here; dropped, the socket closes.
+    AdoptRaft {
+        socket: std::os::fd::OwnedFd,
+        preamble: es_raft::transport::Preamble,
+    },
 }
 
 /// Serves a connection another shard handed over (`Op::AdoptConnection`):

@@ -117,7 +117,8 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::InitProducer(..)
         | Op::Producers(_)
         | Op::Keys(_)
-        | Op::AdoptConnection { .. } => true,
+        | Op::AdoptConnection { .. }
+        | Op::AdoptRaft { .. } => true,
     }
 }
 

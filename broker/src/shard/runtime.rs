@@ -228,6 +228,9 @@ async fn shard_main(
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
     }
     let unclean = crate::ops::open::close_all(&shard).await;
+    if let Some(t) = &shard.raft {
+        t.close();
+    }
     // Debug builds only, for broker/tests/startup.rs: partitions counted as
     // not closed cleanly, as a failed last fsync would leave them.
     #[cfg(debug_assertions)]
@@ -272,7 +275,8 @@ fn test_panic_hook(id: ShardId) {
 /// Recovers this shard's partitions and serves clients until shutdown
 /// starts and open connections have finished.
 async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
-    let listeners = listen(shard)?;
+    let mut listeners = listen(shard)?;
+    listeners.extend(crate::cluster::listener::start(shard)?);
     if shard.id == 0 {
         glommio::spawn_local(metrics_upkeep(shard.clone())).detach();
     }

@@ -4,6 +4,8 @@
 //! model a partition or a dead node.
 #![allow(dead_code)]
 
+mod suite;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -20,7 +22,7 @@ use es_raft::openraft::raft::{
 };
 use es_raft::openraft::storage::{RaftLogStorage, RaftStateMachine, Snapshot};
 use es_raft::openraft::{Config, EmptyNode, Raft, RaftMetrics, RaftNetwork, RaftNetworkFactory, ServerState};
-use es_raft::{EsRaft, NodeId, Vote};
+use es_raft::{EsRaft, NodeId, Proposal, Vote};
 
 /// How long a wait on the cluster may take before the test gives up as
 /// hung: a guard, not a limit on speed.
@@ -197,13 +199,74 @@ where
     LS: RaftLogStorage<EsRaft>,
     SM: RaftStateMachine<EsRaft>,
 {
+    start_with(router, id, log, sm, config()).await
+}
+
+/// [`start`] with another openraft config.
+pub async fn start_with<LS, SM>(
+    router: &Router,
+    id: NodeId,
+    log: LS,
+    sm: SM,
+    config: Arc<Config>,
+) -> Raft<EsRaft>
+where
+    LS: RaftLogStorage<EsRaft>,
+    SM: RaftStateMachine<EsRaft>,
+{
     let net = Net {
         from: id,
         router: router.clone(),
     };
-    let raft = Raft::new(id, config(), net, log, sm).await.expect("raft starts");
+    let raft = Raft::new(id, config, net, log, sm).await.expect("raft starts");
     router.add(id, raft.clone());
     raft
+}
+
+/// Makes `ids` one group: node `ids[0]` initializes it with all of them.
+pub async fn initialize(router: &Router, ids: &[NodeId]) {
+    let members: BTreeSet<NodeId> = ids.iter().copied().collect();
+    router
+        .node(ids[0])
+        .expect("node is up")
+        .initialize(members)
+        .await
+        .expect("initialize");
+}
+
+/// `ids` without `id`.
+pub fn others(ids: &[NodeId], id: NodeId) -> Vec<NodeId> {
+    ids.iter().copied().filter(|&i| i != id).collect()
+}
+
+/// The index of the last entry in `raft`'s log.
+pub fn last_index(raft: &Raft<EsRaft>) -> u64 {
+    raft.metrics()
+        .borrow()
+        .last_log_index
+        .expect("the log holds an entry")
+}
+
+/// Cuts leader `old` off from the rest of `ids` and proposes `proposals`
+/// to it, which it appends and cannot commit; returns once they are all
+/// in its log.
+pub async fn isolate_with_writes(router: &Router, old: NodeId, ids: &[NodeId], proposals: Vec<Proposal>) {
+    let raft = router.node(old).expect("node is up");
+    let before = last_index(&raft);
+    let n = proposals.len() as u64;
+    router.isolate(old, ids);
+    for proposal in proposals {
+        let r = raft.clone();
+        glommio::spawn_local(async move {
+            // Never committed: the answer is an error once it steps down.
+            let _ = r.client_write(proposal).await;
+        })
+        .detach();
+    }
+    wait_metrics(&raft, "the isolated leader appended its writes", |m| {
+        m.last_log_index >= Some(before + n)
+    })
+    .await;
 }
 
 /// Stops node `id` as a kill would: it leaves the router, its tasks end.
@@ -227,6 +290,13 @@ pub async fn wait_metrics(
 
 /// Waits until one of `ids` is leader, seen by all of them, and returns it.
 pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
+    wait_leader_by_term(router, ids, u64::MAX).await
+}
+
+/// [`wait_leader`], giving up as soon as a node of `ids` passes term
+/// `max_term`: elections that keep splitting the vote fail there, whatever
+/// the time they take.
+pub async fn wait_leader_by_term(router: &Router, ids: &[NodeId], max_term: u64) -> NodeId {
     let start = std::time::Instant::now();
     loop {
         let mut leaders = BTreeSet::new();
@@ -244,7 +314,12 @@ pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
                 return l;
             }
         }
-        if start.elapsed() >= HANG_GUARD {
+        let term = ids
+            .iter()
+            .filter_map(|&id| Some(router.node(id)?.metrics().borrow().current_term))
+            .max();
+        let past_term = term.is_some_and(|t| t > max_term);
+        if past_term || start.elapsed() >= HANG_GUARD {
             let seen: Vec<String> = ids
                 .iter()
                 .filter_map(|&id| {
@@ -255,10 +330,12 @@ pub async fn wait_leader(router: &Router, ids: &[NodeId]) -> NodeId {
                     ))
                 })
                 .collect();
-            panic!(
-                "no leader among {ids:?} after {HANG_GUARD:?}: {}",
-                seen.join("; ")
-            );
+            let when = if past_term {
+                format!("past term {max_term}")
+            } else {
+                format!("after {HANG_GUARD:?}")
+            };
+            panic!("no leader among {ids:?} {when}: {}", seen.join("; "));
         }
         glommio::timer::sleep(Duration::from_millis(20)).await;
     }

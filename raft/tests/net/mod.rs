@@ -396,3 +396,63 @@ pub fn write_pem(dir: &Path, name: &str, leaf: &Leaf, ca: &Ca) -> (PathBuf, Path
     std::fs::write(&ca_path, ca.pem()).unwrap();
     (cert, key, ca_path)
 }
+
+// --- A link that can be blocked -----------------------------------------------
+
+/// Forwards connections from its address to `target`, like [`Proxy`];
+/// while [`blocked`](LinkProxy::block) it breaks every connection through
+/// it and refuses new ones at once, as a link that is down. One per
+/// (source, destination) pair isolates a node: block its links both ways.
+pub struct LinkProxy {
+    pub addr: SocketAddr,
+    open: Arc<Mutex<Vec<StdStream>>>,
+    blocked: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LinkProxy {
+    pub fn start(target: SocketAddr) -> LinkProxy {
+        use std::sync::atomic::Ordering;
+        let listener = StdListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let open: Arc<Mutex<Vec<StdStream>>> = Arc::default();
+        let blocked: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (open2, blocked2) = (open.clone(), blocked.clone());
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(inbound) = inbound else { return };
+                if blocked2.load(Ordering::SeqCst) {
+                    let _ = inbound.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(outbound) = StdStream::connect(target) else {
+                    continue;
+                };
+                let _ = inbound.set_nodelay(true);
+                let _ = outbound.set_nodelay(true);
+                {
+                    let mut o = open2.lock().unwrap();
+                    o.push(inbound.try_clone().unwrap());
+                    o.push(outbound.try_clone().unwrap());
+                }
+                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+                pipe(outbound, inbound);
+            }
+        });
+        LinkProxy { addr, open, blocked }
+    }
+
+    /// Takes the link down: open connections broken, new ones refused.
+    pub fn block(&self) {
+        self.blocked.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut o = self.open.lock().unwrap();
+        for s in o.iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        o.clear();
+    }
+
+    /// Brings the link back up.
+    pub fn unblock(&self) {
+        self.blocked.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}

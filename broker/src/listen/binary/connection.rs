@@ -50,10 +50,10 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener, tls: Option<Acceptor
         let tls = tls.clone();
         async move {
             match tls {
-                None => connection(shard, stream, Vec::new(), false, Principal::Anonymous).await,
+                None => connection(shard, stream, Vec::new(), None, Principal::Anonymous).await,
                 Some(tls) => {
                     if let Some(stream) = tls.accept(&shard, stream).await {
-                        connection(shard, stream, Vec::new(), false, Principal::Anonymous).await
+                        connection(shard, stream, Vec::new(), None, Principal::Anonymous).await
                     }
                 }
             }
@@ -63,10 +63,11 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener, tls: Option<Acceptor
 }
 
 /// Serves a connection another shard handed over (affinity.rs): `socket`,
-/// past its handshake, `unhandled`, the bytes that shard read from it
-/// but did not handle, and who it authenticated as. Dropped (closing the
-/// socket) during shutdown.
-pub fn adopt(
+/// past its handshake at protocol version `VERSION`, `unhandled`, the
+/// bytes that shard read from it but did not handle, and who it
+/// authenticated as. Dropped (closing the socket) during shutdown. (The
+/// version is the fn's, one per version, so that the move carries it.)
+pub fn adopt<const VERSION: u16>(
     shard: &Rc<Shard>,
     socket: OwnedFd,
     unhandled: Vec<u8>,
@@ -77,7 +78,7 @@ pub fn adopt(
     }
     // SAFETY: a connected TCP socket, owned by nothing else in the process.
     let stream = unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) };
-    let conn = connection(shard.clone(), stream, unhandled, true, principal);
+    let conn = connection(shard.clone(), stream, unhandled, Some(VERSION), principal);
     crate::listen::listener::spawn_connection(shard, "binary", conn);
     Ok(())
 }
@@ -131,7 +132,7 @@ async fn connection<S: Transport>(
     shard: Rc<Shard>,
     stream: S,
     unhandled: Vec<u8>,
-    handshaken: bool,
+    handshaken: Option<u16>,
     principal: Principal,
 ) {
     let activity = Activity::new();
@@ -149,12 +150,13 @@ async fn connection<S: Transport>(
 
 /// The connection's frames: `unhandled` bytes already read from it come
 /// first; `handshaken` once its Hello was answered (by the shard that
-/// accepted it, if it moved here), with the `principal` it authenticated as.
+/// accepted it, if it moved here): the protocol version agreed, with the
+/// `principal` it authenticated as.
 async fn serve_frames<S: Transport>(
     shard: Rc<Shard>,
     stream: S,
     unhandled: Vec<u8>,
-    handshaken: bool,
+    handshaken: Option<u16>,
     principal: Principal,
     activity: Rc<Activity>,
     interrupt: Rc<Interrupt>,
@@ -175,7 +177,9 @@ async fn serve_frames<S: Transport>(
     let mut buf = vec![0u8; READ_IDLE_BYTES.max(unhandled.len() + READ_ROOM_MIN_BYTES)];
     buf[..unhandled.len()].copy_from_slice(&unhandled);
     let (mut start, mut filled) = (0usize, unhandled.len());
-    let mut handshaken = handshaken;
+    // The protocol version agreed in the handshake (before it, the oldest).
+    let mut version = handshaken.unwrap_or(es_protocol::PROTOCOL_VERSION_MIN);
+    let mut handshaken = handshaken.is_some();
     let mut principal = principal;
     let mut affinity = Affinity::default();
     // What the frame at `start` holds, reserved once its header showed it
@@ -243,8 +247,9 @@ async fn serve_frames<S: Transport>(
             };
             if !handshaken {
                 match hello(&shard, incoming.request()) {
-                    Ok((ok, who)) => {
+                    Ok((ok, who, agreed)) => {
                         handshaken = true;
+                        version = agreed;
                         principal = who;
                         if tx.send(Outgoing::frame(ok.to_frame(id, false))).await.is_err() {
                             break 'conn End::Eof;
@@ -269,7 +274,7 @@ async fn serve_frames<S: Transport>(
             }
             let throttled = charge_arrival(&shard, &principal, &incoming, &muted);
             let request = Dispatched(incoming, id, gzip, throttled);
-            dispatch(&cx, &tx, &responses, request, held, &principal).await;
+            dispatch(&cx, &tx, &responses, request, held, (&principal, version)).await;
         };
         if let Some(to) = affinity.target().filter(|_| S::MOVABLE) {
             if shard.config.move_connections && !shard.is_shutting_down() {
@@ -293,7 +298,7 @@ async fn serve_frames<S: Transport>(
     // Its permit would keep the wait for the requests in flight below from
     // ever ending.
     drop(reserved);
-    close(&cx, end, tx, writer, fd, principal).await;
+    close(&cx, end, tx, writer, fd, principal, version).await;
 }
 
 /// Ends the connection once its read loop has: answers the error frame
@@ -307,6 +312,7 @@ async fn close<S: Transport>(
     writer: glommio::Task<Option<WriteHalf<S>>>,
     fd: RawFd,
     principal: Principal,
+    version: u16,
 ) {
     let (shard, permits) = (cx.shard, cx.permits);
     let inflight_max = shard.config.inflight_requests_max;
@@ -342,7 +348,7 @@ async fn close<S: Transport>(
         // The reading half is dropped once the connection's future ends:
         // the socket lives on in the copy handed over, and is not shut
         // down.
-        End::Move(to, unhandled) => move_to(shard, to, fd, unhandled, principal).await,
+        End::Move(to, unhandled) => move_to(shard, to, fd, unhandled, principal, version).await,
         _ => {
             let _ = futures::io::AsyncWriteExt::close(&mut wr).await;
         }
@@ -394,7 +400,7 @@ async fn dispatch(
     responses: &Rc<Budget>,
     request: Dispatched,
     held: Option<Reserved>,
-    principal: &Principal,
+    (principal, version): (&Principal, u16),
 ) {
     let Dispatched(incoming, id, gzip, throttled) = request;
     let (permit, budget, busy) = match held {
@@ -419,7 +425,7 @@ async fn dispatch(
     );
     glommio::spawn_local(async move {
         let endpoint = incoming.endpoint();
-        let handling = super::handler::handle(&shard, incoming, id, gzip, &responses, &principal);
+        let handling = super::handler::handle(&shard, incoming, (id, gzip, version), &responses, &principal);
         let handled = crate::listen::listener::guarded("binary", || endpoint.to_string(), handling).await;
         // The request's bytes are gone: what its answer holds is
         // its own charge (a fetch's), not the request's.
@@ -491,7 +497,14 @@ async fn read_more<S: Transport>(
 
 /// Hands the connection's socket (every request answered, nothing left to
 /// write), its unhandled bytes and its identity to shard `to`.
-async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>, principal: Principal) {
+async fn move_to(
+    shard: &Rc<Shard>,
+    to: ShardId,
+    fd: RawFd,
+    unhandled: Vec<u8>,
+    principal: Principal,
+    version: u16,
+) {
     // SAFETY: `fd` is this connection's socket, open until we return.
     let socket = match unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned() {
         Ok(s) => s,
@@ -504,7 +517,8 @@ async fn move_to(shard: &Rc<Shard>, to: ShardId, fd: RawFd, unhandled: Vec<u8>, 
         socket,
         unhandled,
         principal,
-        adopt,
+        // The fn for its version: the move carries the version agreed.
+        adopt: if version >= 2 { adopt::<2> } else { adopt::<1> },
     };
     match shard.call(to, op).await {
         Reply::Done(Ok(())) => metrics::counter!("es_binary_connections_moved_total").increment(1),

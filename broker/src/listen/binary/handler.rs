@@ -122,8 +122,7 @@ impl Incoming {
 pub async fn handle(
     shard: &Rc<Shard>,
     incoming: Incoming,
-    request_id: u64,
-    gzip: bool,
+    (request_id, gzip, version): (u64, bool, u16),
     responses: &Rc<Budget>,
     principal: &Principal,
 ) -> (Outgoing, Duration) {
@@ -159,7 +158,9 @@ pub async fn handle(
         }
         Err(e) => {
             m.error.increment(1);
-            Outgoing::frame(Response::error(e.code.wire(), e.message).into_frame(request_id, gzip))
+            // Version 2 carries the error's details (a not_leader's leader).
+            let resp = Response::error_with_details(e.code.wire(), e.message, e.details, version);
+            Outgoing::frame(resp.into_frame(request_id, gzip))
         }
     };
     m.duration.record(started.elapsed().as_secs_f64());
@@ -259,6 +260,14 @@ fn in_version_1(parts: Vec<bytes::Bytes>) -> Result<Vec<bytes::Bytes>, ApiError>
     Ok(out)
 }
 
+/// `DescribeCluster` on a broker started without --peers.
+fn standalone() -> ApiError {
+    ApiError::new(
+        crate::error::ErrorCode::NotFound,
+        "this broker runs standalone (no --peers): it has no cluster to describe",
+    )
+}
+
 fn endpoint(req: &Request) -> &'static str {
     match req {
         Request::Hello(_) => "hello",
@@ -272,6 +281,7 @@ fn endpoint(req: &Request) -> &'static str {
         Request::Admin(Kind::DeleteTopic, _) => "delete_topic",
         Request::Admin(Kind::PatchTopicConfig, _) => "patch_config",
         Request::Admin(Kind::InitProducer, _) => "init_producer",
+        Request::Admin(Kind::DescribeCluster, _) => "describe_cluster",
         Request::Admin(
             Kind::CreateKey
             | Kind::ListKeys
@@ -479,6 +489,8 @@ async fn admin_request(
                 }
                 Kind::RevokeKey => crate::auth::admin::revoke(shard, p, id_of(&body)?).await?,
                 Kind::WhoAmI => crate::auth::admin::whoami(shard, p)?,
+                // Cluster mode answers `GET /v1/cluster`'s document here.
+                Kind::DescribeCluster => return Err(standalone()),
                 Kind::PatchTopicConfig => {
                     let name = name_of(&body)?.to_string();
                     let changes = body

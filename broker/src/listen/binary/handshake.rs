@@ -5,7 +5,7 @@
 //! current grants.
 
 use es_protocol::requests::hello::HelloOk;
-use es_protocol::{ErrorCode, Request, Response, PROTOCOL_VERSION};
+use es_protocol::{ErrorCode, Request, Response, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 
 use crate::auth::principal::unauthenticated;
 use crate::auth::Principal;
@@ -13,23 +13,24 @@ use crate::shard::Shard;
 
 /// The handshake: the first frame must be a Hello with a version we speak
 /// and, with `--auth required`, a key that authenticates: the answer and
-/// who the connection runs as, or the error frame that closes it.
-pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<(Response, Principal), Response> {
+/// who the connection runs as, with the version agreed (the newest both
+/// speak), or the error frame that closes it.
+pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<(Response, Principal, u16), Response> {
     let Some(Request::Hello(h)) = req else {
         return Err(Response::error(
             ErrorCode::HANDSHAKE_REQUIRED,
             "the first frame must be a Hello",
         ));
     };
-    if !(h.min_version..=h.max_version).contains(&PROTOCOL_VERSION) {
+    let Some(version) = es_protocol::negotiate(h.min_version, h.max_version) else {
         return Err(Response::error(
             ErrorCode::UNSUPPORTED_VERSION,
             format!(
-                "client speaks versions {}..={}, the broker speaks {PROTOCOL_VERSION}",
+                "client speaks versions {}..={}, the broker speaks {PROTOCOL_VERSION_MIN}..={PROTOCOL_VERSION}",
                 h.min_version, h.max_version
             ),
         ));
-    }
+    };
     let principal = if shard.state.keys.required() {
         match shard.state.keys.authenticate(&h.api_key) {
             Ok(key) => Principal::Key(key),
@@ -39,12 +40,12 @@ pub fn hello(shard: &Shard, req: Option<&Request>) -> Result<(Response, Principa
         Principal::Anonymous
     };
     let ok = Response::HelloOk(HelloOk {
-        version: PROTOCOL_VERSION,
+        version,
         frame_bytes_max: shard.config.frame_bytes_max as u32,
         inflight_requests_max: shard.config.inflight_requests_max as u32,
         broker_version: env!("CARGO_PKG_VERSION").to_string(),
     });
-    Ok((ok, principal))
+    Ok((ok, principal, version))
 }
 
 /// Before each request after the Hello: the connection's key, with its

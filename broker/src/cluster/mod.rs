@@ -1,0 +1,14 @@
+//! Cluster mode (docs/cluster.md): what makes a broker one node of a Raft
+//! cluster, given `--peers`. Without it none of this runs and the broker
+//! is standalone, as before.
+//!
+//! - `identity`: `<data-dir>/cluster.json`, the data dir's mode, node and
+//!   cluster id (the one reader and writer of that file).
+//! - `transport`: `ShardTransport`, a shard's end of the raft transport
+//!   (connections to peers, its groups, the server, counters).
+//! - `listener`: the raft listener on `--raft-addr`, and the hand-off of a
+//!   connection to the shard its preamble names.
+
+pub mod identity;
+pub mod listener;
+pub mod transport;

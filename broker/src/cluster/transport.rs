@@ -1,0 +1,82 @@
+//! `ShardTransport`: a shard's end of the raft transport in cluster mode:
+//! its connections to the same shard index of every peer
+//! (`ShardNetwork`), its Raft groups by id (`GroupRegistry`), the server
+//! that answers peers' frames (`RaftServer`), their shared byte budget and
+//! counters, and the shard's raft task queue (openraft's tasks run there,
+//! so heartbeats and votes are not starved by fetches: the spec's §4.3).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use es_raft::transport::{
+    GroupRegistry, InflightBudget, RaftServer, ShardNetwork, TransportConfig, TransportStats,
+};
+use glommio::{Latency, Shares};
+
+use crate::shard::placement::ShardId;
+
+/// Shares of the raft task queue: ten times a default queue's, so timers
+/// and votes run promptly whatever else the shard does.
+const RAFT_TQ_SHARES: usize = 1000;
+/// The raft task queue's latency goal.
+const RAFT_TQ_LATENCY: Duration = Duration::from_millis(1);
+
+pub struct ShardTransport {
+    pub network: ShardNetwork,
+    pub registry: GroupRegistry,
+    pub server: RaftServer,
+    pub stats: Rc<TransportStats>,
+    /// Connections refused on this shard before the server took them (a
+    /// bad preamble, another cluster, a shard this node does not have),
+    /// by reason; the server counts its own in `stats`.
+    pub accept_refused: RefCell<BTreeMap<&'static str, u64>>,
+}
+
+impl ShardTransport {
+    /// The transport of shard `id`, with its raft task queue installed for
+    /// openraft's runtime. On the shard's executor.
+    pub fn new(config: &TransportConfig, id: ShardId) -> Rc<ShardTransport> {
+        let tq = glommio::executor().create_task_queue(
+            Shares::Static(RAFT_TQ_SHARES),
+            Latency::Matters(RAFT_TQ_LATENCY),
+            "raft",
+        );
+        es_raft::set_raft_task_queue(Some(tq));
+        let stats = Rc::new(TransportStats::default());
+        let budget = InflightBudget::new(config.inflight_shard_bytes);
+        let shard = id as u16;
+        let network = ShardNetwork::new(config, shard, stats.clone(), budget.clone());
+        let registry = GroupRegistry::default();
+        let server = RaftServer::new(config.clone(), shard, registry.clone(), stats.clone(), budget);
+        Rc::new(ShardTransport {
+            network,
+            registry,
+            server,
+            stats,
+            accept_refused: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    /// Counts and logs a connection refused before the server took it.
+    pub fn refuse(&self, reason: &'static str, detail: &str) {
+        *self.accept_refused.borrow_mut().entry(reason).or_default() += 1;
+        tracing::warn!(reason, detail, "raft connection refused");
+    }
+
+    /// Refusals by reason, the server's and this shard's accept path's.
+    pub fn refused(&self) -> BTreeMap<&'static str, u64> {
+        let mut all = self.stats.refused.borrow().clone();
+        for (reason, n) in self.accept_refused.borrow().iter() {
+            *all.entry(reason).or_default() += n;
+        }
+        all
+    }
+
+    /// Closes every connection, both ways (the shard stops).
+    pub fn close(&self) {
+        self.server.close();
+        self.network.close();
+    }
+}

@@ -1,0 +1,503 @@
+//! `PartitionRaft`: one partition replica's Raft group, on the shard that
+//! owns the partition: the openraft instance over the partition log (the
+//! log is the Raft log), its [`Proposer`], what the broker asks of it
+//! (leader, term, high watermark, replicas in sync, lag) and its counters.
+//!
+//! A leader takes produces; a replica that does not lead refuses them
+//! with the leader it knows (`NotLeader`), and a leader that has not heard
+//! from a quorum for longer than twice the election timeout refuses them
+//! with `LeaderNotAvailable` (it may have been deposed without knowing):
+//! docs/design/raft-produce.md.
+//!
+//! In sync (`in_sync`, on the leader): the leader, and each follower whose
+//! matched index reached the leader's last entry within `replica_lag_ms`.
+//! It is judged from openraft's replication metrics, which say what a
+//! follower matched, not when it last answered: on a partition nobody
+//! writes, a follower that stopped stays in sync (it matched everything
+//! there is) until the next write leaves it behind.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use es_storage::batch::{self, RaftStamp, MAGIC_V2};
+use es_storage::{BatchBuf, PartitionLog, ProducerStamp};
+use openraft::error::{InitializeError, RaftError};
+use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
+
+use crate::config::partition_config;
+use crate::limits::APPEND_BYTES_MAX_DEFAULT;
+use crate::limits::{
+    ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
+    PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, REPLICA_LAG_MS_DEFAULT,
+};
+use crate::log_store::LogStore;
+use crate::partition_sm::PartitionSm;
+use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
+use crate::replica_stats::{bump, ReplicaStats};
+use crate::transport::{GroupRegistry, ShardNetwork};
+use crate::types::{EsRaft, GroupId, NodeId};
+
+/// The receiver of a replica's openraft metrics (term, leader, applied,
+/// replication).
+pub type MetricsWatch = tokio::sync::watch::Receiver<RaftMetrics<NodeId, EmptyNode>>;
+
+/// A partition group's settings (the broker's flags, the spec's §4.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `--raft-heartbeat-ms`.
+    pub heartbeat_ms: u64,
+    /// `--raft-election-timeout-ms`: elections after this to twice this
+    /// without a leader; a leader without quorum contact for twice this
+    /// long refuses produces.
+    pub election_timeout_ms: u64,
+    /// `--raft-append-bytes-max`: the transport's (`TransportConfig`);
+    /// carried here so one struct holds a group's flags.
+    pub append_bytes_max: usize,
+    /// `--raft-entry-bytes-max`: bytes of produced batches in one entry.
+    pub entry_bytes_max: usize,
+    /// `--raft-proposals-in-flight`: entries the Proposer has in flight.
+    pub proposals_in_flight: usize,
+    /// `--produce-timeout-ms`: how long a produce waits for its commit.
+    pub produce_timeout_ms: u64,
+    /// `--replica-lag-ms`: a follower that has not matched the leader's
+    /// last entry for this long is out of sync.
+    pub replica_lag_ms: u64,
+    /// Bytes of produced batches a replica queues for proposal before a
+    /// produce waits (`limits::PROPOSER_QUEUE_BYTES_MAX`).
+    pub queue_bytes_max: usize,
+}
+
+impl Default for GroupConfig {
+    fn default() -> GroupConfig {
+        GroupConfig {
+            heartbeat_ms: HEARTBEAT_MS_DEFAULT,
+            election_timeout_ms: ELECTION_TIMEOUT_MS_DEFAULT,
+            append_bytes_max: APPEND_BYTES_MAX_DEFAULT,
+            entry_bytes_max: ENTRY_BYTES_MAX_DEFAULT,
+            proposals_in_flight: PROPOSALS_IN_FLIGHT_DEFAULT,
+            produce_timeout_ms: PRODUCE_TIMEOUT_MS_DEFAULT,
+            replica_lag_ms: REPLICA_LAG_MS_DEFAULT,
+            queue_bytes_max: PROPOSER_QUEUE_BYTES_MAX,
+        }
+    }
+}
+
+/// What produce checks a batch against beyond its format: the topic's
+/// `batch_bytes_max` and whether it is compacted (every record keyed).
+/// The partition log refuses such a batch too, but there a refusal stops
+/// the whole group, so produce refuses it first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRules {
+    pub batch_bytes_max: usize,
+    pub compacted: bool,
+}
+
+/// What the metrics task learns, for the handle's accessors.
+#[derive(Default)]
+struct Tracking {
+    /// When this replica last became leader (its term's start here).
+    leader_since: Cell<Option<Instant>>,
+    /// On the leader: when each follower last matched the leader's last
+    /// entry.
+    caught_up: RefCell<BTreeMap<NodeId, Instant>>,
+}
+
+struct Inner {
+    node_id: NodeId,
+    group: GroupId,
+    raft: Raft<EsRaft>,
+    store: LogStore,
+    sm: PartitionSm,
+    log: PartitionLog,
+    registry: GroupRegistry,
+    config: GroupConfig,
+    rules: Cell<Option<BatchRules>>,
+    proposer: Proposer,
+    stats: Rc<ReplicaStats>,
+    tracking: Rc<Tracking>,
+    stopped: Cell<bool>,
+}
+
+/// A partition replica's Raft group; clones share it.
+#[derive(Clone)]
+pub struct PartitionRaft(Rc<Inner>);
+
+fn err(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+impl PartitionRaft {
+    /// Opens the replica over `log`, a partition log its owner just opened
+    /// (and closes after [`shutdown`](Self::shutdown)), with its vote and
+    /// metadata under `raft_dir` (`data/raft/<topic>/<partition>/`);
+    /// routes `group`'s frames on this shard to it; and, given `initialize`
+    /// and a group never initialized (empty log, no vote), starts the
+    /// group with those voters (safe on every replica at once with the
+    /// same members).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        node_id: NodeId,
+        group: GroupId,
+        log: PartitionLog,
+        raft_dir: &Path,
+        initialize: Option<BTreeSet<NodeId>>,
+        network: &ShardNetwork,
+        registry: &GroupRegistry,
+        config: &GroupConfig,
+    ) -> Result<PartitionRaft, String> {
+        registry.opening(group);
+        let opened = Self::open_inner(node_id, group, log, raft_dir, network, registry, config).await;
+        let this = match opened {
+            Ok(this) => this,
+            Err(e) => {
+                registry.remove(group);
+                return Err(e);
+            }
+        };
+        registry.insert(group, this.0.raft.clone());
+        if let Some(members) = initialize {
+            let empty = {
+                let m = this.0.raft.metrics();
+                let m = m.borrow();
+                m.last_log_index.is_none() && m.current_term == 0
+            };
+            if empty {
+                match this.0.raft.initialize(members).await {
+                    Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                    Err(e) => {
+                        this.shutdown().await;
+                        return Err(err(&format!("group {group}: initialize"), e));
+                    }
+                }
+            }
+        }
+        Ok(this)
+    }
+
+    async fn open_inner(
+        node_id: NodeId,
+        group: GroupId,
+        log: PartitionLog,
+        raft_dir: &Path,
+        network: &ShardNetwork,
+        registry: &GroupRegistry,
+        config: &GroupConfig,
+    ) -> Result<PartitionRaft, String> {
+        let what = format!("group {group}");
+        let store = LogStore::from_log(log.clone(), raft_dir)
+            .await
+            .map_err(|e| err(&what, e))?;
+        let sm = PartitionSm::new(&store).map_err(|e| err(&what, e))?;
+        let raft_config = partition_config(
+            &format!("partition-group-{group}"),
+            config.heartbeat_ms,
+            config.election_timeout_ms,
+        )
+        .map_err(|e| err(&what, e))?;
+        let raft = match Raft::new(
+            node_id,
+            Arc::new(raft_config),
+            network.group(group),
+            store.clone(),
+            sm.clone(),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                store.close_meta().await;
+                return Err(err(&what, e));
+            }
+        };
+        let stats = Rc::new(ReplicaStats::default());
+        let tracking = Rc::new(Tracking::default());
+        let gate: Gate = {
+            let raft = raft.clone();
+            let tracking = tracking.clone();
+            let timeout = Duration::from_millis(config.election_timeout_ms);
+            Rc::new(move || may_propose(node_id, &raft.metrics().borrow(), &tracking, timeout))
+        };
+        let proposer = Proposer::new(
+            raft.clone(),
+            ProposerConfig {
+                in_flight_max: config.proposals_in_flight.max(1),
+                entry_bytes_max: config.entry_bytes_max,
+                queue_bytes_max: config.queue_bytes_max,
+                timeout: Duration::from_millis(config.produce_timeout_ms),
+            },
+            gate,
+            stats.clone(),
+        );
+        glommio::spawn_local(track(node_id, raft.metrics(), tracking.clone(), stats.clone())).detach();
+        Ok(PartitionRaft(Rc::new(Inner {
+            node_id,
+            group,
+            raft,
+            store,
+            sm,
+            log,
+            registry: registry.clone(),
+            config: config.clone(),
+            rules: Cell::new(None),
+            proposer,
+            stats,
+            tracking,
+            stopped: Cell::new(false),
+        })))
+    }
+
+    /// Sets what produce checks batches against (the topic's config; again
+    /// when it changes). Until set, a batch is checked against the format
+    /// only.
+    pub fn set_batch_rules(&self, rules: BatchRules) {
+        self.0.rules.set(Some(rules));
+    }
+
+    /// Produces one batch (as a client sent it: version 1, or version 2
+    /// with no stamp; a version 1 batch is copied into version 2) and
+    /// answers its base offset once its entry is committed on a majority
+    /// and applied here.
+    pub async fn produce(&self, batch: BatchBuf) -> Result<u64, ProduceError> {
+        let batch = match self.checked(batch) {
+            Ok(b) => b,
+            Err(e) => {
+                self.0.stats.note_refused(&e);
+                return Err(e);
+            }
+        };
+        self.0.proposer.submit(batch).await
+    }
+
+    /// The batch as the log takes it, or why not.
+    fn checked(&self, batch: BatchBuf) -> Result<BatchBuf, ProduceError> {
+        let invalid = |why: String| Err(ProduceError::Invalid(why));
+        let (h, keyless) = match batch::check_produced(&batch) {
+            Ok(checked) => checked,
+            Err(e) => return invalid(e.to_string()),
+        };
+        if h.raft.is_some_and(|r| r.control) {
+            return invalid("a control batch is not produced".into());
+        }
+        if h.producer != ProducerStamp::NONE {
+            return invalid("idempotent produce is not replicated yet".into());
+        }
+        if let Some(rules) = self.0.rules.get() {
+            if batch.len() > rules.batch_bytes_max {
+                return invalid(format!(
+                    "the batch is {} bytes, over the topic's batch_bytes_max {}",
+                    batch.len(),
+                    rules.batch_bytes_max
+                ));
+            }
+            if rules.compacted && keyless {
+                return invalid("a compacted topic needs a key on every record".into());
+            }
+        }
+        if batch.get(16) == Some(&MAGIC_V2) {
+            return Ok(batch);
+        }
+        Ok(BatchBuf::from(batch::upgrade(&batch, RaftStamp::default())))
+    }
+
+    /// This node.
+    pub fn node_id(&self) -> NodeId {
+        self.0.node_id
+    }
+
+    /// The group's id.
+    pub fn group(&self) -> GroupId {
+        self.0.group
+    }
+
+    /// Whether this replica leads the group now.
+    pub fn is_leader(&self) -> bool {
+        let m = self.0.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.0.node_id)
+    }
+
+    /// The leader this replica knows of.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.0.raft.metrics().borrow().current_leader
+    }
+
+    /// The term this replica is in.
+    pub fn term(&self) -> u64 {
+        self.0.raft.metrics().borrow().current_term
+    }
+
+    /// The high watermark: every record below it is committed (and
+    /// written here); what clients may read from this replica.
+    pub fn high_watermark(&self) -> u64 {
+        self.0.log.committed_offset().0
+    }
+
+    /// The offset after the last applied entry (the state machine's mark;
+    /// the high watermark is it, bounded by what is written here).
+    pub fn applied_offset(&self) -> u64 {
+        self.0.sm.committed_offset()
+    }
+
+    /// The partition log.
+    pub fn log(&self) -> &PartitionLog {
+        &self.0.log
+    }
+
+    /// The raft handle (for what this type does not wrap).
+    pub fn raft(&self) -> &Raft<EsRaft> {
+        &self.0.raft
+    }
+
+    /// The voters of the current membership.
+    pub fn replicas(&self) -> Vec<NodeId> {
+        let m = self.0.raft.metrics();
+        let m = m.borrow();
+        m.membership_config.membership().voter_ids().collect()
+    }
+
+    /// On the leader: itself and the followers whose matched index reached
+    /// its last entry within `replica_lag_ms` (see the module's notes).
+    /// Elsewhere: empty (the leader's view travels with LeaderReports).
+    pub fn in_sync(&self) -> Vec<NodeId> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let lag = Duration::from_millis(self.0.config.replica_lag_ms);
+        let caught_up = self.0.tracking.caught_up.borrow();
+        self.replicas()
+            .into_iter()
+            .filter(|id| *id == self.0.node_id || caught_up.get(id).is_some_and(|t| t.elapsed() <= lag))
+            .collect()
+    }
+
+    /// On the leader: how many entries each follower is behind its last
+    /// one (a follower it has not matched yet: all of them). Elsewhere:
+    /// empty.
+    pub fn lag(&self) -> BTreeMap<NodeId, u64> {
+        let m = self.0.raft.metrics();
+        let m = m.borrow();
+        let (Some(replication), true) = (&m.replication, m.state == ServerState::Leader) else {
+            return BTreeMap::new();
+        };
+        let last = m.last_log_index.unwrap_or(0);
+        replication
+            .iter()
+            .filter(|(id, _)| **id != self.0.node_id)
+            .map(|(&id, matched)| {
+                let behind = match matched {
+                    Some(l) => last.saturating_sub(l.index),
+                    None => last + 1,
+                };
+                (id, behind)
+            })
+            .collect()
+    }
+
+    /// openraft's metrics of this replica (term, state, leader, applied,
+    /// replication), as a watch.
+    pub fn metrics(&self) -> MetricsWatch {
+        self.0.raft.metrics()
+    }
+
+    /// The replica's counters.
+    pub fn stats(&self) -> &Rc<ReplicaStats> {
+        &self.0.stats
+    }
+
+    /// The Proposer (its queue and in-flight counts).
+    pub fn proposer(&self) -> &Proposer {
+        &self.0.proposer
+    }
+
+    /// Stops the replica: produces queued are refused, openraft shuts down
+    /// (answering entries in flight), the group leaves the shard's
+    /// registry, the metadata's committed file is closed. The log stays
+    /// open: its owner closes it. Idempotent.
+    pub async fn shutdown(&self) {
+        if self.0.stopped.replace(true) {
+            return;
+        }
+        self.0.proposer.close();
+        self.0.registry.remove(self.0.group);
+        if let Err(e) = self.0.raft.shutdown().await {
+            tracing::warn!(group = self.0.group, error = %e, "raft group shut down with an error");
+        }
+        self.0.store.close_meta().await;
+    }
+}
+
+/// Whether a replica may propose now: it leads, and a quorum acknowledged
+/// it within twice the election timeout (the longest a follower waits
+/// before it stands for election; from the start of its term while no
+/// quorum has acknowledged it yet). Not within one: openraft dates an
+/// acknowledgement by when its request was sent, and a follower answers an
+/// append after its fdatasync, so a slow disk alone can look like a
+/// silence of one timeout. Refusing is only ever a faster answer: the
+/// commit rule keeps a deposed leader from acknowledging anything.
+fn may_propose(
+    me: NodeId,
+    m: &RaftMetrics<NodeId, EmptyNode>,
+    tracking: &Tracking,
+    election_timeout: Duration,
+) -> Result<(), ProduceError> {
+    if m.state != ServerState::Leader || m.current_leader != Some(me) {
+        let leader = m.current_leader.filter(|&l| l != me);
+        return Err(ProduceError::NotLeader { leader });
+    }
+    let limit = 2 * election_timeout;
+    let silent = match m.millis_since_quorum_ack {
+        Some(ms) => Duration::from_millis(ms) > limit,
+        // No quorum has acknowledged this term yet: a leader elected a
+        // moment ago, or one cut off since it was elected.
+        None => tracking.leader_since.get().is_some_and(|t| t.elapsed() > limit),
+    };
+    if silent {
+        return Err(ProduceError::LeaderNotAvailable(format!(
+            "the leader has not heard from a quorum for over twice the election timeout ({} ms); it may have been deposed",
+            limit.as_millis()
+        )));
+    }
+    Ok(())
+}
+
+/// Follows the replica's metrics until the group shuts down: elections,
+/// leadership, when each follower matched the leader's last entry.
+async fn track(me: NodeId, mut rx: MetricsWatch, tracking: Rc<Tracking>, stats: Rc<ReplicaStats>) {
+    let mut term = rx.borrow().current_term;
+    let mut leading = false;
+    loop {
+        {
+            let m = rx.borrow_and_update();
+            if m.current_term > term {
+                term = m.current_term;
+                bump(&stats.elections);
+            }
+            let leads = m.state == ServerState::Leader && m.current_leader == Some(me);
+            if leads && !leading {
+                bump(&stats.became_leader);
+                tracking.leader_since.set(Some(Instant::now()));
+                tracking.caught_up.borrow_mut().clear();
+            }
+            if !leads {
+                tracking.leader_since.set(None);
+            }
+            leading = leads;
+            if let (true, Some(replication), Some(last)) = (leads, &m.replication, m.last_log_index) {
+                let now = Instant::now();
+                let mut caught_up = tracking.caught_up.borrow_mut();
+                for (&id, matched) in replication {
+                    if matched.is_some_and(|l| l.index >= last) {
+                        caught_up.insert(id, now);
+                    }
+                }
+            }
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}

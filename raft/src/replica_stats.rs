@@ -1,0 +1,89 @@
+//! `ReplicaStats`: a partition replica's counters, read by the broker,
+//! which names and exports them (this crate registers no metrics).
+//!
+//! Counters only grow. Two figures a counter cannot carry go to an
+//! optional [`ReplicaObserver`] the broker sets: each produce's commit
+//! latency (submit to apply) and each proposal's size (batches per entry:
+//! the Proposer's coalescing).
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use crate::proposer::ProduceError;
+
+/// Told of each commit and each proposal as they happen (a histogram's
+/// input); runs on the replica's shard, so it must be quick.
+pub trait ReplicaObserver {
+    /// A produce was answered with its offset `latency` after it was
+    /// submitted (queued, proposed, committed on a majority, applied).
+    fn committed(&self, latency: Duration);
+    /// An entry of `batches` produced batches (`bytes` in all) was proposed.
+    fn proposed(&self, batches: usize, bytes: usize);
+}
+
+/// A replica's counters; see the module's notes.
+#[derive(Default)]
+pub struct ReplicaStats {
+    /// Entries the Proposer proposed (`client_write` calls).
+    pub entries_proposed: Cell<u64>,
+    /// Produced batches in those entries: over `entries_proposed`, the
+    /// mean coalescing.
+    pub batches_proposed: Cell<u64>,
+    /// Produces answered with their offset.
+    pub produced: Cell<u64>,
+    /// Produces refused with `NotLeader`.
+    pub not_leader: Cell<u64>,
+    /// Produces refused with `LeaderNotAvailable`.
+    pub leader_not_available: Cell<u64>,
+    /// Produces answered `OutcomeUnknown`.
+    pub outcome_unknown: Cell<u64>,
+    /// Produces refused as `Invalid`.
+    pub invalid: Cell<u64>,
+    /// Sum of the commit latencies of `produced`, in microseconds.
+    pub commit_latency_us_sum: Cell<u64>,
+    /// Terms this replica has seen begin after it opened (each is an
+    /// election somewhere in the group).
+    pub elections: Cell<u64>,
+    /// Times this replica became leader.
+    pub became_leader: Cell<u64>,
+    observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
+}
+
+impl ReplicaStats {
+    /// Sets (or with `None` clears) the observer.
+    pub fn set_observer(&self, observer: Option<Box<dyn ReplicaObserver>>) {
+        *self.observer.borrow_mut() = observer;
+    }
+
+    pub(crate) fn note_committed(&self, latency: Duration) {
+        bump(&self.produced);
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.commit_latency_us_sum
+            .set(self.commit_latency_us_sum.get().saturating_add(us));
+        if let Some(o) = self.observer.borrow().as_ref() {
+            o.committed(latency);
+        }
+    }
+
+    pub(crate) fn note_proposed(&self, batches: usize, bytes: usize) {
+        bump(&self.entries_proposed);
+        self.batches_proposed
+            .set(self.batches_proposed.get() + batches as u64);
+        if let Some(o) = self.observer.borrow().as_ref() {
+            o.proposed(batches, bytes);
+        }
+    }
+
+    pub(crate) fn note_refused(&self, e: &ProduceError) {
+        bump(match e {
+            ProduceError::NotLeader { .. } => &self.not_leader,
+            ProduceError::LeaderNotAvailable(_) => &self.leader_not_available,
+            ProduceError::OutcomeUnknown(_) => &self.outcome_unknown,
+            ProduceError::Invalid(_) => &self.invalid,
+        });
+    }
+}
+
+pub(crate) fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
