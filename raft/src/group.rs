@@ -434,7 +434,7 @@ impl PartitionRaft {
         if purged.is_some_and(|p| p.index >= target.index) {
             return Ok(None);
         }
-        if snapshot.map_or(true, |s| s.index < target.index) {
+        if snapshot.is_none_or(|s| s.index < target.index) {
             bump(&self.0.stats.snapshots_triggered);
             self.0
                 .raft
