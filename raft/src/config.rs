@@ -1,10 +1,8 @@
 //! openraft's configuration for a partition group.
 //!
-//! Until snapshots carry a partition's records (the spec's phase 3), a
-//! partition group must never purge its log on its own: a follower behind
-//! the purge point would get a snapshot descriptor without the records.
-//! So openraft builds no snapshot and keeps every entry; purging follows
-//! retention later (the spec's §5.2: purge is retention).
+//! Purge is retention (the spec's §5.2, docs/design/raft-snapshots.md):
+//! openraft builds no snapshot and purges nothing on its own; the broker's
+//! cleanup pass does both through `PartitionRaft::retain_below`.
 
 use openraft::{Config, SnapshotPolicy};
 

@@ -39,7 +39,7 @@ use crate::partition_sm::PartitionSm;
 use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
 use crate::replica_stats::{bump, ReplicaStats};
 use crate::transport::{GroupRegistry, ShardNetwork};
-use crate::types::{EsRaft, GroupId, NodeId};
+use crate::types::{EsRaft, GroupId, LogId, NodeId};
 
 /// The receiver of a replica's openraft metrics (term, leader, applied,
 /// replication).
@@ -401,6 +401,75 @@ impl PartitionRaft {
     /// replication), as a watch.
     pub fn metrics(&self) -> MetricsWatch {
         self.0.raft.metrics()
+    }
+
+    /// Purge is retention (the spec's §5.2; docs/design/raft-snapshots.md):
+    /// the broker's cleanup pass calls this with its retention cut (an
+    /// offset: records below it may go) before it deletes, tiers or
+    /// compacts. It finds the last entry applied here that ends at or
+    /// below the cut; if this replica's snapshot does not cover it yet,
+    /// triggers one and waits for it (a snapshot is a descriptor of the
+    /// applied prefix: O(1) to build); then asks openraft to purge the log
+    /// up to that entry. openraft runs the purge at once, or once no
+    /// replication reads the entries; the log store then saves the purged
+    /// id durably and raises the log's cleanup limit, below which alone
+    /// cleanup touches segments. So purge ≤ snapshot ≤ applied ≤
+    /// committed, always.
+    ///
+    /// Returns the purge asked for (`None`: nothing new below the cut).
+    /// An error only when the group stopped.
+    pub async fn retain_below(&self, cut: u64) -> Result<Option<LogId>, String> {
+        let what = format!("group {}: retain below offset {cut}", self.0.group);
+        let Some(applied) = self.0.sm.last_applied() else {
+            return Ok(None);
+        };
+        let Some(target) = self.0.store.last_entry_ending_by(cut, applied.index) else {
+            return Ok(None);
+        };
+        let mut rx = self.0.raft.metrics();
+        let (mut snapshot, purged) = {
+            let m = rx.borrow_and_update();
+            (m.snapshot, m.purged)
+        };
+        if purged.is_some_and(|p| p.index >= target.index) {
+            return Ok(None);
+        }
+        if snapshot.is_none_or(|s| s.index < target.index) {
+            bump(&self.0.stats.snapshots_triggered);
+            self.0
+                .raft
+                .trigger()
+                .snapshot()
+                .await
+                .map_err(|e| err(&what, e))?;
+            // A trigger while a build runs is dropped: trigger again each
+            // time a snapshot lands that does not cover the target.
+            loop {
+                rx.changed().await.map_err(|e| err(&what, e))?;
+                let now = rx.borrow_and_update().snapshot;
+                if now.is_some_and(|s| s.index >= target.index) {
+                    break;
+                }
+                if now != snapshot {
+                    snapshot = now;
+                    bump(&self.0.stats.snapshots_triggered);
+                    self.0
+                        .raft
+                        .trigger()
+                        .snapshot()
+                        .await
+                        .map_err(|e| err(&what, e))?;
+                }
+            }
+        }
+        self.0
+            .raft
+            .trigger()
+            .purge_log(target.index)
+            .await
+            .map_err(|e| err(&what, e))?;
+        bump(&self.0.stats.purges_asked);
+        Ok(Some(target))
     }
 
     /// The replica's counters.

@@ -178,6 +178,34 @@ impl LogStore {
             .collect()
     }
 
+    /// The last entry at or below index `through` that ends at or below
+    /// offset `cut` (every record of it lies below the cut): what a
+    /// retention cut at `cut` lets a replica that applied `through` purge.
+    /// `None` when no entry held does. Offsets rise with indexes, so this
+    /// is a bisection over the table.
+    pub fn last_entry_ending_by(&self, cut: u64, through: u64) -> Option<LogId> {
+        let table = self.0.table.borrow();
+        let at_or_below = |i: u64| table.range(..=i).next_back().map(|(&i, l)| (i, *l));
+        let (mut hi, hl) = at_or_below(through)?;
+        if hl.next_offset <= cut {
+            return Some(log_id(hl.term, hi));
+        }
+        // Over indexes x: "the last entry at or below x ends by the cut"
+        // holds at `lo`, not at `hi`, and turns false once.
+        let (mut lo, fl) = table.first_key_value().map(|(&i, l)| (i, *l))?;
+        if fl.next_offset > cut {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match at_or_below(mid) {
+                Some((_, l)) if l.next_offset <= cut => lo = mid,
+                _ => hi = mid,
+            }
+        }
+        at_or_below(lo).map(|(i, l)| log_id(l.term, i))
+    }
+
     /// Closes the partition log and the metadata's committed file (a
     /// replica stopping).
     pub async fn close(&self) -> StorageResult<()> {

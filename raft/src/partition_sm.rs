@@ -59,13 +59,17 @@ fn id_of(v: &Value) -> Option<Option<LogId>> {
     Some(Some(log_id(a.first()?.as_u64()?, a.get(1)?.as_u64()?)))
 }
 
-/// A snapshot descriptor: `{"last_applied","membership_log_id","membership","end_offset","id"}`.
-fn descriptor(s: &State, id: &str) -> Vec<u8> {
+/// A snapshot descriptor:
+/// `{"last_applied","membership_log_id","membership","end_offset","log_start_offset","id"}`
+/// (`log_start_offset`: the log's first hot offset when it was built,
+/// after retention).
+fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
     json!({
         "last_applied": id_json(&s.last_applied),
         "membership_log_id": id_json(s.membership.log_id()),
         "membership": membership::to_json(s.membership.membership()),
         "end_offset": s.end_offset,
+        "log_start_offset": log_start_offset,
         "id": id,
     })
     .to_string()
@@ -136,7 +140,8 @@ impl RaftSnapshotBuilder<EsRaft> for PartitionSm {
                 last_membership: s.membership.clone(),
                 snapshot_id: id.clone(),
             };
-            (meta, descriptor(&s, &id))
+            let start = self.0.store.log().hot_start_offset().0;
+            (meta, descriptor(&s, start, &id))
         };
         self.0.meta.save_snapshot(bytes.clone()).await?;
         Ok(Snapshot {

@@ -46,6 +46,10 @@ pub struct ReplicaStats {
     pub elections: Cell<u64>,
     /// Times this replica became leader.
     pub became_leader: Cell<u64>,
+    /// Snapshots `retain_below` triggered (descriptors: O(1) each).
+    pub snapshots_triggered: Cell<u64>,
+    /// Purges `retain_below` asked openraft for.
+    pub purges_asked: Cell<u64>,
     observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
 }
 
