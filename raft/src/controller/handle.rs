@@ -240,6 +240,7 @@ impl Controller {
     /// [`RECHECK`]).
     async fn wait_change(&self, until: Instant) {
         let mut rx = self.0.raft.metrics();
+        rx.borrow_and_update();
         let wait = until.saturating_duration_since(Instant::now()).min(RECHECK);
         let _ = GlommioRuntime::timeout(wait, rx.changed()).await;
     }
