@@ -8,7 +8,12 @@
 //!   (connections to peers, its groups, the server, counters).
 //! - `listener`: the raft listener on `--raft-addr`, and the hand-off of a
 //!   connection to the shard its preamble names.
+//! - `controller`: the controller group (raft0) on shard 0, and this
+//!   node's registration in it.
+//! - `view`: `GET /v1/cluster`.
 
+pub mod controller;
 pub mod identity;
 pub mod listener;
 pub mod transport;
+pub mod view;

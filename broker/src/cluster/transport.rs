@@ -32,6 +32,8 @@ pub struct ShardTransport {
     /// bad preamble, another cluster, a shard this node does not have),
     /// by reason; the server counts its own in `stats`.
     pub accept_refused: RefCell<BTreeMap<&'static str, u64>>,
+    /// The controller group, on shard 0 once opened (cluster/controller.rs).
+    pub controller: RefCell<Option<es_raft::controller::Controller>>,
 }
 
 impl ShardTransport {
@@ -56,6 +58,7 @@ impl ShardTransport {
             server,
             stats,
             accept_refused: RefCell::new(BTreeMap::new()),
+            controller: RefCell::new(None),
         })
     }
 

@@ -56,6 +56,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::MaxTimestamp { .. } => "max_timestamp",
         Op::AdoptConnection { .. } => "adopt_connection",
         Op::AdoptRaft { .. } => "adopt_raft",
+        Op::Cluster => "cluster",
         Op::Keys(_) => "keys",
         Op::Series => "series",
         Op::Registry { .. } => "registry",
@@ -119,6 +120,7 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             principal,
             adopt,
         } => Reply::Done(adopt(&shard, socket, unhandled, principal)),
+        Op::Cluster => Reply::Json(crate::cluster::view::view(&shard)),
         Op::AdoptRaft { socket, preamble } => {
             Reply::Done(crate::cluster::listener::adopt(&shard, socket, preamble))
         }

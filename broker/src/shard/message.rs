@@ -112,6 +112,9 @@ pub enum Op {
         /// this shard: named by that listener, so the core never names one.
         adopt: Adopt,
     },
+    /// The cluster as the controller knows it (cluster/view.rs), on
+    /// shard 0. Replies `Json`.
+    Cluster,
     /// A raft connection (cluster/listener.rs) whose preamble, read on the
     /// shard that accepted it, names this shard. Replies `Done` once it is
     /// served here; dropped, the socket closes.

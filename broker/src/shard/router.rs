@@ -103,7 +103,8 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::Series
         | Op::ListGroups
         | Op::OffsetForTime { .. }
-        | Op::MaxTimestamp { .. } => false,
+        | Op::MaxTimestamp { .. }
+        | Op::Cluster => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
         Op::Registry { op, .. } => op.is_write(),
         Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),

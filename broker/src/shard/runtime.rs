@@ -228,6 +228,7 @@ async fn shard_main(
         glommio::timer::sleep(Duration::from_millis(SHUTDOWN_POLL_MS)).await;
     }
     let unclean = crate::ops::open::close_all(&shard).await;
+    crate::cluster::controller::stop(&shard).await;
     if let Some(t) = &shard.raft {
         t.close();
     }
@@ -282,6 +283,7 @@ async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
     }
     glommio::spawn_local(crate::operate::allocator::purge_loop(shard.clone())).detach();
     crate::topics::cleanup::spawn(shard.clone());
+    crate::cluster::controller::start(shard).await?;
     let (recovered, complete) = match recover(shard).await {
         Ok(true) => (Ok(()), true),
         // Shutdown came first: a clean stop, never ready.

@@ -149,6 +149,12 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
         (["v1", "keys", id], &Method::PATCH) => ("patch_key", keys::patch(shard, p, id, req).await),
         (["v1", "keys", id], &Method::DELETE) => ("revoke_key", keys::revoke(shard, p, id).await),
         (["v1", "whoami"], &Method::GET) => ("whoami", keys::whoami(shard, p)),
+        (["v1", "cluster"], &Method::GET) => (
+            "cluster",
+            crate::cluster::view::describe(shard)
+                .await
+                .map(|v| response::json(StatusCode::OK, &v)),
+        ),
         (["v1", "producers"], &Method::POST) => ("init_producer", producers::init(shard, p, req).await),
         (["v1", "topics"], &Method::GET) => ("list_topics", Ok(topics::list(shard, p))),
         (["v1", "topics"], &Method::POST) => ("create_topic", topics::create(shard, p, req).await),
@@ -191,6 +197,7 @@ fn is_known(segments: &[&str]) -> bool {
             | ["v1", "keys"]
             | ["v1", "keys", _]
             | ["v1", "whoami"]
+            | ["v1", "cluster"]
             | ["v1", "producers"]
             | ["v1", "groups"]
             | ["v1", "groups", _]
