@@ -103,6 +103,21 @@ fn each_connection_is_served_by_the_shard_its_preamble_names() {
         None,
         "none refused"
     );
+    // The cluster's families are docs/api.md's `es_raft_` rows, no more,
+    // no fewer (a standalone broker exports none: metrics.rs skips them).
+    let doc = include_str!("../../docs/api.md");
+    let documented: std::collections::BTreeSet<&str> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `es_raft_"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let text = b.metrics_text();
+    let exported: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE es_raft_"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(exported, documented, "es_raft_ families: exported vs docs/api.md");
 }
 
 #[test]

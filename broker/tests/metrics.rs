@@ -96,8 +96,13 @@ const TLS_PREFIX: &str = "es_tls_";
 /// key): quotas.rs holds them to the table.
 const QUOTA_PREFIX: &str = "es_quota_";
 
+/// Families a broker exports only in cluster mode (`--peers`):
+/// cluster_transport.rs holds them to the table.
+const RAFT_PREFIX: &str = "es_raft_";
+
 /// The metric names docs/api.md lists in its metrics section, but those a
-/// plaintext broker without auth does not export (TLS's, quotas').
+/// plaintext standalone broker without auth does not export (TLS's,
+/// quotas', the cluster's).
 fn documented() -> BTreeSet<String> {
     let doc = include_str!("../../docs/api.md");
     let section = doc
@@ -109,7 +114,12 @@ fn documented() -> BTreeSet<String> {
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
-        .filter(|n| n.starts_with("es_") && !n.starts_with(TLS_PREFIX) && !n.starts_with(QUOTA_PREFIX))
+        .filter(|n| {
+            n.starts_with("es_")
+                && !n.starts_with(TLS_PREFIX)
+                && !n.starts_with(QUOTA_PREFIX)
+                && !n.starts_with(RAFT_PREFIX)
+        })
         .map(String::from)
         .collect()
 }

@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn a_standalone_dir_without_the_file_is_not_taken_by_a_cluster_node() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("topics/t/0")).unwrap();
+        std::fs::create_dir_all(dir.path().join("topics/t/0")).unwrap(); // test setup
         let e = load_or_create(dir.path(), &cluster(1)).unwrap_err();
         assert!(e.contains("holds topics but no cluster.json"), "{e}");
         assert!(!dir.path().join("cluster.json").exists(), "nothing written");
