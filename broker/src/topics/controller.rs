@@ -36,6 +36,20 @@ pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId
     out
 }
 
+/// A cluster node creates no topic until its partitions are replicated:
+/// one made here would live on this node's disk alone, acknowledged
+/// records lost with it (docs/cluster.md, "What is built").
+fn unreplicated(name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidRequest,
+        format!(
+            "topic {name:?} not created: this broker runs in cluster mode (--peers), whose \
+             replicated partitions are not built yet, and a topic of this node alone would not \
+             survive its loss; run the broker standalone (without --peers) to store data"
+        ),
+    )
+}
+
 /// Partitions of every topic in the catalog.
 fn partition_count(shard: &Shard) -> u64 {
     shard
@@ -83,6 +97,9 @@ async fn on_owners(
 }
 
 pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMeta, ApiError> {
+    if shard.config.cluster.enabled() {
+        return Err(unreplicated(&meta.name));
+    }
     let _guard = shard.controller_lock.acquire_permit(1).await;
     if shard.catalog.get(&meta.name).is_some() {
         return Err(ApiError::new(
