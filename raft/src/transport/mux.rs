@@ -82,6 +82,11 @@ async fn flush(peer: &Peer, chunk: Vec<Queued>) {
         0,
         payload_len,
     ));
+    // Counted with the frame, before its answer: a reader of both
+    // counters never sees more Heartbeats frames than heartbeats.
+    peer.stats
+        .heartbeats_sent
+        .set(peer.stats.heartbeats_sent.get() + hbs.len() as u64);
     let answers: Result<Vec<HeartbeatAnswer>, TransportError> = async {
         let (kind, payload) = peer.call(out).await?;
         match kind {
@@ -117,9 +122,6 @@ async fn flush(peer: &Peer, chunk: Vec<Queued>) {
         }
     }
     .await;
-    peer.stats
-        .heartbeats_sent
-        .set(peer.stats.heartbeats_sent.get() + hbs.len() as u64);
     match answers {
         Ok(answers) => {
             for ((_, tx), a) in chunk.into_iter().zip(answers) {
