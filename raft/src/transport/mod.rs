@@ -50,7 +50,7 @@ pub use control::{ControlHandler, ControlRouter};
 pub use error::TransportError;
 pub use link::{GroupLink, GroupNetwork};
 pub use network::ShardNetwork;
-pub use preamble::{cluster_hash, Preamble};
+pub use preamble::{cluster_hash, ClusterId, Preamble};
 pub use registry::GroupRegistry;
 pub use server::RaftServer;
 pub use stats::TransportStats;
