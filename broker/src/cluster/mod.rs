@@ -11,9 +11,15 @@
 //! - `controller`: the controller group (raft0) on shard 0, and this
 //!   node's registration in it.
 //! - `view`: `GET /v1/cluster`.
+//! - `assignment`: the controller's replicas and node addresses, as every
+//!   shard reads them.
+//! - `reconciler`: on shard 0, makes the node match the controller's
+//!   state (catalog, replicas opened and removed).
 
+pub mod assignment;
 pub mod controller;
 pub mod identity;
 pub mod listener;
+pub mod reconciler;
 pub mod transport;
 pub mod view;
