@@ -397,6 +397,29 @@ impl PartitionRaft {
             .collect()
     }
 
+    /// On the leader: the offset below which every replica holds the log
+    /// (the end of the entry the least advanced voter matched, the leader
+    /// counted at its last entry). `None` elsewhere, or while a voter has
+    /// matched nothing.
+    pub fn matched_offset_min(&self) -> Option<u64> {
+        let least = {
+            let m = self.0.raft.metrics();
+            let m = m.borrow();
+            if m.state != ServerState::Leader || m.current_leader != Some(self.0.node_id) {
+                return None;
+            }
+            let replication = m.replication.as_ref()?;
+            let mut least = m.last_log_index?;
+            for id in m.membership_config.membership().voter_ids() {
+                if id != self.0.node_id {
+                    least = least.min(replication.get(&id)?.as_ref()?.index);
+                }
+            }
+            least
+        };
+        self.0.store.offset_after(least)
+    }
+
     /// openraft's metrics of this replica (term, state, leader, applied,
     /// replication), as a watch.
     pub fn metrics(&self) -> MetricsWatch {

@@ -178,6 +178,17 @@ impl LogStore {
             .collect()
     }
 
+    /// The offset after the last entry at or below index `index` held
+    /// here (`None` when none is).
+    pub fn offset_after(&self, index: u64) -> Option<u64> {
+        self.0
+            .table
+            .borrow()
+            .range(..=index)
+            .next_back()
+            .map(|(_, l)| l.next_offset)
+    }
+
     /// The last entry at or below index `through` that ends at or below
     /// offset `cut` (every record of it lies below the cut): what a
     /// retention cut at `cut` lets a replica that applied `through` purge.

@@ -103,13 +103,6 @@ impl OwnedPartitions {
         self.get(topic, partition)?.raft.clone()
     }
 
-    /// Every replica open here, copied out.
-    pub fn replicas(&self) -> Vec<(String, u32, PartitionRaft)> {
-        self.iter()
-            .filter_map(|(t, p, o)| o.raft.clone().map(|r| (t.to_string(), p, r)))
-            .collect()
-    }
-
     /// Every partition's log, copied out (a pass that awaits must not hold
     /// the map borrowed).
     pub fn logs(&self) -> Vec<(String, u32, PartitionLog)> {

@@ -15,6 +15,12 @@
 //! fails: `meta.json` is the commit point and the catalog follows it, and
 //! no partition stays open without a catalog entry (a failed create closes
 //! every partition it opened; `Op::Remove` closes every one it names).
+//!
+//! In cluster mode a create, delete or config change is proposed to the
+//! controller group instead (forwarded to its leader from any node), and
+//! answered once this node caught up with the leader and its reconciler
+//! (cluster/reconciler.rs) made the change here: the reconciler is then
+//! the one writer of `meta.json` and the catalog, on every node alike.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -11,6 +11,11 @@ use crate::common::{free_port, wait_for, Broker, Client};
 /// Starts `n` nodes (ids 1..=n) with short raft timeouts, and waits until
 /// they agree on a controller leader with every node registered.
 pub fn start(n: usize) -> Vec<Broker> {
+    start_with(n, &[])
+}
+
+/// [`start`] with more flags for every node.
+pub fn start_with(n: usize, extra: &[&str]) -> Vec<Broker> {
     let raft: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let peers = raft
         .iter()
@@ -20,7 +25,9 @@ pub fn start(n: usize) -> Vec<Broker> {
         .join(",");
     let nodes: Vec<Broker> = (0..n)
         .map(|i| {
-            Broker::start_with(&[
+            let id = (i + 1).to_string();
+            let raft_addr = format!("127.0.0.1:{}", raft[i]);
+            let mut args = vec![
                 "--shards",
                 "1",
                 "--spin-before-park-us",
@@ -28,17 +35,19 @@ pub fn start(n: usize) -> Vec<Broker> {
                 "--disk-threads",
                 "2",
                 "--node-id",
-                &(i + 1).to_string(),
+                &id,
                 "--peers",
                 &peers,
                 "--raft-addr",
-                &format!("127.0.0.1:{}", raft[i]),
+                &raft_addr,
                 "--raft-insecure",
                 "--raft-heartbeat-ms",
                 "100",
                 "--raft-election-timeout-ms",
                 "800",
-            ])
+            ];
+            args.extend_from_slice(extra);
+            Broker::start_with(&args)
         })
         .collect();
     let all: Vec<&Broker> = nodes.iter().collect();
