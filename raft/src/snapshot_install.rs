@@ -324,3 +324,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "snapshot_install_tests.rs"]
+mod crash_tests;
