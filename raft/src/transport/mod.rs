@@ -8,6 +8,7 @@
 //! - `wire`: the payloads' primitives and `Cur`, a bounded reading cursor.
 //! - `codec`: openraft's frames' payloads, decoders bounded and fuzzed.
 //! - `control_codec`: the controller's frames' payloads (0x48-0x49).
+//! - `snapshot_codec`: the snapshot transfer's frames' payloads (0x43-0x45).
 //! - `control`: `ControlHandler`, who answers the frames that are not
 //!   openraft's (controller propose and read index, leader reports, ...).
 //! - `config`: `TransportConfig`, a shard's settings.
@@ -39,6 +40,7 @@ mod peer;
 pub mod preamble;
 pub mod registry;
 pub mod server;
+pub mod snapshot_codec;
 pub mod stats;
 mod stream;
 pub mod tls;
