@@ -281,6 +281,12 @@ fn a_retry_is_written_once_and_gaps_and_fenced_epochs_are_refused() {
         refused(c.produce(leader, batch("x", 1, 7, 0, 3))),
         "producer_fenced"
     );
+    assert_eq!(
+        refused(c.produce(leader, batch("b", 1, 7, 0, 2))),
+        "producer_fenced",
+        "a retry by a fenced epoch too"
+    );
+    let f = c.produce(leader, batch("f", 1, 12, 0, 0)).unwrap();
 
     // One round with new batches, a retry of a written one and, twice, a
     // batch whose first write is still in flight: every produce answered,
@@ -289,7 +295,7 @@ fn a_retry_is_written_once_and_gaps_and_fenced_epochs_are_refused() {
         let p = part();
         let subs = vec![
             p.produce(batch("d", 1, 7, 1, 1)),
-            p.produce(batch("b", 1, 7, 0, 2)),
+            p.produce(batch("f", 1, 12, 0, 0)),
             p.produce(batch("e", 2, 8, 0, 0)),
             p.produce(batch("d", 1, 7, 1, 1)),
             p.produce(batch("plain", 1, -1, 0, 0)),
@@ -303,7 +309,7 @@ fn a_retry_is_written_once_and_gaps_and_fenced_epochs_are_refused() {
         .collect();
     assert_eq!(ok[0], ok[3], "the retry in flight gets the first write's offset");
     assert_eq!(ok[2], ok[5]);
-    assert_eq!(ok[1], b, "a retry of a written batch in a round of new ones");
+    assert_eq!(ok[1], f, "a retry of a written batch in a round of new ones");
     let stats = c
         .node(leader)
         .call(|_| async move { part().stats().duplicates.get() });
@@ -311,7 +317,7 @@ fn a_retry_is_written_once_and_gaps_and_fenced_epochs_are_refused() {
 
     let records = c.same_records();
     let n = copies(&records);
-    for v in ["a-0", "a-1", "b-0", "c-0", "d-0", "e-0", "e-1", "plain-0"] {
+    for v in ["a-0", "a-1", "b-0", "c-0", "d-0", "e-0", "e-1", "f-0", "plain-0"] {
         assert_eq!(n.get(v), Some(&1), "{v} once in {records:?}");
     }
     assert!(
