@@ -512,6 +512,22 @@ fn producer_ids_and_group_commits_are_replicated_and_survive_restart_and_leader_
     assert_eq!(g["t"][&0], 5);
     assert_eq!(g["t"][&2], 9);
     assert!(before.groups.get("h").is_none());
+    // The typed calls the broker uses, on every node.
+    for id in IDS {
+        let (fenced, current, unknown, committed) = c.node(id).call(|_| async move {
+            let c = ctl();
+            (
+                c.check_producer(1, 0).await.unwrap().map_err(|r| r.code),
+                c.check_producer(1, 1).await.unwrap().map_err(|r| r.code),
+                c.check_producer(9, 0).await.unwrap().map_err(|r| r.code),
+                c.committed("g"),
+            )
+        });
+        assert_eq!(fenced, Err("producer_fenced".into()));
+        assert_eq!(current, Ok(()));
+        assert_eq!(unknown, Err("unknown_producer_id".into()));
+        assert_eq!(committed.as_ref(), before.groups.get("g"));
+    }
 
     // Every node down and back: the same state, from snapshot and log.
     for id in IDS {
@@ -529,9 +545,21 @@ fn producer_ids_and_group_commits_are_replicated_and_survive_restart_and_leader_
     let survivor = c.running().into_iter().find(|&i| i != new_leader).unwrap();
     let r = c.propose(survivor, init(None)).unwrap().unwrap();
     assert_eq!(r, json!({"producer_id": 3, "epoch": 0}), "no id issued twice");
-    let r = c.propose(survivor, init(Some(1))).unwrap().unwrap();
-    assert_eq!(r, json!({"producer_id": 1, "epoch": 2}), "no epoch issued twice");
-    let r = c.propose(survivor, commit("g", &[("t", 0, 6)])).unwrap().unwrap();
+    let issued = c
+        .node(survivor)
+        .call(|_| async move { ctl().init_producer(Some(1), None, false).await })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (issued.producer_id, issued.epoch),
+        (1, 2),
+        "no epoch issued twice"
+    );
+    let r = c
+        .node(survivor)
+        .call(|_| async move { ctl().commit_offsets("g", vec![(("t".into(), 0), 6)]).await })
+        .unwrap()
+        .unwrap();
     assert_eq!(
         r["offsets"],
         json!([

@@ -37,7 +37,7 @@ pub use error::ControllerError;
 pub use handle::{new_uuid, Controller};
 pub use machine::{AppliedState, ControllerSm};
 pub use offsets::{offsets_json, Committed, GroupOffsets};
-pub use producers::ProducerRegistry;
+pub use producers::{Issued, ProducerRegistry};
 pub use state::{ClusterState, NodeInfo, PartitionAssignment, TopicRecord};
 pub use store::ControllerStore;
 /// The channel of [`Controller::applied`] (tokio's watch, which needs no

@@ -113,3 +113,38 @@ impl GroupOffsets {
         }
     }
 }
+
+impl crate::controller::Controller {
+    /// Commits a group's offsets (through the controller leader wherever
+    /// it is); answered once applied: `{"group", "offsets"}` or a refusal
+    /// (`topic_not_found`, `partition_not_found`, `too_many_groups`,
+    /// `invalid_request`).
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<((String, u32), u64)>,
+    ) -> Result<Result<Value, Refusal>, crate::controller::ControllerError> {
+        self.propose(crate::controller::ControllerCommand::CommitOffsets {
+            group: group.to_string(),
+            offsets,
+        })
+        .await
+    }
+
+    /// Deletes a group's offsets; `group_not_found` if it has none.
+    pub async fn delete_group(
+        &self,
+        group: &str,
+    ) -> Result<Result<Value, Refusal>, crate::controller::ControllerError> {
+        self.propose(crate::controller::ControllerCommand::DeleteGroup {
+            group: group.to_string(),
+        })
+        .await
+    }
+
+    /// A group's committed offsets as this node applied them (run
+    /// `read_barrier` first to see every commit answered anywhere).
+    pub fn committed(&self, group: &str) -> Option<Committed> {
+        self.state().groups.get(group).cloned()
+    }
+}

@@ -210,3 +210,65 @@ mod tests {
         assert_eq!(back, r);
     }
 }
+
+/// What `InitProducer` issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issued {
+    pub producer_id: i64,
+    pub epoch: i16,
+}
+
+impl crate::controller::Controller {
+    /// Issues a new producer id (`existing` none) owned by `owner`, or the
+    /// next epoch of `existing` (its owner's, or an `admin`'s): proposed
+    /// through the controller leader wherever it is, answered once applied.
+    /// `Ok(Err(refusal))`: `unknown_producer_id`, `not_owner`,
+    /// `invalid_request`, the same on every node.
+    pub async fn init_producer(
+        &self,
+        existing: Option<i64>,
+        owner: Option<String>,
+        admin: bool,
+    ) -> Result<Result<Issued, Refusal>, crate::controller::ControllerError> {
+        let outcome = self
+            .propose(crate::controller::ControllerCommand::InitProducer {
+                existing,
+                owner,
+                admin,
+            })
+            .await?;
+        Ok(outcome.and_then(|v| {
+            let id = v.get("producer_id").and_then(Value::as_i64);
+            let epoch = v
+                .get("epoch")
+                .and_then(Value::as_i64)
+                .and_then(|e| i16::try_from(e).ok());
+            match (id, epoch) {
+                (Some(producer_id), Some(epoch)) => Ok(Issued { producer_id, epoch }),
+                _ => Err(Refusal::new(
+                    refusal::INVALID_REQUEST,
+                    format!("InitProducer answered {v}"),
+                )),
+            }
+        }))
+    }
+
+    /// Checks a produce's producer id and epoch against this node's
+    /// registry ([`ProducerRegistry::check`]); when it finds the id unknown
+    /// or the epoch ahead (issued through another node a moment ago, not
+    /// applied here yet), runs the read barrier and checks again. A fenced
+    /// epoch needs no barrier: epochs only grow.
+    pub async fn check_producer(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<Result<(), Refusal>, crate::controller::ControllerError> {
+        match self.state().producers.check(producer_id, epoch) {
+            Err(r) if r.code != refusal::PRODUCER_FENCED => {
+                self.read_barrier().await?;
+                Ok(self.state().producers.check(producer_id, epoch))
+            }
+            other => Ok(other),
+        }
+    }
+}
