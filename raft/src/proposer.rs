@@ -336,17 +336,16 @@ impl Proposer {
             Some((e, r)) => (Some(e), r),
             None => (None, Vec::new()),
         };
+        // The last sequence applied, of the applied epoch: in-flight
+        // batches at or below it were applied already (their answers are
+        // on their way), whether the window still holds them or not.
+        let applied_last = recent.last().map(|w| w.sequence);
         for b in st.producers.get(&f.producer_id).into_iter().flatten() {
             let e = b.fields.epoch;
             if epoch.is_some_and(|cur| e < cur) {
                 continue;
             }
-            // Applied already (its answer is on its way): the window has it.
-            let applied = epoch == Some(e)
-                && recent
-                    .iter()
-                    .any(|w| w.sequence == b.fields.sequence && matches!(w.at, At::Offset(_)));
-            if applied {
+            if epoch == Some(e) && applied_last.is_some_and(|last| b.fields.sequence <= last) {
                 continue;
             }
             if epoch.is_none_or(|cur| e > cur) {

@@ -399,3 +399,85 @@ fn a_restart_keeps_the_window() {
     assert_eq!(after[..before.len()], before[..]);
     c.stop_all();
 }
+
+thread_local! {
+    /// The answer of the retry a node sent as soon as it led.
+    static EAGER: RefCell<BTreeMap<i32, Result<u64, ProduceError>>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+/// The retry that matters most: sent to a new leader the moment it is
+/// elected, for a batch the old leader proposed just before it was
+/// killed. The new leader may hold that batch in its log, not applied
+/// yet (committed by the old leader, or to be committed with its own
+/// term's first entry): checked before it applies, the retry would be
+/// written again. It waits for that entry, and is answered with the first
+/// write's offset when the batch survived. Several rounds, the kill at
+/// varying moments after the proposal.
+#[test]
+fn a_retry_sent_to_a_leader_the_moment_it_is_elected_is_written_once() {
+    let mut c = Cluster::new();
+    c.produce_settled(|| batch("s0", 1, 5, 0, 0)).unwrap();
+    let mut answers = BTreeMap::new();
+    for round in 1..=6i32 {
+        let old = c.leader();
+        let others: Vec<NodeId> = IDS.into_iter().filter(|&i| i != old).collect();
+        let tag = format!("s{round}");
+        for &id in &others {
+            let tag = tag.clone();
+            c.node(id).call(move |_| async move {
+                glommio::spawn_local(async move {
+                    let p = part();
+                    let mut rx = p.metrics();
+                    while !p.is_leader() {
+                        if rx.changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    let answer = p.produce(batch(&tag, 1, 5, 0, round)).await;
+                    EAGER.with(|e| e.borrow_mut().insert(round, answer));
+                })
+                .detach();
+            });
+        }
+        // Proposed, and the leader killed a moment later.
+        let tag2 = tag.clone();
+        let wait_us = 500 * (round as u64 % 4);
+        c.node(old).call(move |_| async move {
+            glommio::spawn_local(async move {
+                let _ = part().produce(batch(&tag2, 1, 5, 0, round)).await;
+            })
+            .detach();
+            glommio::timer::sleep(Duration::from_micros(wait_us)).await;
+        });
+        c.stop(old);
+        let new = c.leader();
+        let started = Instant::now();
+        let eager = loop {
+            assert!(started.elapsed() < HANG_GUARD, "the new leader never retried");
+            let got = c
+                .node(new)
+                .call(move |_| async move { EAGER.with(|e| e.borrow_mut().remove(&round)) });
+            if let Some(a) = got {
+                break a;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        // Whatever the eager retry got, the client retries until answered.
+        let settled = c.produce_settled(|| batch(&tag, 1, 5, 0, round)).unwrap();
+        if let Ok(base) = eager {
+            assert_eq!(base, settled, "{tag}: both retries name the same write");
+        }
+        answers.insert(tag, settled);
+        // (The other node's watcher stays: it retries this round's batch
+        // whenever that node leads, a duplicate too.)
+        c.start(old);
+    }
+    let records = c.same_records();
+    let n = copies(&records);
+    for (tag, base) in &answers {
+        let v = format!("{tag}-0");
+        assert_eq!(n.get(&v), Some(&1), "{v} once in {records:?}");
+        assert!(records.contains(&(*base, v)));
+    }
+    c.stop_all();
+}
