@@ -69,7 +69,7 @@ fn agreed(nodes: &[&Broker], all: &[&Broker]) -> Option<u64> {
         for (i, b) in all.iter().enumerate() {
             let n = &listed[i];
             if n["node_id"] != (i + 1) as u64
-                || n["state"] != "registered"
+                || n["registered"] != true
                 || n["http_addr"] != b.addr().to_string()
                 || n["binary_addr"] != b.binary_addr()
             {

@@ -10,9 +10,12 @@
 //!   connection to the shard its preamble names.
 //! - `controller`: the controller group (raft0) on shard 0, and this
 //!   node's registration in it.
-//! - `view`: `GET /v1/cluster`.
+//! - `health`: peers' liveness (pings) and the controller's leader, kept
+//!   on shard 0 for the view, `/ready` and the metrics.
+//! - `view`: `GET /v1/cluster` and the binary DescribeCluster.
 
 pub mod controller;
+pub mod health;
 pub mod identity;
 pub mod listener;
 pub mod transport;

@@ -54,6 +54,7 @@ impl ShardNetwork {
                     id,
                     addr,
                     preamble,
+                    config.cluster_id.clone(),
                     config.tls.clone(),
                     config.heartbeat_coalesce,
                     stats.clone(),
@@ -112,6 +113,36 @@ impl ShardNetwork {
             return Err(TransportError::Malformed(format!("{k:?} answers {kind:?}")));
         }
         Ok(body)
+    }
+
+    /// Asks `target` to answer an empty Heartbeats frame (0x42 with no
+    /// heartbeat: answered at once, touching no group), over the shared
+    /// connection, opening it if needed: whether the peer is reachable and
+    /// serving now. No timeout: callers bound the wait.
+    pub async fn ping(&self, target: NodeId) -> Result<(), TransportError> {
+        let peer = self.peer(target).ok_or(TransportError::UnknownPeer(target))?;
+        let mut payload = Vec::new();
+        codec::encode_heartbeats(&mut payload, &[]);
+        let (k, body) = peer
+            .call(frame::encode(RaftKind::Heartbeats, 0, &payload))
+            .await?;
+        if k == RaftKind::Error {
+            let e = codec::decode_error(body)?;
+            return Err(TransportError::Remote {
+                node: target,
+                code: e.code,
+                message: e.message,
+            });
+        }
+        if k != RaftKind::Heartbeats.response() {
+            return Err(TransportError::Malformed(format!("{k:?} answers a ping")));
+        }
+        Ok(())
+    }
+
+    /// Whether this shard's connection to `node` is open now.
+    pub fn connected(&self, node: NodeId) -> bool {
+        self.peers.get(&node).is_some_and(|p| p.is_connected())
     }
 
     pub(crate) fn append_bytes_max(&self) -> usize {

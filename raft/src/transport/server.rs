@@ -34,7 +34,7 @@ use crate::transport::config::TransportConfig;
 use crate::transport::control::ControlHandler;
 use crate::transport::error::{code, TransportError};
 use crate::transport::frame::{self, RaftKind};
-use crate::transport::preamble::{Preamble, PREAMBLE_BYTES};
+use crate::transport::preamble::{check_cluster, Preamble, PREAMBLE_BYTES};
 use crate::transport::registry::GroupRegistry;
 use crate::transport::stats::TransportStats;
 use crate::transport::stream::{read_frame, PeerStream, ReadError};
@@ -169,10 +169,10 @@ impl RaftServer {
             Ok(Ok(())) => {}
         }
         let p = Preamble::decode(&b).map_err(|e| refused("preamble", e.to_string()))?;
-        if p.cluster_hash != self.0.config.cluster_hash {
+        if let Err(why) = check_cluster(self.0.config.cluster_field(), p.cluster_hash) {
             return Err(refused(
                 "cluster",
-                format!("node {} belongs to another cluster", p.source_node),
+                format!("node {} belongs to another cluster: {why}", p.source_node),
             ));
         }
         Ok((stream, p))

@@ -260,14 +260,6 @@ fn in_version_1(parts: Vec<bytes::Bytes>) -> Result<Vec<bytes::Bytes>, ApiError>
     Ok(out)
 }
 
-/// `DescribeCluster` on a broker started without --peers.
-fn standalone() -> ApiError {
-    ApiError::new(
-        crate::error::ErrorCode::NotFound,
-        "this broker runs standalone (no --peers): it has no cluster to describe",
-    )
-}
-
 fn endpoint(req: &Request) -> &'static str {
     match req {
         Request::Hello(_) => "hello",
@@ -489,8 +481,8 @@ async fn admin_request(
                 }
                 Kind::RevokeKey => crate::auth::admin::revoke(shard, p, id_of(&body)?).await?,
                 Kind::WhoAmI => crate::auth::admin::whoami(shard, p)?,
-                // Cluster mode answers `GET /v1/cluster`'s document here.
-                Kind::DescribeCluster => return Err(standalone()),
+                // `GET /v1/cluster`'s document; `not_found` standalone.
+                Kind::DescribeCluster => crate::cluster::view::describe(shard, p).await?,
                 Kind::PatchTopicConfig => {
                     let name = name_of(&body)?.to_string();
                     let changes = body
