@@ -23,12 +23,11 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError};
 use serde_json::{json, Value};
 
-use crate::controller::command::Refusal;
 use crate::entry::{Applied, EsEntry, EsPayload};
 use crate::log_store::LogStore;
 use crate::membership;
 use crate::meta::RaftMeta;
-use crate::producer_window::{At, Check, ProducerFields, ProducerWindow};
+use crate::producer_window::ProducerWindow;
 use crate::snapshot::EsSnapshot;
 use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
 
@@ -154,37 +153,6 @@ impl PartitionSm {
     }
 }
 
-/// Applies one batch's producer stamp to `window`: a batch without one,
-/// or one the window takes, is answered its base offset (and recorded);
-/// a retry of a batch the window holds is answered the first write's
-/// offset and not recorded again; one the window refuses is answered the
-/// refusal. The last two do not happen when the leader's Proposer checked
-/// the batch (it never proposes them); applied the same way on every
-/// replica, they keep every window the same if ever they do.
-fn apply_stamp(window: &mut ProducerWindow, h: &es_storage::batch::BatchHeader) -> Result<u64, Refusal> {
-    let base = h.base_offset.0;
-    let Some(f) = ProducerFields::of(h.producer) else {
-        return Ok(base);
-    };
-    match window.check(f, h.record_count)? {
-        Check::Append => {
-            window.record(f, h.record_count, base);
-            Ok(base)
-        }
-        Check::Duplicate(At::Offset(first)) => {
-            tracing::warn!(
-                producer_id = f.producer_id,
-                sequence = f.sequence,
-                base,
-                first,
-                "a retry reached the log as a new batch; answered with the first write"
-            );
-            Ok(first)
-        }
-        Check::Duplicate(At::Pending(())) => Ok(base),
-    }
-}
-
 impl RaftSnapshotBuilder<EsRaft> for PartitionSm {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<EsRaft>> {
         let (meta, bytes) = {
@@ -239,7 +207,7 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
                     for b in &bs {
                         let h = es_storage::batch::BatchHeader::parse(b.bytes())
                             .map_err(|e| bad(&e.to_string()))?;
-                        answers.push(apply_stamp(&mut s.window, &h));
+                        answers.push(s.window.apply(&h));
                         s.end_offset = s.end_offset.max(h.next_offset().0);
                     }
                     if answers.iter().all(|a| a.is_ok()) {

@@ -230,6 +230,38 @@ impl ProducerWindow {
         }
     }
 
+    /// Applies one batch of an applied entry (its header): a batch
+    /// without a producer stamp, or one the window takes, is answered its
+    /// base offset (and recorded); a retry of a batch the window holds is
+    /// answered the first write's offset and not recorded again; one the
+    /// window refuses is answered the refusal. The last two do not happen
+    /// when the leader's Proposer checked the batch (it never proposes
+    /// them); applied the same way on every replica, they keep every
+    /// window the same if ever they do.
+    pub fn apply(&mut self, h: &es_storage::batch::BatchHeader) -> Result<u64, Refusal> {
+        let base = h.base_offset.0;
+        let Some(f) = ProducerFields::of(h.producer) else {
+            return Ok(base);
+        };
+        match self.check(f, h.record_count)? {
+            Check::Append => {
+                self.record(f, h.record_count, base);
+                Ok(base)
+            }
+            Check::Duplicate(At::Offset(first)) => {
+                tracing::warn!(
+                    producer_id = f.producer_id,
+                    sequence = f.sequence,
+                    base,
+                    first,
+                    "a retry reached the log as a new batch; answered with the first write"
+                );
+                Ok(first)
+            }
+            Check::Duplicate(At::Pending(())) => Ok(base),
+        }
+    }
+
     /// Producers the window holds.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -382,6 +414,59 @@ mod tests {
             )),
             "invalid_request"
         );
+    }
+
+    fn header(base: u64, count: u32, pid: i64, seq: i32) -> es_storage::batch::BatchHeader {
+        let recs: Vec<es_storage::Record> = (0..count)
+            .map(|_| es_storage::Record {
+                key: None,
+                value: b"v".to_vec(),
+                timestamp_ms: 1,
+            })
+            .collect();
+        let stamp = if pid < 0 {
+            ProducerStamp::NONE
+        } else {
+            ProducerStamp {
+                producer_id: pid,
+                epoch: 0,
+                base_sequence: seq,
+            }
+        };
+        let mut out = Vec::new();
+        es_storage::batch::encode(es_storage::Offset(base), &recs, stamp, &mut out);
+        es_storage::batch::BatchHeader::parse(&out).unwrap()
+    }
+
+    #[test]
+    fn apply_records_new_batches_and_answers_the_rest_alike() {
+        let mut w = ProducerWindow::default();
+        assert_eq!(w.apply(&header(0, 2, -1, 0)), Ok(0), "no stamp");
+        assert!(w.is_empty());
+        assert_eq!(w.apply(&header(2, 2, 7, 0)), Ok(2));
+        // A retry that reached the log: the first write's offset, not recorded.
+        assert_eq!(w.apply(&header(4, 2, 7, 0)), Ok(2));
+        assert_eq!(
+            code(w.check(f(2), 1)),
+            "append",
+            "the window goes on from the first write"
+        );
+        assert_eq!(
+            w.apply(&header(6, 1, 7, 5)).unwrap_err().code,
+            "out_of_order_sequence"
+        );
+        assert_eq!(w.apply(&header(7, 1, 7, 2)), Ok(7));
+        let mut again = ProducerWindow::default();
+        for (b, c, p, s) in [
+            (0, 2, -1, 0),
+            (2, 2, 7, 0),
+            (4, 2, 7, 0),
+            (6, 1, 7, 5),
+            (7, 1, 7, 2),
+        ] {
+            let _ = again.apply(&header(b, c, p, s));
+        }
+        assert_eq!(again, w, "the same entries, the same window");
     }
 
     #[test]
