@@ -339,13 +339,14 @@ impl Proposer {
         // The last sequence applied, of the applied epoch: in-flight
         // batches at or below it were applied already (their answers are
         // on their way), whether the window still holds them or not.
+        let applied_epoch = epoch;
         let applied_last = recent.last().map(|w| w.sequence);
         for b in st.producers.get(&f.producer_id).into_iter().flatten() {
             let e = b.fields.epoch;
             if epoch.is_some_and(|cur| e < cur) {
                 continue;
             }
-            if epoch == Some(e) && applied_last.is_some_and(|last| b.fields.sequence <= last) {
+            if applied_epoch == Some(e) && applied_last.is_some_and(|last| b.fields.sequence <= last) {
                 continue;
             }
             if epoch.is_none_or(|cur| e > cur) {
