@@ -17,6 +17,8 @@
 //!   reference the storage conformance suite is checked against).
 //! - `log_store`: `LogStore`, the Raft log over a partition log.
 //! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
+//! - `producer_window`: `ProducerWindow`, a partition's idempotent window
+//!   (applied on every replica).
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 //! - `group`: `PartitionRaft`, a partition replica's Raft group (what the
 //!   broker holds per replica).
@@ -39,6 +41,7 @@ pub mod mem_store;
 pub mod membership;
 pub mod meta;
 pub mod partition_sm;
+pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;
 pub mod runtime;
@@ -55,6 +58,7 @@ pub use group::{BatchRules, GroupConfig, MetricsWatch, PartitionRaft};
 pub use log_store::LogStore;
 pub use meta::RaftMeta;
 pub use partition_sm::PartitionSm;
+pub use producer_window::{ProducerFields, ProducerWindow};
 pub use proposer::{ProduceError, Proposer, ProposerConfig};
 pub use replica_stats::{ReplicaObserver, ReplicaStats};
 pub use runtime::{set_raft_task_queue, GlommioRuntime};

@@ -77,6 +77,26 @@ pub const CONTROLLER_TOPIC_PARTITIONS_MAX: u32 = 1 << 17;
 /// Replicas a topic gets when the command names none: three, or every
 /// voter when there are fewer.
 pub const CONTROLLER_REPLICATION_FACTOR_DEFAULT: u32 = 3;
+
+/// Consumer groups with committed offsets in the controller at most: the
+/// controller's state (and its snapshot) holds them all in memory.
+pub const CONTROLLER_GROUPS_MAX: usize = 100_000;
+
+/// Committed offsets one group holds at most (partitions it consumes).
+pub const CONTROLLER_GROUP_OFFSETS_MAX: usize = 1 << 17;
+
+/// Bytes of a group name at most (the broker's own rule is stricter).
+pub const CONTROLLER_GROUP_NAME_BYTES_MAX: usize = 1024;
+
+/// Producers one partition's idempotent window keeps at most: past it,
+/// the producer whose last batch is oldest is forgotten (its next batch
+/// is refused `out_of_order_sequence`, as after an expiry), so a
+/// partition's window is bounded (about 200 bytes a producer).
+pub const PRODUCER_WINDOW_PRODUCERS_MAX: usize = 10_000;
+
+/// Batches of one producer a partition's window remembers: a retry of an
+/// older one is `duplicate_sequence` (the broker's own window).
+pub const PRODUCER_WINDOW_BATCHES: usize = 5;
 /// Entries between two controller snapshots (openraft's
 /// `LogsSinceLast`): the state is small JSON; a restart re-applies at most
 /// this many entries past the last one.

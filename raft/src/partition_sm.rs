@@ -4,6 +4,13 @@
 //! offset after the last applied entry), and answers each batch's base
 //! offset to its producer.
 //!
+//! Applying also keeps the partition's idempotent window
+//! ([`ProducerWindow`]): each batch with a producer stamp is checked
+//! against it and recorded, in log order, on every replica, so every
+//! replica holds the same window (the leader's Proposer checks retries
+//! against it before they are proposed: docs/design/raft-produce.md
+//! "Idempotent producers").
+//!
 //! A snapshot is a descriptor of the applied prefix, built in O(1): its
 //! last log id, membership and end offset, saved durably in the replica's
 //! metadata. (Streaming the committed segments to a late replica, and the
@@ -20,6 +27,7 @@ use crate::entry::{Applied, EsEntry, EsPayload};
 use crate::log_store::LogStore;
 use crate::membership;
 use crate::meta::RaftMeta;
+use crate::producer_window::ProducerWindow;
 use crate::snapshot::{EsSnapshot, StagedSuffix};
 use crate::snapshot_install::Manifest;
 use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
@@ -31,6 +39,8 @@ struct State {
     /// The offset after the last applied batch: the high watermark.
     end_offset: u64,
     snapshots: u64,
+    /// The idempotent window as of `last_applied`.
+    window: ProducerWindow,
 }
 
 struct Inner {
@@ -123,6 +133,25 @@ impl PartitionSm {
     pub fn last_applied(&self) -> Option<LogId> {
         self.0.state.borrow().last_applied
     }
+
+    /// Calls `f` with the idempotent window as of the last applied entry.
+    pub fn with_window<T>(&self, f: impl FnOnce(&ProducerWindow) -> T) -> T {
+        f(&self.0.state.borrow().window)
+    }
+
+    /// The window's image as of the last applied entry: a partition
+    /// snapshot's `producers` bytes ([`ProducerWindow::image`]).
+    pub fn producers_image(&self) -> Vec<u8> {
+        self.0.state.borrow().window.image()
+    }
+
+    /// Replaces the window with the one of `image` (a snapshot's
+    /// `producers` bytes, installed or loaded with its `last_applied`).
+    pub fn restore_producers(&self, image: &[u8]) -> Result<(), String> {
+        let w = ProducerWindow::restore(image)?;
+        self.0.state.borrow_mut().window = w;
+        Ok(())
+    }
 }
 
 impl PartitionSm {
@@ -209,14 +238,18 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
                     Applied::None
                 }
                 EsPayload::Batches(bs) => {
-                    let mut bases = Vec::with_capacity(bs.len());
+                    let mut answers = Vec::with_capacity(bs.len());
                     for b in &bs {
                         let h = es_storage::batch::BatchHeader::parse(b.bytes())
                             .map_err(|e| bad(&e.to_string()))?;
-                        bases.push(h.base_offset.0);
+                        answers.push(s.window.apply(&h));
                         s.end_offset = s.end_offset.max(h.next_offset().0);
                     }
-                    Applied::Offsets(bases)
+                    if answers.iter().all(|a| a.is_ok()) {
+                        Applied::Offsets(answers.into_iter().flatten().collect())
+                    } else {
+                        Applied::Produced(answers)
+                    }
                 }
                 EsPayload::Command(_) => return Err(bad("a partition applies no controller command")),
             });

@@ -39,6 +39,12 @@ pub struct ReplicaStats {
     pub outcome_unknown: Cell<u64>,
     /// Produces refused as `Invalid`.
     pub invalid: Cell<u64>,
+    /// Idempotent produces refused by the partition's window (`Refused`:
+    /// fenced, out of order, an old sequence).
+    pub producer_refused: Cell<u64>,
+    /// Retries of idempotent batches answered with the first write's
+    /// offsets, nothing written (also counted in `produced`).
+    pub duplicates: Cell<u64>,
     /// Sum of the commit latencies of `produced`, in microseconds.
     pub commit_latency_us_sum: Cell<u64>,
     /// Terms this replica has seen begin after it opened (each is an
@@ -96,6 +102,7 @@ impl ReplicaStats {
             ProduceError::LeaderNotAvailable(_) => &self.leader_not_available,
             ProduceError::OutcomeUnknown(_) => &self.outcome_unknown,
             ProduceError::Invalid(_) => &self.invalid,
+            ProduceError::Refused(_) => &self.producer_refused,
         });
     }
 }

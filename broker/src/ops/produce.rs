@@ -277,6 +277,7 @@ async fn replicated_append(
             "{topic}/{partition}: the records were proposed but whether they are committed is unknown ({why})"
         )),
         es_raft::ProduceError::Invalid(why) => ApiError::invalid(why),
+        es_raft::ProduceError::Refused(r) => crate::topics::controller::refused(r),
     })?;
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
     shard.hot.records_appended.increment(count);

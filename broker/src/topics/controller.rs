@@ -62,12 +62,21 @@ pub fn controller_error(e: ControllerError) -> ApiError {
     }
 }
 
-/// A controller refusal as the broker's error (the same on every node).
-fn refused(r: Refusal) -> ApiError {
+/// A raft refusal (the controller's, or a partition's idempotent window)
+/// as the broker's error: the same on every node.
+pub(crate) fn refused(r: Refusal) -> ApiError {
     let code = match r.code.as_str() {
         refusal::TOPIC_EXISTS => ErrorCode::TopicExists,
         refusal::TOPIC_NOT_FOUND => ErrorCode::TopicNotFound,
         refusal::REPLICATION_FACTOR_TOO_LARGE => ErrorCode::ReplicationFactorTooLarge,
+        refusal::PARTITION_NOT_FOUND => ErrorCode::PartitionNotFound,
+        refusal::GROUP_NOT_FOUND => ErrorCode::GroupNotFound,
+        refusal::TOO_MANY_GROUPS => ErrorCode::TooManyGroups,
+        refusal::UNKNOWN_PRODUCER_ID => ErrorCode::UnknownProducerId,
+        refusal::NOT_OWNER => ErrorCode::NotOwner,
+        refusal::PRODUCER_FENCED => ErrorCode::ProducerFenced,
+        refusal::OUT_OF_ORDER_SEQUENCE => ErrorCode::OutOfOrderSequence,
+        refusal::DUPLICATE_SEQUENCE => ErrorCode::DuplicateSequence,
         _ => ErrorCode::InvalidRequest,
     };
     ApiError::new(code, r.message)
