@@ -283,7 +283,6 @@ impl SnapshotReceiver {
         }
         let staged = StagedSuffix {
             descriptor: d.descriptor.to_vec(),
-            producers: d.producers.to_vec(),
             after: t.after,
             staged: (!t.name.is_empty()).then_some(t.name),
         };

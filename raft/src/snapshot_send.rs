@@ -107,8 +107,6 @@ impl SnapshotSource {
             transfer,
             vote,
             descriptor: Bytes::copy_from_slice(image),
-            // The idempotent producers' image, once it is replicated.
-            producers: Bytes::new(),
         };
         let (_, p) = link
             .call(RaftKind::SnapshotDone, |out| {
