@@ -1,14 +1,15 @@
 //! A broker es-bench starts itself (`--start-broker`): `es-broker` from this
 //! binary's directory on a directory of ours, free ports, ready when
 //! `GET /ready` answers 200; stopped (SIGTERM, then SIGKILL) when dropped.
+//! How a broker process is started, waited for and stopped is
+//! `process.rs`, shared with es-chaos.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use crate::process::{self, NotReady};
 
 /// How long a broker may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,12 +54,9 @@ impl Broker {
                 bin.display()
             ));
         }
-        let (http, binary) = free_ports()?;
+        let (http, binary) = process::free_ports()?;
         let log = dir.join(format!("broker-{shards}.log"));
         let out = File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
         let mut cmd = Command::new(bin);
         cmd.args(["--registry-addr", "disabled", "--kafka-addr", "disabled"]);
         cmd.arg("--data-dir")
@@ -70,44 +68,27 @@ impl Broker {
             .arg("--shards")
             .arg(shards.to_string())
             .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            // Its own process group: Ctrl-C reaches es-bench, which stops it.
-            .process_group(0);
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let mut broker = Broker {
+            .envs(env.iter().copied());
+        let mut child = process::spawn(&mut cmd, out, &log)?;
+        let ready = process::wait_ready(&mut child, http, READY_TIMEOUT);
+        let broker = Broker {
             child,
             addr: binary.to_string(),
             http: http.to_string(),
             log,
         };
-        broker.wait_ready(http)?;
-        Ok(broker)
-    }
-
-    fn wait_ready(&mut self, http: SocketAddr) -> Result<(), String> {
-        let start = Instant::now();
-        while start.elapsed() < READY_TIMEOUT {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "es-broker exited ({status}) before it was ready:\n{}",
-                    self.log_tail()
-                ));
-            }
-            if ready(http) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        match ready {
+            Ok(()) => Ok(broker),
+            Err(NotReady::Exited(status)) => Err(format!(
+                "es-broker exited ({status}) before it was ready:\n{}",
+                broker.log_tail()
+            )),
+            Err(NotReady::TimedOut) => Err(format!(
+                "es-broker not ready after {}s:\n{}",
+                READY_TIMEOUT.as_secs(),
+                broker.log_tail()
+            )),
         }
-        Err(format!(
-            "es-broker not ready after {}s:\n{}",
-            READY_TIMEOUT.as_secs(),
-            self.log_tail()
-        ))
     }
 
     /// The broker's process id.
@@ -117,50 +98,12 @@ impl Broker {
 
     /// The end of the broker's log, for error messages.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        process::log_tail(&self.log)
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: signalling our own child by its pid.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
-        let start = Instant::now();
-        while start.elapsed() < STOP_TIMEOUT {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::terminate(&mut self.child, STOP_TIMEOUT);
     }
-}
-
-/// Two free local ports (both held until both are known).
-fn free_ports() -> Result<(SocketAddr, SocketAddr), String> {
-    let bind = || TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a)));
-    let (_a, http) = bind().map_err(|e| format!("no free port: {e}"))?;
-    let (_b, binary) = bind().map_err(|e| format!("no free port: {e}"))?;
-    Ok((http, binary))
-}
-
-/// `GET /ready` answers 200.
-fn ready(http: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&http, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET /ready HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }

@@ -1,5 +1,7 @@
-//! Ctrl-C and SIGTERM: the loads stop early, the report covers what ran,
-//! and a broker es-bench started is stopped and its directory removed.
+//! Ctrl-C and SIGTERM: a flag the run looks at. es-bench's loads stop
+//! early, the report covers what ran, and a broker it started is stopped
+//! and its directory removed; es-chaos (which includes this file) heals
+//! its faults and stops its brokers, and its loop mount is unmounted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -25,6 +25,7 @@ mod payload;
 mod phase;
 mod pipeline;
 mod plan;
+mod process;
 mod produce;
 mod producer;
 mod progress;

@@ -2,7 +2,7 @@
 //! real broker: every line stored once, in order per partition, also
 //! across a broker killed with -9 and restarted. What exactly is resent on
 //! a lost connection, and with which sequences, is unit-tested against a
-//! fake broker in src/idempotent.rs. The harness is in common/mod.rs.
+//! fake broker in src/idempotent/fake_broker.rs. The harness is in common/mod.rs.
 
 mod common;
 

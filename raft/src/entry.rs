@@ -28,8 +28,13 @@ pub enum Proposal {
 /// What applying an entry returns to its proposer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
-    /// The base offset each batch of a `Batches` entry got.
+    /// The base offset each batch of a `Batches` entry got (a retry of an
+    /// idempotent batch: the first write's).
     Offsets(Vec<u64>),
+    /// Per batch of a `Batches` entry, its base offset or why the
+    /// partition's idempotent window refused it at apply (only when one
+    /// was refused; `partition_sm.rs`).
+    Produced(Vec<Result<u64, crate::controller::Refusal>>),
     /// The result of a controller command (its encoding is the controller's).
     Command(Bytes),
     /// Blank and membership entries.

@@ -24,20 +24,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::batch::{self, RaftStamp, MAGIC_V2};
-use es_storage::{BatchBuf, PartitionLog, ProducerStamp};
+use es_storage::{BatchBuf, PartitionLog};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
+use openraft::{AsyncRuntime, EmptyNode, Raft, RaftMetrics, ServerState};
 
 use crate::config::partition_config;
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
 use crate::limits::{
     ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
-    PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, REPLICA_LAG_MS_DEFAULT,
+    PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, RECOVERY_BYTES_PER_SEC_DEFAULT,
+    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT, SNAPSHOT_CHUNK_BYTES_MAX,
 };
 use crate::log_store::LogStore;
 use crate::partition_sm::PartitionSm;
+use crate::producer_window::ProducerFields;
 use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
 use crate::replica_stats::{bump, ReplicaStats};
+use crate::snapshot_recv::SnapshotReceiver;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::{GroupRegistry, ShardNetwork};
 use crate::types::{EsRaft, GroupId, LogId, NodeId};
 
@@ -69,6 +73,12 @@ pub struct GroupConfig {
     /// Bytes of produced batches a replica queues for proposal before a
     /// produce waits (`limits::PROPOSER_QUEUE_BYTES_MAX`).
     pub queue_bytes_max: usize,
+    /// `--raft-snapshot-chunk-bytes`: bytes of stored batches per chunk of
+    /// a snapshot transfer (at most `limits::SNAPSHOT_CHUNK_BYTES_MAX`).
+    pub snapshot_chunk_bytes: usize,
+    /// `--raft-recovery-bytes-per-sec`: a leader streams a snapshot to a
+    /// follower at most this fast (0: unlimited).
+    pub recovery_bytes_per_sec: u64,
 }
 
 impl Default for GroupConfig {
@@ -82,6 +92,8 @@ impl Default for GroupConfig {
             produce_timeout_ms: PRODUCE_TIMEOUT_MS_DEFAULT,
             replica_lag_ms: REPLICA_LAG_MS_DEFAULT,
             queue_bytes_max: PROPOSER_QUEUE_BYTES_MAX,
+            snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
+            recovery_bytes_per_sec: RECOVERY_BYTES_PER_SEC_DEFAULT,
         }
     }
 }
@@ -119,6 +131,8 @@ struct Inner {
     proposer: Proposer,
     stats: Rc<ReplicaStats>,
     tracking: Rc<Tracking>,
+    /// Where snapshot transfers to this replica are received.
+    receiver: Rc<SnapshotReceiver>,
     stopped: Cell<bool>,
 }
 
@@ -158,7 +172,7 @@ impl PartitionRaft {
                 return Err(e);
             }
         };
-        registry.insert(group, this.0.raft.clone());
+        registry.insert_with_receiver(group, this.0.raft.clone(), this.0.receiver.clone());
         if let Some(members) = initialize {
             let empty = {
                 let m = this.0.raft.metrics();
@@ -198,10 +212,17 @@ impl PartitionRaft {
             config.election_timeout_ms,
         )
         .map_err(|e| err(&what, e))?;
+        let stats = Rc::new(ReplicaStats::default());
+        let source = SnapshotSource::new(
+            store.clone(),
+            config.snapshot_chunk_bytes.min(SNAPSHOT_CHUNK_BYTES_MAX),
+            config.recovery_bytes_per_sec,
+            stats.clone(),
+        );
         let raft = match Raft::new(
             node_id,
             Arc::new(raft_config),
-            network.group(group),
+            network.group_with_snapshots(group, Rc::new(source)),
             store.clone(),
             sm.clone(),
         )
@@ -213,7 +234,7 @@ impl PartitionRaft {
                 return Err(err(&what, e));
             }
         };
-        let stats = Rc::new(ReplicaStats::default());
+        let receiver = Rc::new(SnapshotReceiver::new(store.clone(), sm.clone(), stats.clone()));
         let tracking = Rc::new(Tracking::default());
         let gate: Gate = {
             let raft = raft.clone();
@@ -221,8 +242,13 @@ impl PartitionRaft {
             let timeout = Duration::from_millis(config.election_timeout_ms);
             Rc::new(move || may_propose(node_id, &raft.metrics().borrow(), &tracking, timeout))
         };
+        let idempotent_gate: Gate = {
+            let raft = raft.clone();
+            Rc::new(move || idempotent_ready(&raft.metrics().borrow()))
+        };
         let proposer = Proposer::new(
             raft.clone(),
+            sm.clone(),
             ProposerConfig {
                 in_flight_max: config.proposals_in_flight.max(1),
                 entry_bytes_max: config.entry_bytes_max,
@@ -230,6 +256,7 @@ impl PartitionRaft {
                 timeout: Duration::from_millis(config.produce_timeout_ms),
             },
             gate,
+            idempotent_gate,
             stats.clone(),
         );
         glommio::spawn_local(track(node_id, raft.metrics(), tracking.clone(), stats.clone())).detach();
@@ -246,6 +273,7 @@ impl PartitionRaft {
             proposer,
             stats,
             tracking,
+            receiver,
             stopped: Cell::new(false),
         })))
     }
@@ -258,22 +286,75 @@ impl PartitionRaft {
     }
 
     /// Produces one batch (as a client sent it: version 1, or version 2
-    /// with no stamp; a version 1 batch is copied into version 2) and
+    /// with no Raft stamp; a version 1 batch is copied into version 2) and
     /// answers its base offset once its entry is committed on a majority
     /// and applied here.
+    ///
+    /// A batch whose header carries a producer stamp (id, epoch, base
+    /// sequence) is idempotent: checked against the partition's window
+    /// (docs/design/raft-produce.md "Idempotent producers"). A retry of a
+    /// batch written is answered with the first write's base offset and
+    /// writes nothing; a refusal is `ProduceError::Refused` with the
+    /// broker's code. Whether the id and epoch were issued (and not
+    /// fenced) is the caller's to check first, against the controller's
+    /// `ProducerRegistry::check`. A leader takes idempotent batches once it
+    /// has applied an entry of its own term; until then they wait (at most
+    /// twice the election timeout, then `LeaderNotAvailable`).
     pub async fn produce(&self, batch: BatchBuf) -> Result<u64, ProduceError> {
-        let batch = match self.checked(batch) {
+        let (batch, producer) = match self.checked(batch) {
             Ok(b) => b,
             Err(e) => {
                 self.0.stats.note_refused(&e);
                 return Err(e);
             }
         };
-        self.0.proposer.submit(batch).await
+        if producer.is_some() {
+            if let Err(e) = self.idempotent_ready().await {
+                self.0.stats.note_refused(&e);
+                return Err(e);
+            }
+        }
+        self.0.proposer.submit(batch, producer).await
     }
 
-    /// The batch as the log takes it, or why not.
-    fn checked(&self, batch: BatchBuf) -> Result<BatchBuf, ProduceError> {
+    /// Waits until this replica may take idempotent batches (it leads and
+    /// applied an entry of its term), at most twice the election timeout.
+    async fn idempotent_ready(&self) -> Result<(), ProduceError> {
+        let mut rx = self.0.raft.metrics();
+        let bound = Duration::from_millis(self.0.config.election_timeout_ms.saturating_mul(2));
+        let deadline = Instant::now() + bound;
+        loop {
+            let now = {
+                let m = rx.borrow_and_update();
+                may_propose(
+                    self.0.node_id,
+                    &m,
+                    &self.0.tracking,
+                    Duration::from_millis(self.0.config.election_timeout_ms),
+                )
+                .and_then(|()| idempotent_ready(&m))
+            };
+            match now {
+                Ok(()) => return Ok(()),
+                Err(e @ ProduceError::NotLeader { .. }) => return Err(e),
+                Err(e) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    if let Err(_) | Ok(Err(_)) =
+                        crate::runtime::GlommioRuntime::timeout(left, rx.changed()).await
+                    {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The batch as the log takes it, with its producer stamp and record
+    /// count when it has one; or why not.
+    fn checked(&self, batch: BatchBuf) -> Result<(BatchBuf, Option<(ProducerFields, u32)>), ProduceError> {
         let invalid = |why: String| Err(ProduceError::Invalid(why));
         let (h, keyless) = match batch::check_produced(&batch) {
             Ok(checked) => checked,
@@ -282,9 +363,7 @@ impl PartitionRaft {
         if h.raft.is_some_and(|r| r.control) {
             return invalid("a control batch is not produced".into());
         }
-        if h.producer != ProducerStamp::NONE {
-            return invalid("idempotent produce is not replicated yet".into());
-        }
+        let producer = ProducerFields::of(h.producer).map(|f| (f, h.record_count));
         if let Some(rules) = self.0.rules.get() {
             if batch.len() > rules.batch_bytes_max {
                 return invalid(format!(
@@ -298,9 +377,12 @@ impl PartitionRaft {
             }
         }
         if batch.get(16) == Some(&MAGIC_V2) {
-            return Ok(batch);
+            return Ok((batch, producer));
         }
-        Ok(BatchBuf::from(batch::upgrade(&batch, RaftStamp::default())))
+        Ok((
+            BatchBuf::from(batch::upgrade(&batch, RaftStamp::default())),
+            producer,
+        ))
     }
 
     /// This node.
@@ -395,6 +477,29 @@ impl PartitionRaft {
                 (id, behind)
             })
             .collect()
+    }
+
+    /// On the leader: the offset below which every replica holds the log
+    /// (the end of the entry the least advanced voter matched, the leader
+    /// counted at its last entry). `None` elsewhere, or while a voter has
+    /// matched nothing.
+    pub fn matched_offset_min(&self) -> Option<u64> {
+        let least = {
+            let m = self.0.raft.metrics();
+            let m = m.borrow();
+            if m.state != ServerState::Leader || m.current_leader != Some(self.0.node_id) {
+                return None;
+            }
+            let replication = m.replication.as_ref()?;
+            let mut least = m.last_log_index?;
+            for id in m.membership_config.membership().voter_ids() {
+                if id != self.0.node_id {
+                    least = least.min(replication.get(&id)?.as_ref()?.index);
+                }
+            }
+            least
+        };
+        self.0.store.offset_after(least)
     }
 
     /// openraft's metrics of this replica (term, state, leader, applied,
@@ -531,6 +636,20 @@ fn may_propose(
         )));
     }
     Ok(())
+}
+
+/// Whether a leader may check idempotent batches: it has applied an entry
+/// of its own term (the blank entry it appended when elected), so every
+/// entry committed before its term is applied and in the window (the
+/// spec's §3.4: a retry of a batch committed but not yet applied here
+/// would otherwise pass the check and be written again).
+fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceError> {
+    if m.last_applied.is_some_and(|l| l.leader_id.term == m.current_term) {
+        return Ok(());
+    }
+    Err(ProduceError::LeaderNotAvailable(
+        "the new leader has not applied its first entry yet; idempotent produces wait for it".into(),
+    ))
 }
 
 /// Follows the replica's metrics until the group shuts down: elections,

@@ -8,11 +8,17 @@
 //! - `runtime`: `GlommioRuntime`, openraft's runtime on a glommio shard.
 //! - `entry`: `EsEntry`, what a client proposes and what it gets back.
 //! - `snapshot`: `EsSnapshot`, a snapshot's data.
+//! - `snapshot_send`: `SnapshotSource`, a leader streaming a snapshot.
+//! - `snapshot_recv`: `SnapshotReceiver`, a follower staging one.
+//! - `snapshot_install`: installing a staged snapshot in the log, and
+//!   finishing an install a crash interrupted.
 //! - `membership`: a membership as bytes (control batches, images).
 //! - `mem_store`: an in-memory log store and state machine (tests, and the
 //!   reference the storage conformance suite is checked against).
 //! - `log_store`: `LogStore`, the Raft log over a partition log.
 //! - `partition_sm`: `PartitionSm`, a partition replica's state machine.
+//! - `producer_window`: `ProducerWindow`, a partition's idempotent window
+//!   (applied on every replica).
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 //! - `group`: `PartitionRaft`, a partition replica's Raft group (what the
 //!   broker holds per replica).
@@ -35,10 +41,14 @@ pub mod mem_store;
 pub mod membership;
 pub mod meta;
 pub mod partition_sm;
+pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;
 pub mod runtime;
 pub mod snapshot;
+pub mod snapshot_install;
+pub mod snapshot_recv;
+pub mod snapshot_send;
 pub mod transport;
 pub mod types;
 
@@ -48,10 +58,11 @@ pub use group::{BatchRules, GroupConfig, MetricsWatch, PartitionRaft};
 pub use log_store::LogStore;
 pub use meta::RaftMeta;
 pub use partition_sm::PartitionSm;
+pub use producer_window::{ProducerFields, ProducerWindow};
 pub use proposer::{ProduceError, Proposer, ProposerConfig};
 pub use replica_stats::{ReplicaObserver, ReplicaStats};
 pub use runtime::{set_raft_task_queue, GlommioRuntime};
-pub use snapshot::EsSnapshot;
+pub use snapshot::{EsSnapshot, StagedSuffix};
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};
 
 /// openraft, re-exported: callers outside this crate name its types

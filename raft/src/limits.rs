@@ -77,6 +77,26 @@ pub const CONTROLLER_TOPIC_PARTITIONS_MAX: u32 = 1 << 17;
 /// Replicas a topic gets when the command names none: three, or every
 /// voter when there are fewer.
 pub const CONTROLLER_REPLICATION_FACTOR_DEFAULT: u32 = 3;
+
+/// Consumer groups with committed offsets in the controller at most: the
+/// controller's state (and its snapshot) holds them all in memory.
+pub const CONTROLLER_GROUPS_MAX: usize = 100_000;
+
+/// Committed offsets one group holds at most (partitions it consumes).
+pub const CONTROLLER_GROUP_OFFSETS_MAX: usize = 1 << 17;
+
+/// Bytes of a group name at most (the broker's own rule is stricter).
+pub const CONTROLLER_GROUP_NAME_BYTES_MAX: usize = 1024;
+
+/// Producers one partition's idempotent window keeps at most: past it,
+/// the producer whose last batch is oldest is forgotten (its next batch
+/// is refused `out_of_order_sequence`, as after an expiry), so a
+/// partition's window is bounded (about 200 bytes a producer).
+pub const PRODUCER_WINDOW_PRODUCERS_MAX: usize = 10_000;
+
+/// Batches of one producer a partition's window remembers: a retry of an
+/// older one is `duplicate_sequence` (the broker's own window).
+pub const PRODUCER_WINDOW_BATCHES: usize = 5;
 /// Entries between two controller snapshots (openraft's
 /// `LogsSinceLast`): the state is small JSON; a restart re-applies at most
 /// this many entries past the last one.
@@ -141,3 +161,37 @@ const _: () = assert!(ENTRY_BYTES_MAX_DEFAULT <= APPEND_BYTES_MAX_DEFAULT);
 const _: () = assert!(HEARTBEAT_MS_DEFAULT * 5 <= ELECTION_TIMEOUT_MS_DEFAULT);
 // A produce outlasts a failover (elections take up to twice the timeout).
 const _: () = assert!(PRODUCE_TIMEOUT_MS_DEFAULT > 4 * ELECTION_TIMEOUT_MS_DEFAULT);
+
+// --- Snapshot transfer (docs/design/raft-snapshots.md) ------------------------
+
+/// `--raft-snapshot-chunk-bytes`: bytes of stored batches a leader sends
+/// in one snapshot chunk frame, in bytes (a chunk always takes at least
+/// one whole batch, so a larger batch goes alone): large enough that a
+/// frame's overhead vanishes, small enough that eight in flight stay a
+/// small part of the shard's frame budget.
+pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 1 << 20;
+/// The most `--raft-snapshot-chunk-bytes` may be, in bytes.
+pub const SNAPSHOT_CHUNK_BYTES_MAX: usize = 16 << 20;
+/// The hard bound on one chunk's batches, in bytes (the soft one is the
+/// chunk size, which the batch that reaches it may pass): a batch's
+/// bound, so that one frame carries any chunk.
+pub const SNAPSHOT_CHUNK_LIMIT_BYTES: usize = es_format::limits::BATCH_BYTES_MAX;
+/// Chunks a leader has sent to one follower and not had answered: enough
+/// to keep a loopback or LAN link busy (the spec's 8).
+pub const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 8;
+/// `--raft-recovery-bytes-per-sec`: bytes per second a leader streams to
+/// each follower it sends a snapshot, so producers are not starved of the
+/// disk and the link (a tenth of this box's measured ~1 GB/s sequential
+/// read); 0 is unlimited.
+pub const RECOVERY_BYTES_PER_SEC_DEFAULT: u64 = 100 << 20;
+/// Bytes of staged entries an install places before it waits for them to
+/// be durable: the writer's queue stays bounded while a large run goes in.
+pub const SNAPSHOT_INSTALL_DURABLE_EVERY_BYTES: usize = 8 << 20;
+
+// A chunk frame (its batches and a few fields) fits a frame.
+const _: () = assert!(SNAPSHOT_CHUNK_LIMIT_BYTES + 64 <= FRAME_BYTES_MAX);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES_DEFAULT <= SNAPSHOT_CHUNK_BYTES_MAX);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES_MAX <= SNAPSHOT_CHUNK_LIMIT_BYTES);
+// Chunks in flight stay a small part of the receiving shard's frame budget.
+const _: () =
+    assert!(SNAPSHOT_CHUNK_BYTES_DEFAULT * SNAPSHOT_CHUNKS_IN_FLIGHT <= INFLIGHT_SHARD_BYTES_DEFAULT / 8);

@@ -4,6 +4,13 @@
 //! offset after the last applied entry), and answers each batch's base
 //! offset to its producer.
 //!
+//! Applying also keeps the partition's idempotent window
+//! ([`ProducerWindow`]): each batch with a producer stamp is checked
+//! against it and recorded, in log order, on every replica, so every
+//! replica holds the same window (the leader's Proposer checks retries
+//! against it before they are proposed: docs/design/raft-produce.md
+//! "Idempotent producers").
+//!
 //! A snapshot is a descriptor of the applied prefix, built in O(1): its
 //! last log id, membership and end offset, saved durably in the replica's
 //! metadata. (Streaming the committed segments to a late replica, and the
@@ -20,7 +27,9 @@ use crate::entry::{Applied, EsEntry, EsPayload};
 use crate::log_store::LogStore;
 use crate::membership;
 use crate::meta::RaftMeta;
-use crate::snapshot::EsSnapshot;
+use crate::producer_window::ProducerWindow;
+use crate::snapshot::{EsSnapshot, StagedSuffix};
+use crate::snapshot_install::Manifest;
 use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,6 +39,8 @@ struct State {
     /// The offset after the last applied batch: the high watermark.
     end_offset: u64,
     snapshots: u64,
+    /// The idempotent window as of `last_applied`.
+    window: ProducerWindow,
 }
 
 struct Inner {
@@ -76,7 +87,7 @@ fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
+pub(crate) fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let meta = SnapshotMeta {
         last_log_id: id_of(v.get("last_applied")?)?,
@@ -121,6 +132,59 @@ impl PartitionSm {
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.0.state.borrow().last_applied
+    }
+
+    /// Calls `f` with the idempotent window as of the last applied entry.
+    pub fn with_window<T>(&self, f: impl FnOnce(&ProducerWindow) -> T) -> T {
+        f(&self.0.state.borrow().window)
+    }
+
+    /// The window's image as of the last applied entry: a partition
+    /// snapshot's `producers` bytes ([`ProducerWindow::image`]).
+    pub fn producers_image(&self) -> Vec<u8> {
+        self.0.state.borrow().window.image()
+    }
+
+    /// Replaces the window with the one of `image` (a snapshot's
+    /// `producers` bytes, installed or loaded with its `last_applied`).
+    pub fn restore_producers(&self, image: &[u8]) -> Result<(), String> {
+        let w = ProducerWindow::restore(image)?;
+        self.0.state.borrow_mut().window = w;
+        Ok(())
+    }
+}
+
+impl PartitionSm {
+    /// Installs a snapshot a leader streamed (docs/design/raft-snapshots.md):
+    /// the log takes the staged entries after the entry it keeps
+    /// (`LogStore::install`, crash-safe through `install.swap`), then this
+    /// machine adopts the snapshot's applied id, membership and end.
+    // openraft's StorageError is what its storage traits return.
+    async fn install_staged(
+        &self,
+        meta: &SnapshotMeta<NodeId, EmptyNode>,
+        staged: StagedSuffix,
+        end: u64,
+    ) -> StorageResult<()> {
+        let manifest = Manifest {
+            after: staged.after,
+            staged: staged.staged,
+            descriptor: staged.descriptor,
+        };
+        self.0.store.install(&manifest, end, None).await?;
+        let next = self.0.store.log().next_offset().0;
+        if next < end {
+            return Err(bad(&format!(
+                "after the install the log ends at offset {next}, the snapshot at {end}"
+            )));
+        }
+        let mut s = self.0.state.borrow_mut();
+        s.last_applied = meta.last_log_id;
+        s.membership = meta.last_membership.clone();
+        s.end_offset = end;
+        drop(s);
+        self.0.store.set_committed(end);
+        Ok(())
     }
 }
 
@@ -174,14 +238,18 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
                     Applied::None
                 }
                 EsPayload::Batches(bs) => {
-                    let mut bases = Vec::with_capacity(bs.len());
+                    let mut answers = Vec::with_capacity(bs.len());
                     for b in &bs {
                         let h = es_storage::batch::BatchHeader::parse(b.bytes())
                             .map_err(|e| bad(&e.to_string()))?;
-                        bases.push(h.base_offset.0);
+                        answers.push(s.window.apply(&h));
                         s.end_offset = s.end_offset.max(h.next_offset().0);
                     }
-                    Applied::Offsets(bases)
+                    if answers.iter().all(|a| a.is_ok()) {
+                        Applied::Offsets(answers.into_iter().flatten().collect())
+                    } else {
+                        Applied::Produced(answers)
+                    }
                 }
                 EsPayload::Command(_) => return Err(bad("a partition applies no controller command")),
             });
@@ -209,9 +277,12 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         if m.last_log_id != meta.last_log_id {
             return Err(bad("the snapshot's descriptor is not its meta's"));
         }
-        // A descriptor carries no records: installing one whose records
+        if let EsSnapshot::Staged(staged) = *snapshot {
+            return self.install_staged(meta, staged, end).await;
+        }
+        // A descriptor alone carries no records: installing one whose records
         // this log lacks would claim data the replica does not have.
-        // (Streaming the committed segments with it is phase 3.)
+        // (A leader streams them: a `Staged` snapshot.)
         let next = self.0.store.log().next_offset().0;
         if end > next {
             return Err(bad(&format!(

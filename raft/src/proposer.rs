@@ -24,10 +24,23 @@
 //! another replica that holds it), as is a produce whose commit is not seen
 //! within the produce timeout.
 //!
+//! Idempotent batches (a producer stamp in the header) are checked here,
+//! on the leader, right before their entry is handed to openraft, against
+//! the partition's applied window and the idempotent batches in flight
+//! (proposed, not yet answered): the check and the hand-over run with no
+//! await between, so they see batches in log order. A retry of a written
+//! batch is answered with its offsets and leaves the entry; a retry of a
+//! batch in flight waits for that batch's answer and gets the same; a
+//! refused one (fenced, out of order) is answered at once; the other
+//! batches of the round still go in the entry. They are checked only once
+//! this leader applied an entry of its own term (its blank one), so the
+//! applied window holds everything committed before it
+//! (docs/design/raft-produce.md "Idempotent producers").
+//!
 //! [`flush`]: Proposer::flush
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::pin::pin;
 use std::rc::Rc;
@@ -40,8 +53,12 @@ use glommio::timer::Timer;
 use openraft::error::ClientWriteError;
 use openraft::Raft;
 
+use crate::controller::command::Refusal;
 use crate::entry::{Applied, Proposal};
-use crate::replica_stats::ReplicaStats;
+use crate::limits::PRODUCER_WINDOW_BATCHES;
+use crate::partition_sm::PartitionSm;
+use crate::producer_window::{check_against, At, Check, ProducerFields, Written};
+use crate::replica_stats::{bump, ReplicaStats};
 use crate::types::{EsRaft, NodeId};
 
 /// Why a produce was not answered with an offset.
@@ -57,9 +74,13 @@ pub enum ProduceError {
     /// The batch was proposed and its fate is unknown: it may be committed
     /// (then it is in the log), or never.
     OutcomeUnknown(String),
-    /// The batch itself is refused (malformed, too large, a producer
-    /// stamp): definite.
+    /// The batch itself is refused (malformed, too large): definite.
     Invalid(String),
+    /// The partition's idempotent window refused the batch: `code` is
+    /// `producer_fenced`, `out_of_order_sequence`, `duplicate_sequence` or
+    /// `invalid_request` (a retry with another record count, a sequence
+    /// inside a written batch): definite, nothing written.
+    Refused(Refusal),
 }
 
 impl ProduceError {
@@ -78,6 +99,7 @@ impl fmt::Display for ProduceError {
             ProduceError::LeaderNotAvailable(why) => write!(f, "leader not available: {why}"),
             ProduceError::OutcomeUnknown(why) => write!(f, "outcome unknown: {why}"),
             ProduceError::Invalid(why) => write!(f, "invalid batch: {why}"),
+            ProduceError::Refused(r) => write!(f, "refused: {r}"),
         }
     }
 }
@@ -107,8 +129,19 @@ type Answer = oneshot::Sender<Result<u64, ProduceError>>;
 struct Pending {
     id: u64,
     batch: BatchBuf,
+    /// The batch's producer stamp and record count (idempotent batches).
+    producer: Option<(ProducerFields, u32)>,
     submitted: Instant,
     tx: Answer,
+}
+
+/// An idempotent batch proposed and not yet answered.
+struct InFlight {
+    key: u64,
+    fields: ProducerFields,
+    count: u32,
+    /// Retries of it that arrived meanwhile: answered as it is.
+    retries: Vec<Answer>,
 }
 
 #[derive(Default)]
@@ -120,12 +153,20 @@ struct State {
     closed: bool,
     /// Produces waiting for room in the queue.
     room: Vec<oneshot::Sender<()>>,
+    /// Idempotent batches in flight, per producer id, in log order.
+    producers: HashMap<i64, Vec<InFlight>>,
+    next_key: u64,
 }
 
 struct Inner {
     raft: Raft<EsRaft>,
     config: ProposerConfig,
     gate: Gate,
+    /// Whether idempotent batches may be checked now (the leader applied
+    /// an entry of its term).
+    idempotent_gate: Gate,
+    /// The applied window's owner.
+    sm: PartitionSm,
     stats: Rc<ReplicaStats>,
     state: RefCell<State>,
 }
@@ -135,21 +176,38 @@ struct Inner {
 pub struct Proposer(Rc<Inner>);
 
 impl Proposer {
-    /// The Proposer of the replica `raft`, whose leadership `gate` checks.
-    pub fn new(raft: Raft<EsRaft>, config: ProposerConfig, gate: Gate, stats: Rc<ReplicaStats>) -> Proposer {
+    /// The Proposer of the replica `raft` whose state machine is `sm`:
+    /// `gate` checks its leadership, `idempotent_gate` whether it may check
+    /// idempotent batches (see the module's notes).
+    pub fn new(
+        raft: Raft<EsRaft>,
+        sm: PartitionSm,
+        config: ProposerConfig,
+        gate: Gate,
+        idempotent_gate: Gate,
+        stats: Rc<ReplicaStats>,
+    ) -> Proposer {
         Proposer(Rc::new(Inner {
             raft,
             config,
             gate,
+            idempotent_gate,
+            sm,
             stats,
             state: RefCell::default(),
         }))
     }
 
-    /// Queues `batch` (a checked version 2 data batch) and answers its base
-    /// offset once its entry is committed and applied.
-    pub async fn submit(&self, batch: BatchBuf) -> Result<u64, ProduceError> {
-        let answer = self.submit_inner(batch).await;
+    /// Queues `batch` (a checked version 2 data batch; `producer`: its
+    /// stamp and record count when it has one) and answers its base offset
+    /// once its entry is committed and applied (a retry of an idempotent
+    /// batch: the first write's, nothing written).
+    pub async fn submit(
+        &self,
+        batch: BatchBuf,
+        producer: Option<(ProducerFields, u32)>,
+    ) -> Result<u64, ProduceError> {
+        let answer = self.submit_inner(batch, producer).await;
         match &answer {
             Ok(_) => {}
             Err(e) => self.0.stats.note_refused(e),
@@ -157,7 +215,11 @@ impl Proposer {
         answer
     }
 
-    async fn submit_inner(&self, batch: BatchBuf) -> Result<u64, ProduceError> {
+    async fn submit_inner(
+        &self,
+        batch: BatchBuf,
+        producer: Option<(ProducerFields, u32)>,
+    ) -> Result<u64, ProduceError> {
         let submitted = Instant::now();
         let deadline = submitted + self.0.config.timeout;
         (self.0.gate)()?;
@@ -177,6 +239,7 @@ impl Proposer {
                     st.queue.push_back(Pending {
                         id,
                         batch: batch.take().expect("queued once"),
+                        producer,
                         submitted,
                         tx,
                     });
@@ -265,30 +328,125 @@ impl Proposer {
         }
     }
 
+    /// How the window sees `f` now: the applied window, then the
+    /// idempotent batches in flight, in log order.
+    fn check_idempotent(&self, st: &State, f: ProducerFields, count: u32) -> Result<Check<u64>, Refusal> {
+        let applied = self.0.sm.with_window(|w| w.state_of::<u64>(f.producer_id));
+        let (mut epoch, mut recent) = match applied {
+            Some((e, r)) => (Some(e), r),
+            None => (None, Vec::new()),
+        };
+        // The last sequence applied, of the applied epoch: in-flight
+        // batches at or below it were applied already (their answers are
+        // on their way), whether the window still holds them or not.
+        let applied_epoch = epoch;
+        let applied_last = recent.last().map(|w| w.sequence);
+        for b in st.producers.get(&f.producer_id).into_iter().flatten() {
+            let e = b.fields.epoch;
+            if epoch.is_some_and(|cur| e < cur) {
+                continue;
+            }
+            if applied_epoch == Some(e) && applied_last.is_some_and(|last| b.fields.sequence <= last) {
+                continue;
+            }
+            if epoch.is_none_or(|cur| e > cur) {
+                epoch = Some(e);
+                recent.clear();
+            }
+            recent.push(Written {
+                sequence: b.fields.sequence,
+                count: b.count,
+                at: At::Pending(b.key),
+            });
+            if recent.len() > PRODUCER_WINDOW_BATCHES {
+                recent.remove(0);
+            }
+        }
+        check_against(epoch.map(|e| (e, recent.as_slice())), f, count)
+    }
+
     /// Proposes one entry and answers its produces.
     async fn propose(&self, round: Vec<Pending>) {
-        let mut batches = Vec::with_capacity(round.len());
-        let mut waiters = Vec::with_capacity(round.len());
-        for p in round {
-            batches.push(p.batch);
-            waiters.push((p.submitted, p.tx));
-        }
         // Leadership may have moved while they queued: never proposed.
         if let Err(e) = (self.0.gate)() {
-            for (_, tx) in waiters {
-                let _ = tx.send(Err(e.clone()));
+            for p in round {
+                let _ = p.tx.send(Err(e.clone()));
             }
+            return;
+        }
+        let mut batches = Vec::with_capacity(round.len());
+        // Per batch proposed: its producer's submit time and answer, and
+        // its in-flight key when idempotent.
+        let mut waiters = Vec::with_capacity(round.len());
+        {
+            let idempotent = (self.0.idempotent_gate)();
+            let mut st = self.0.state.borrow_mut();
+            for p in round {
+                let Some((f, count)) = p.producer else {
+                    batches.push(p.batch);
+                    waiters.push((p.submitted, p.tx, None));
+                    continue;
+                };
+                if let Err(e) = &idempotent {
+                    let _ = p.tx.send(Err(e.clone()));
+                    continue;
+                }
+                match self.check_idempotent(&st, f, count) {
+                    Ok(Check::Append) => {
+                        let key = st.next_key;
+                        st.next_key += 1;
+                        st.producers.entry(f.producer_id).or_default().push(InFlight {
+                            key,
+                            fields: f,
+                            count,
+                            retries: Vec::new(),
+                        });
+                        batches.push(p.batch);
+                        waiters.push((p.submitted, p.tx, Some((f.producer_id, key))));
+                    }
+                    Ok(Check::Duplicate(At::Offset(base))) => {
+                        bump(&self.0.stats.duplicates);
+                        self.0.stats.note_committed(p.submitted.elapsed());
+                        let _ = p.tx.send(Ok(base));
+                    }
+                    Ok(Check::Duplicate(At::Pending(key))) => {
+                        let first = st
+                            .producers
+                            .get_mut(&f.producer_id)
+                            .and_then(|v| v.iter_mut().find(|b| b.key == key));
+                        match first {
+                            Some(b) => b.retries.push(p.tx),
+                            None => {
+                                let _ = p.tx.send(Err(ProduceError::OutcomeUnknown(
+                                    "the first write of this batch is in flight".into(),
+                                )));
+                            }
+                        }
+                    }
+                    Err(r) => {
+                        let _ = p.tx.send(Err(ProduceError::Refused(r)));
+                    }
+                }
+            }
+        }
+        if batches.is_empty() {
             return;
         }
         let n = batches.len();
         let bytes = batches.iter().map(|b| b.len()).sum();
         self.0.stats.note_proposed(n, bytes);
+        // No await between the idempotent checks above and this hand-over:
+        // entries reach openraft in the order their batches were checked.
         let answer = match self.0.raft.client_write_ff(Proposal::Batches(batches)).await {
             // The request never reached the replica's core: not proposed.
             Err(_) => Err(stopping()),
             Ok(rx) => match rx.await {
                 Ok(Ok(resp)) => match resp.data {
-                    Applied::Offsets(offsets) if offsets.len() == n => Ok(offsets),
+                    Applied::Offsets(offsets) if offsets.len() == n => Ok(offsets.into_iter().map(Ok).collect()),
+                    Applied::Produced(answers) if answers.len() == n => Ok(answers
+                        .into_iter()
+                        .map(|a| a.map_err(ProduceError::Refused))
+                        .collect::<Vec<_>>()),
                     // The log refused the entry's batches and wrote a
                     // blank entry in its place (`LogStore::append`).
                     Applied::None => Err(ProduceError::Invalid(
@@ -310,19 +468,43 @@ impl Proposer {
                 )),
             },
         };
-        match answer {
-            Ok(offsets) => {
-                for ((submitted, tx), base) in waiters.into_iter().zip(offsets) {
-                    self.0.stats.note_committed(submitted.elapsed());
-                    let _ = tx.send(Ok(base));
-                }
+        let answers: Vec<Result<u64, ProduceError>> = match answer {
+            Ok(a) => a,
+            Err(e) => vec![Err(e); n],
+        };
+        for ((submitted, tx, key), a) in waiters.into_iter().zip(answers) {
+            let retries = match key {
+                Some((id, key)) => self.landed(id, key),
+                None => Vec::new(),
+            };
+            if a.is_ok() {
+                self.0.stats.note_committed(submitted.elapsed());
             }
-            Err(e) => {
-                for (_, tx) in waiters {
-                    let _ = tx.send(Err(e.clone()));
+            for r in retries {
+                if a.is_ok() {
+                    bump(&self.0.stats.duplicates);
                 }
+                let _ = r.send(a.clone());
             }
+            let _ = tx.send(a);
         }
+    }
+
+    /// The idempotent batch `key` of producer `id` got its answer: no
+    /// longer in flight; its retries.
+    fn landed(&self, id: i64, key: u64) -> Vec<Answer> {
+        let mut st = self.0.state.borrow_mut();
+        let Some(v) = st.producers.get_mut(&id) else {
+            return Vec::new();
+        };
+        let Some(i) = v.iter().position(|b| b.key == key) else {
+            return Vec::new();
+        };
+        let b = v.remove(i);
+        if v.is_empty() {
+            st.producers.remove(&id);
+        }
+        b.retries
     }
 
     /// Bytes of batches queued, not yet proposed.

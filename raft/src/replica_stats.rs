@@ -39,6 +39,12 @@ pub struct ReplicaStats {
     pub outcome_unknown: Cell<u64>,
     /// Produces refused as `Invalid`.
     pub invalid: Cell<u64>,
+    /// Idempotent produces refused by the partition's window (`Refused`:
+    /// fenced, out of order, an old sequence).
+    pub producer_refused: Cell<u64>,
+    /// Retries of idempotent batches answered with the first write's
+    /// offsets, nothing written (also counted in `produced`).
+    pub duplicates: Cell<u64>,
     /// Sum of the commit latencies of `produced`, in microseconds.
     pub commit_latency_us_sum: Cell<u64>,
     /// Terms this replica has seen begin after it opened (each is an
@@ -50,6 +56,14 @@ pub struct ReplicaStats {
     pub snapshots_triggered: Cell<u64>,
     /// Purges `retain_below` asked openraft for.
     pub purges_asked: Cell<u64>,
+    /// Bytes of stored batches this replica streamed to followers in
+    /// snapshot transfers (`es_raft_snapshot_bytes_total{dir="sent"}`).
+    pub snapshot_bytes_sent: Cell<u64>,
+    /// Bytes of stored batches this replica received and staged in
+    /// snapshot transfers (`{dir="received"}`).
+    pub snapshot_bytes_received: Cell<u64>,
+    /// Snapshot transfers this replica finished as the sender.
+    pub snapshots_sent: Cell<u64>,
     observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
 }
 
@@ -57,6 +71,10 @@ impl ReplicaStats {
     /// Sets (or with `None` clears) the observer.
     pub fn set_observer(&self, observer: Option<Box<dyn ReplicaObserver>>) {
         *self.observer.borrow_mut() = observer;
+    }
+
+    pub(crate) fn add(c: &Cell<u64>, n: u64) {
+        c.set(c.get().saturating_add(n));
     }
 
     pub(crate) fn note_committed(&self, latency: Duration) {
@@ -84,6 +102,7 @@ impl ReplicaStats {
             ProduceError::LeaderNotAvailable(_) => &self.leader_not_available,
             ProduceError::OutcomeUnknown(_) => &self.outcome_unknown,
             ProduceError::Invalid(_) => &self.invalid,
+            ProduceError::Refused(_) => &self.producer_refused,
         });
     }
 }

@@ -5,7 +5,8 @@
 //! every node; refusals; a read barrier on a node that is behind; restarts
 //! from the nodes' directories (the log re-applied, and a snapshot); the
 //! leader killed and the survivors going on; two of three down and no
-//! command acknowledged.
+//! command acknowledged; producer ids and group commits replicated
+//! (`InitProducer`, `CommitOffsets`, `DeleteGroup`).
 
 mod common;
 mod net;
@@ -424,5 +425,153 @@ fn bad_control_frames_are_refused_and_no_handler_answers_unsupported() {
         other => panic!("{other:?}"),
     }
     assert!(results.2.contains("unsupported"), "{}", results.2);
+    c.stop_all();
+}
+
+fn init(existing: Option<i64>) -> ControllerCommand {
+    ControllerCommand::InitProducer {
+        existing,
+        owner: None,
+        admin: false,
+    }
+}
+
+fn commit(group: &str, offsets: &[(&str, u32, u64)]) -> ControllerCommand {
+    ControllerCommand::CommitOffsets {
+        group: group.into(),
+        offsets: offsets
+            .iter()
+            .map(|(t, p, o)| ((t.to_string(), *p), *o))
+            .collect(),
+    }
+}
+
+/// Producer ids and group commits (phase 2b): issued and committed
+/// through a follower (forwarded), the same on every node, refused alike
+/// from any node, kept across a restart of every node (log re-applied
+/// over a snapshot) and across the leader's kill.
+#[test]
+fn producer_ids_and_group_commits_are_replicated_and_survive_restart_and_leader_kill() {
+    // A snapshot every 5 entries: the restart reads some of it from one.
+    let mut c = Cluster::new(5);
+    let leader = c.wait_leader();
+    let follower = follower_of(leader);
+    c.propose(leader, create("t", 3, None)).unwrap().unwrap();
+
+    // Ids in order from any node; an epoch bump through a follower.
+    for (i, via) in IDS.into_iter().enumerate() {
+        let r = c.propose(via, init(None)).unwrap().unwrap();
+        assert_eq!(r, json!({"producer_id": i, "epoch": 0}));
+    }
+    let r = c.propose(follower, init(Some(1))).unwrap().unwrap();
+    assert_eq!(r, json!({"producer_id": 1, "epoch": 1}));
+    let refused = c.propose(follower, init(Some(7))).unwrap().unwrap_err();
+    assert_eq!(refused.code, "unknown_producer_id");
+
+    // Commits through a follower; refusals from any node change nothing.
+    let r = c
+        .propose(follower, commit("g", &[("t", 0, 5), ("t", 2, 9)]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(r["offsets"].as_array().unwrap().len(), 2);
+    c.propose(leader, commit("h", &[("t", 1, 1)])).unwrap().unwrap();
+    for id in IDS {
+        assert_eq!(
+            c.propose(id, commit("g", &[("t", 3, 1)]))
+                .unwrap()
+                .unwrap_err()
+                .code,
+            "partition_not_found"
+        );
+        assert_eq!(
+            c.propose(id, commit("g", &[("nope", 0, 1)]))
+                .unwrap()
+                .unwrap_err()
+                .code,
+            "topic_not_found"
+        );
+    }
+    let r = c
+        .propose(follower, ControllerCommand::DeleteGroup { group: "h".into() })
+        .unwrap()
+        .unwrap();
+    assert_eq!(r["group"], json!("h"));
+    assert_eq!(
+        c.propose(leader, ControllerCommand::DeleteGroup { group: "h".into() })
+            .unwrap()
+            .unwrap_err()
+            .code,
+        "group_not_found"
+    );
+    c.wait_applied(c.applied_index(leader));
+    let before = c.wait_same_state();
+    assert_eq!(before.producers.next_id, 3);
+    assert_eq!(before.producers.epoch_of(1), 1);
+    assert_eq!(before.producers.check(1, 0).unwrap_err().code, "producer_fenced");
+    let g = before.groups.get("g").expect("group g everywhere");
+    assert_eq!(g["t"][&0], 5);
+    assert_eq!(g["t"][&2], 9);
+    assert!(before.groups.get("h").is_none());
+    // The typed calls the broker uses, on every node.
+    for id in IDS {
+        let (fenced, current, unknown, committed) = c.node(id).call(|_| async move {
+            let c = ctl();
+            (
+                c.check_producer(1, 0).await.unwrap().map_err(|r| r.code),
+                c.check_producer(1, 1).await.unwrap().map_err(|r| r.code),
+                c.check_producer(9, 0).await.unwrap().map_err(|r| r.code),
+                c.committed("g"),
+            )
+        });
+        assert_eq!(fenced, Err("producer_fenced".into()));
+        assert_eq!(current, Ok(()));
+        assert_eq!(unknown, Err("unknown_producer_id".into()));
+        assert_eq!(committed.as_ref(), before.groups.get("g"));
+    }
+
+    // Every node down and back: the same state, from snapshot and log.
+    for id in IDS {
+        c.stop(id);
+    }
+    for id in IDS {
+        c.start(id);
+    }
+    let leader = c.wait_leader();
+    assert_eq!(c.wait_same_state(), before);
+
+    // The leader killed: the survivors go on from the same state.
+    c.stop(leader);
+    let new_leader = c.wait_leader();
+    let survivor = c.running().into_iter().find(|&i| i != new_leader).unwrap();
+    let r = c.propose(survivor, init(None)).unwrap().unwrap();
+    assert_eq!(r, json!({"producer_id": 3, "epoch": 0}), "no id issued twice");
+    let issued = c
+        .node(survivor)
+        .call(|_| async move { ctl().init_producer(Some(1), None, false).await })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (issued.producer_id, issued.epoch),
+        (1, 2),
+        "no epoch issued twice"
+    );
+    let r = c
+        .node(survivor)
+        .call(|_| async move { ctl().commit_offsets("g", vec![(("t".into(), 0), 6)]).await })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r["offsets"],
+        json!([
+            {"topic": "t", "partition": 0, "offset": 6},
+            {"topic": "t", "partition": 2, "offset": 9},
+        ]),
+        "the commits before the kill are kept"
+    );
+    c.start(leader);
+    c.wait_applied(c.applied_index(new_leader));
+    let after = c.wait_same_state();
+    assert_eq!(after.groups.get("g").unwrap()["t"][&0], 6);
+    assert_eq!(after.producers.next_id, 4);
     c.stop_all();
 }

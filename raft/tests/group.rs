@@ -331,7 +331,8 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
         expected.extend((0..n).map(|k| (base + k as u64, format!("a{i}-{k}"))));
         next += n as u64;
     }
-    // Refused before anything is proposed: a producer stamp, garbage.
+    // Refused before anything is proposed: a producer's sequence with a
+    // gap (idempotent produce: tests/idempotent.rs), garbage.
     let mut stamped = Vec::new();
     let rec = Record {
         key: None,
@@ -341,12 +342,12 @@ fn produce_on_the_leader_gives_dense_offsets_and_identical_replicas() {
     let stamp = ProducerStamp {
         producer_id: 4,
         epoch: 0,
-        base_sequence: 0,
+        base_sequence: 3,
     };
     encode(Offset(0), &[rec], stamp, &mut stamped);
     assert!(matches!(
         produce(c.node(leader), BatchBuf::from(stamped)),
-        Err(ProduceError::Invalid(_))
+        Err(ProduceError::Refused(r)) if r.code == "out_of_order_sequence"
     ));
     assert!(matches!(
         produce(c.node(leader), BatchBuf::from(vec![7u8; 100])),

@@ -16,7 +16,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{read_all, rec, run_with_disk_threads, DISK_THREAD_MODES};
 use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, StorageError};
@@ -181,31 +180,15 @@ fn running_out_of_descriptors_gives_back_and_recovers() {
 /// The child's writes go through io_uring (0) or `threads` disk threads.
 fn gives_back_and_recovers(threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "descriptors_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir.path())
-        .env("ES_DESCRIPTORS_DISK_THREADS", threads.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "child failed ({threads} disk threads): {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let end = common::child_reports(
+        "descriptors_child",
+        &[
+            (CHILD_DIR_ENV, dir.path().display().to_string()),
+            ("ES_DESCRIPTORS_DISK_THREADS", threads.to_string()),
+        ],
+        "DESCRIPTORS OK",
+        &format!("{threads} disk threads"),
     );
-    let end: u64 = stdout
-        .lines()
-        .find_map(|l| l.split("DESCRIPTORS OK ").nth(1))
-        .unwrap_or_else(|| panic!("child did not report: {stdout}"))
-        .trim()
-        .parse()
-        .unwrap();
     common::run(async move {
         let (log, report) = PartitionLog::open(&dir.path().join("a"), small_segments(), FsyncBatcher::new())
             .await

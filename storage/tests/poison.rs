@@ -10,7 +10,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{rec, run, run_with_disk_threads, DISK_THREAD_MODES};
 use es_storage::{FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, StorageError};
@@ -78,31 +77,15 @@ fn a_failed_write_poisons_the_partition() {
 /// The child's writes go through io_uring (0) or `threads` disk threads.
 fn poisons_and_recovers(threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "poison_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir.path())
-        .env("ES_POISON_DISK_THREADS", threads.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "child failed ({threads} disk threads): {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let durable = common::child_reports(
+        "poison_child",
+        &[
+            (CHILD_DIR_ENV, dir.path().display().to_string()),
+            ("ES_POISON_DISK_THREADS", threads.to_string()),
+        ],
+        "POISON OK",
+        &format!("{threads} disk threads"),
     );
-    let durable: u64 = stdout
-        .lines()
-        .find_map(|l| l.split("POISON OK ").nth(1))
-        .unwrap_or_else(|| panic!("child did not report: {stdout}"))
-        .trim()
-        .parse()
-        .unwrap();
     assert!(durable > 0);
     run(async move {
         let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), FsyncBatcher::new())

@@ -13,6 +13,8 @@ mod consumer;
 mod drain;
 mod history;
 mod http;
+// Ctrl-C and SIGTERM, and a broker process: es-bench's files, shared.
+#[path = "../../src/interrupt.rs"]
 mod interrupt;
 mod leaders;
 mod loopfs;
@@ -21,6 +23,8 @@ mod node;
 mod observed;
 mod outcome;
 mod preamble;
+#[path = "../../src/process.rs"]
+mod process;
 mod producer;
 mod proxy;
 mod reader;

@@ -10,7 +10,7 @@
 //! | `disk-full` | fill the node's data filesystem (a loop mount, loopfs.rs) for 3-8 s, half the time kill -9 the node then, free it (and restart the node) |
 //!
 //! With several nodes (cluster runs), through the proxy on every peer link
-//! (proxy.rs; the splits are drawn in split.rs), each healed after 5-15 s:
+//! (proxy/; the splits are drawn in split.rs), each healed after 5-15 s:
 //!
 //! | fault | what |
 //! |---|---|

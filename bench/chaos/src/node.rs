@@ -2,14 +2,17 @@
 //! restarts), its data directory, its log, and the faults done to the
 //! process: kill -9, SIGSTOP / SIGCONT, restart. In a cluster run it also
 //! has a raft listener and the cluster flags (shared raft spec §4.7).
+//! Starting, waiting for and stopping the process is es-bench's
+//! `process.rs`, which es-chaos includes.
 
 use std::fs::OpenOptions;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+use crate::process::{self, NotReady};
 
 /// How long a (re)started broker may take to answer `GET /ready`: a hang
 /// guard, far above a debug build's start on a loaded machine.
@@ -44,7 +47,7 @@ impl Node {
     /// A node whose broker is `bin`, with its data in `data_dir` and its log
     /// in `dir/broker-<id>.log`; two free loopback ports are picked now.
     pub fn new(id: u32, bin: &Path, dir: &Path, data_dir: PathBuf) -> Result<Node, String> {
-        let (http, binary) = free_ports()?;
+        let (http, binary) = process::free_ports()?;
         Ok(Node {
             id,
             http: http.to_string(),
@@ -103,11 +106,8 @@ impl Node {
             .open(&self.log)
             .map_err(|e| format!("{}: {e}", self.log.display()))?;
         let _ = writeln!(log, "---- es-chaos: start {} of node {}", self.starts, self.id);
-        let err = log
-            .try_clone()
-            .map_err(|e| format!("{}: {e}", self.log.display()))?;
-        let child = Command::new(&self.bin)
-            .arg("--data-dir")
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--data-dir")
             .arg(&self.data_dir)
             .args(["--http-addr", &self.http, "--binary-addr", &self.binary])
             .args(["--registry-addr", "disabled", "--kafka-addr", "disabled"])
@@ -122,52 +122,41 @@ impl Node {
                 "0",
                 "--disk-threads",
                 "2",
-            ])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            // Its own process group: a Ctrl-C to the harness is not its.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
-        self.child = Some(child);
+            ]);
+        self.child = Some(process::spawn(&mut cmd, log, &self.log)?);
         self.paused = false;
         Ok(())
     }
 
     /// Waits until the running broker answers `GET /ready`.
     pub fn wait_ready(&mut self) -> Result<(), String> {
-        let start = Instant::now();
         let addr: SocketAddr = self.http.parse().map_err(|e| format!("{}: {e}", self.http))?;
-        while start.elapsed() < READY_TIMEOUT {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    let tail = self.log_tail();
-                    if !self.cluster.is_empty() && refused_flags(&tail) {
-                        return Err(format!(
-                            "node {}: this es-broker refuses the cluster flags (--raft-addr, --peers, ...: it has no cluster mode yet), so a run of several nodes cannot start; es-broker said:\n{tail}",
-                            self.id
-                        ));
-                    }
+        let Some(child) = self.child.as_mut() else {
+            return Err(format!("node {}: not running", self.id));
+        };
+        match process::wait_ready(child, addr, READY_TIMEOUT) {
+            Ok(()) => Ok(()),
+            Err(NotReady::Exited(status)) => {
+                self.child = None;
+                let tail = self.log_tail();
+                if !self.cluster.is_empty() && refused_flags(&tail) {
                     return Err(format!(
-                        "node {}: es-broker exited ({status}) before it was ready; see {}:\n{}",
-                        self.id,
-                        self.log.display(),
-                        self.log_tail()
+                        "node {}: this es-broker refuses the cluster flags (--raft-addr, --peers, ...: it has no cluster mode yet), so a run of several nodes cannot start; es-broker said:\n{tail}",
+                        self.id
                     ));
                 }
+                Err(format!(
+                    "node {}: es-broker exited ({status}) before it was ready; see {}:\n{tail}",
+                    self.id,
+                    self.log.display(),
+                ))
             }
-            if ready(addr) {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            Err(NotReady::TimedOut) => Err(format!(
+                "node {}: not ready after {}s",
+                self.id,
+                READY_TIMEOUT.as_secs()
+            )),
         }
-        Err(format!(
-            "node {}: not ready after {}s",
-            self.id,
-            READY_TIMEOUT.as_secs()
-        ))
     }
 
     /// kill -9, and reaps it.
@@ -195,43 +184,19 @@ impl Node {
     }
 
     fn signal(&self, sig: i32) -> bool {
-        let Some(pid) = self.child.as_ref().and_then(|c| i32::try_from(c.id()).ok()) else {
-            return false;
-        };
-        // SAFETY: signalling our own child, which we have not reaped.
-        unsafe { libc::kill(pid, sig) == 0 }
+        self.child.as_ref().is_some_and(|c| process::signal(c, sig))
     }
 
     /// SIGTERM, waiting for the exit (SIGKILL after a long hang guard).
     pub fn stop(&mut self) -> Option<ExitStatus> {
         self.resume();
-        let mut child = self.child.take()?;
-        self.signal_child(&child, libc::SIGTERM);
-        let start = Instant::now();
-        while start.elapsed() < STOP_TIMEOUT {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        child.wait().ok()
-    }
-
-    fn signal_child(&self, child: &Child, sig: i32) {
-        if let Ok(pid) = i32::try_from(child.id()) {
-            // SAFETY: signalling our own child, which we have not reaped.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-        }
+        let mut child: Child = self.child.take()?;
+        process::terminate(&mut child, STOP_TIMEOUT)
     }
 
     /// The end of the broker's log, for error messages.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        process::log_tail(&self.log)
     }
 }
 
@@ -251,26 +216,4 @@ pub fn free_port() -> Result<SocketAddr, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))
-}
-
-/// Two free loopback ports (both held until both are known).
-fn free_ports() -> Result<(SocketAddr, SocketAddr), String> {
-    let bind = || TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr().map(|a| (l, a)));
-    let (_a, http) = bind().map_err(|e| format!("no free port: {e}"))?;
-    let (_b, binary) = bind().map_err(|e| format!("no free port: {e}"))?;
-    Ok((http, binary))
-}
-
-/// `GET /ready` answers 200.
-fn ready(http: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&http, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET /ready HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }

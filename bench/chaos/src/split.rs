@@ -1,6 +1,6 @@
 //! Network splits: which directed links a network fault acts on, drawn from
 //! the run's seed. Pure; the nemesis sets their rule in the proxy
-//! (proxy.rs: blackhole, or delay for `delay`) and heals them after.
+//! (proxy/: blackhole, or delay for `delay`) and heals them after.
 //!
 //! | split | sides | cut |
 //! |---|---|---|

@@ -49,6 +49,7 @@ pub async fn start(shard: &Rc<Shard>) -> Result<(), String> {
         controller.clone(),
     ))
     .detach();
+    crate::cluster::reconciler::spawn(shard.clone(), controller.clone());
     glommio::spawn_local(register(shard.clone(), controller)).detach();
     Ok(())
 }

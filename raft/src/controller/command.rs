@@ -32,6 +32,26 @@ pub enum ControllerCommand {
     DeleteTopic { name: String },
     /// Replaces a topic's `meta`; gives its record.
     PatchTopic { name: String, meta: Value },
+    /// A new producer id (`existing` none), owned by `owner` (the caller's
+    /// key id, if any), or the next epoch of `existing` (its owner or an
+    /// `admin` only); gives `{"producer_id", "epoch"}`
+    /// (`producers.rs`).
+    InitProducer {
+        existing: Option<i64>,
+        #[serde(default)]
+        owner: Option<String>,
+        #[serde(default)]
+        admin: bool,
+    },
+    /// Sets a consumer group's committed offsets (of existing partitions);
+    /// gives `{"group", "offsets"}` with all of the group's offsets
+    /// (`offsets.rs`).
+    CommitOffsets {
+        group: String,
+        offsets: Vec<((String, u32), u64)>,
+    },
+    /// Deletes a consumer group's offsets; gives them.
+    DeleteGroup { group: String },
 }
 
 /// Why a command was not applied: the same on every node. `code` is one
@@ -53,6 +73,22 @@ pub mod refusal {
     /// A command that cannot be applied as it is (no partitions, a
     /// replication factor of 0, bytes that are not a command).
     pub const INVALID_REQUEST: &str = "invalid_request";
+    /// CommitOffsets of a partition the topic does not have.
+    pub const PARTITION_NOT_FOUND: &str = "partition_not_found";
+    /// DeleteGroup of a group with no offsets.
+    pub const GROUP_NOT_FOUND: &str = "group_not_found";
+    /// CommitOffsets creating a group past `CONTROLLER_GROUPS_MAX`.
+    pub const TOO_MANY_GROUPS: &str = "too_many_groups";
+    /// InitProducer or a produce with a producer id never issued.
+    pub const UNKNOWN_PRODUCER_ID: &str = "unknown_producer_id";
+    /// InitProducer of an id owned by another key.
+    pub const NOT_OWNER: &str = "not_owner";
+    /// A produce by an epoch older than the producer id's current one.
+    pub const PRODUCER_FENCED: &str = "producer_fenced";
+    /// A produce whose sequence is older than the partition's window.
+    pub const DUPLICATE_SEQUENCE: &str = "duplicate_sequence";
+    /// A produce whose sequence leaves a gap after the last one written.
+    pub const OUT_OF_ORDER_SEQUENCE: &str = "out_of_order_sequence";
 }
 
 impl Refusal {
@@ -92,6 +128,9 @@ impl ControllerCommand {
             ControllerCommand::CreateTopic { .. } => "CreateTopic",
             ControllerCommand::DeleteTopic { .. } => "DeleteTopic",
             ControllerCommand::PatchTopic { .. } => "PatchTopic",
+            ControllerCommand::InitProducer { .. } => "InitProducer",
+            ControllerCommand::CommitOffsets { .. } => "CommitOffsets",
+            ControllerCommand::DeleteGroup { .. } => "DeleteGroup",
         }
     }
 }
@@ -145,10 +184,29 @@ mod tests {
                 name: "t".into(),
                 meta: json!({}),
             },
+            ControllerCommand::InitProducer {
+                existing: Some(4),
+                owner: Some("k".into()),
+                admin: false,
+            },
+            ControllerCommand::CommitOffsets {
+                group: "g".into(),
+                offsets: vec![(("t".into(), 1), 7)],
+            },
+            ControllerCommand::DeleteGroup { group: "g".into() },
         ];
         for c in cmds {
             assert_eq!(ControllerCommand::decode(&c.encode()).unwrap(), c);
         }
+        // The broker may send the fields it uses only.
+        assert_eq!(
+            ControllerCommand::decode(br#"{"InitProducer":{"existing":null}}"#).unwrap(),
+            ControllerCommand::InitProducer {
+                existing: None,
+                owner: None,
+                admin: false
+            }
+        );
         assert_eq!(
             ControllerCommand::decode(b"{\"Nope\":1}").unwrap_err().code,
             refusal::INVALID_REQUEST

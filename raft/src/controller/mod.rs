@@ -5,6 +5,10 @@
 //! - `state`: `ClusterState` (cluster uuid, node registry, topics with
 //!   their partition groups and replicas) and how a command changes it.
 //! - `command`: `ControllerCommand`, `Refusal`, the outcome's encoding.
+//! - `producers`: `ProducerRegistry`, producer ids and epochs
+//!   (`InitProducer`).
+//! - `offsets`: `GroupOffsets`, consumer groups' committed offsets
+//!   (`CommitOffsets`, `DeleteGroup`).
 //! - `store`: `ControllerStore`, the group's log (a version 2 partition
 //!   log; a command is a one-record batch).
 //! - `machine`: `ControllerSm`, the state machine (apply, snapshots, the
@@ -21,6 +25,8 @@ pub mod config;
 pub mod error;
 pub mod handle;
 pub mod machine;
+pub mod offsets;
+pub mod producers;
 pub mod service;
 pub mod state;
 pub mod store;
@@ -30,6 +36,8 @@ pub use config::ControllerConfig;
 pub use error::ControllerError;
 pub use handle::{new_uuid, Controller};
 pub use machine::{AppliedState, ControllerSm};
+pub use offsets::{offsets_json, Committed, GroupOffsets};
+pub use producers::{Issued, ProducerRegistry};
 pub use state::{ClusterState, NodeInfo, PartitionAssignment, TopicRecord};
 pub use store::ControllerStore;
 /// The channel of [`Controller::applied`] (tokio's watch, which needs no

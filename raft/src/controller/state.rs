@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::controller::command::{refusal, ControllerCommand, Refusal};
+use crate::controller::offsets::GroupOffsets;
+use crate::controller::producers::ProducerRegistry;
 use crate::limits::{CONTROLLER_REPLICATION_FACTOR_DEFAULT, CONTROLLER_TOPIC_PARTITIONS_MAX};
 use crate::types::{GroupId, NodeId, CONTROLLER_GROUP};
 
@@ -52,6 +54,13 @@ pub struct ClusterState {
     pub topics: BTreeMap<String, TopicRecord>,
     /// The group id the next partition gets (0 is the controller's).
     pub next_group_id: u64,
+    /// Producer ids and epochs issued (`InitProducer`).
+    #[serde(default)]
+    pub producers: ProducerRegistry,
+    /// Consumer groups' committed offsets (`CommitOffsets`,
+    /// `DeleteGroup`).
+    #[serde(default)]
+    pub groups: GroupOffsets,
 }
 
 impl Default for ClusterState {
@@ -61,6 +70,8 @@ impl Default for ClusterState {
             nodes: BTreeMap::new(),
             topics: BTreeMap::new(),
             next_group_id: CONTROLLER_GROUP + 1,
+            producers: ProducerRegistry::default(),
+            groups: GroupOffsets::default(),
         }
     }
 }
@@ -158,7 +169,10 @@ impl ClusterState {
                 Ok(v)
             }
             ControllerCommand::DeleteTopic { name } => match self.topics.remove(&name) {
-                Some(r) => Ok(to_json(&r)),
+                Some(r) => {
+                    self.groups.topic_deleted(&name);
+                    Ok(to_json(&r))
+                }
                 None => Err(Refusal::new(refusal::TOPIC_NOT_FOUND, format!("no topic {name}"))),
             },
             ControllerCommand::PatchTopic { name, meta } => match self.topics.get_mut(&name) {
@@ -168,6 +182,15 @@ impl ClusterState {
                 }
                 None => Err(Refusal::new(refusal::TOPIC_NOT_FOUND, format!("no topic {name}"))),
             },
+            ControllerCommand::InitProducer {
+                existing,
+                owner,
+                admin,
+            } => self.producers.init(existing, owner.as_deref(), admin),
+            ControllerCommand::CommitOffsets { group, offsets } => {
+                self.groups.commit(&self.topics, group, offsets)
+            }
+            ControllerCommand::DeleteGroup { group } => self.groups.delete(&group),
         }
     }
 }
@@ -331,6 +354,111 @@ mod tests {
     }
 
     #[test]
+    fn offsets_commit_to_existing_partitions_and_go_with_their_topic() {
+        let voters = [1, 2, 3];
+        let mut s = ClusterState::default();
+        s.apply(1, &voters, create("t", 2, None)).unwrap();
+        s.apply(2, &voters, create("u", 1, None)).unwrap();
+        let commit = |g: &str, o: Vec<((&str, u32), u64)>| ControllerCommand::CommitOffsets {
+            group: g.into(),
+            offsets: o.into_iter().map(|((t, p), o)| ((t.to_string(), p), o)).collect(),
+        };
+        let r = s
+            .apply(3, &voters, commit("g", vec![(("t", 1), 5), (("u", 0), 2)]))
+            .unwrap();
+        assert_eq!(r["group"], json!("g"));
+        assert_eq!(r["offsets"].as_array().unwrap().len(), 2);
+        let r = s
+            .apply(4, &voters, commit("g", vec![(("t", 1), 9), (("t", 0), 1)]))
+            .unwrap();
+        assert_eq!(
+            r["offsets"],
+            json!([
+                {"topic": "t", "partition": 0, "offset": 1},
+                {"topic": "t", "partition": 1, "offset": 9},
+                {"topic": "u", "partition": 0, "offset": 2},
+            ]),
+            "all of the group's offsets, the new ones in place"
+        );
+        let before = s.clone();
+        let code = |r: Result<Value, Refusal>| r.unwrap_err().code;
+        assert_eq!(
+            code(s.apply(5, &voters, commit("g", vec![(("x", 0), 1)]))),
+            refusal::TOPIC_NOT_FOUND
+        );
+        assert_eq!(
+            code(s.apply(5, &voters, commit("g", vec![(("t", 0), 1), (("t", 2), 1)]))),
+            refusal::PARTITION_NOT_FOUND,
+            "one bad partition refuses the whole commit"
+        );
+        assert_eq!(
+            code(s.apply(5, &voters, commit("g", vec![]))),
+            refusal::INVALID_REQUEST
+        );
+        assert_eq!(
+            code(s.apply(5, &voters, commit("", vec![(("t", 0), 1)]))),
+            refusal::INVALID_REQUEST
+        );
+        assert_eq!(
+            code(s.apply(5, &voters, ControllerCommand::DeleteGroup { group: "h".into() })),
+            refusal::GROUP_NOT_FOUND
+        );
+        assert_eq!(s, before, "refusals change nothing");
+        s.apply(5, &voters, commit("h", vec![(("t", 0), 3)])).unwrap();
+        s.apply(6, &voters, ControllerCommand::DeleteTopic { name: "t".into() })
+            .unwrap();
+        assert_eq!(
+            crate::controller::offsets::offsets_json(s.groups.get("g").unwrap()),
+            json!([{"topic": "u", "partition": 0, "offset": 2}]),
+            "a deleted topic's offsets go"
+        );
+        assert!(s.groups.get("h").unwrap().is_empty(), "the group stays");
+        let deleted = s
+            .apply(7, &voters, ControllerCommand::DeleteGroup { group: "g".into() })
+            .unwrap();
+        assert_eq!(deleted["offsets"].as_array().unwrap().len(), 1);
+        assert!(s.groups.get("g").is_none());
+    }
+
+    #[test]
+    fn producers_are_issued_through_apply() {
+        let mut s = ClusterState::default();
+        let init = |existing| ControllerCommand::InitProducer {
+            existing,
+            owner: None,
+            admin: false,
+        };
+        assert_eq!(
+            s.apply(1, &[1], init(None)).unwrap(),
+            json!({"producer_id": 0, "epoch": 0})
+        );
+        assert_eq!(
+            s.apply(2, &[1], init(None)).unwrap(),
+            json!({"producer_id": 1, "epoch": 0})
+        );
+        assert_eq!(
+            s.apply(3, &[1], init(Some(0))).unwrap(),
+            json!({"producer_id": 0, "epoch": 1})
+        );
+        assert_eq!(
+            s.apply(4, &[1], init(Some(9))).unwrap_err().code,
+            refusal::UNKNOWN_PRODUCER_ID
+        );
+        assert_eq!(
+            s.producers.check(0, 0).unwrap_err().code,
+            refusal::PRODUCER_FENCED
+        );
+    }
+
+    #[test]
+    fn a_state_of_the_earlier_format_reads_with_no_producers_or_groups() {
+        let v = json!({"cluster_uuid": "u", "nodes": {}, "topics": {}, "next_group_id": 4});
+        let s: ClusterState = serde_json::from_value(v).unwrap();
+        assert_eq!(s.producers, ProducerRegistry::default());
+        assert_eq!(s.groups, GroupOffsets::default());
+    }
+
+    #[test]
     fn the_same_commands_give_the_same_state_and_it_round_trips_as_json() {
         let cmds = || {
             vec![
@@ -340,6 +468,20 @@ mod tests {
                 create("a", 1, None),
                 ControllerCommand::DeleteTopic { name: "b".into() },
                 create("c", 3, Some(1)),
+                ControllerCommand::InitProducer {
+                    existing: None,
+                    owner: Some("k".into()),
+                    admin: false,
+                },
+                ControllerCommand::InitProducer {
+                    existing: Some(0),
+                    owner: None,
+                    admin: true,
+                },
+                ControllerCommand::CommitOffsets {
+                    group: "g".into(),
+                    offsets: vec![(("c".into(), 2), 10), (("a".into(), 0), 3)],
+                },
             ]
         };
         let run = || {

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::limits::FRAME_BYTES_MAX;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::budget::InflightBudget;
 use crate::transport::codec;
 use crate::transport::config::TransportConfig;
@@ -72,7 +73,13 @@ impl ShardNetwork {
 
     /// openraft's network factory for `group`: pass it to `Raft::new`.
     pub fn group(&self, group: GroupId) -> GroupNetwork {
-        GroupNetwork::new(group, self.clone())
+        GroupNetwork::new(group, self.clone(), None)
+    }
+
+    /// [`group`](Self::group), for a group that sends snapshots from
+    /// `source` (a partition replica: `snapshot_send.rs`).
+    pub(crate) fn group_with_snapshots(&self, group: GroupId, source: Rc<SnapshotSource>) -> GroupNetwork {
+        GroupNetwork::new(group, self.clone(), Some(source))
     }
 
     /// Sends the control request `kind` with `payload` to `target` (its

@@ -174,3 +174,30 @@ pub async fn open_default(dir: &std::path::Path) -> es_storage::PartitionLog {
     .expect("open")
     .0
 }
+
+/// Runs `child`, an `#[ignore]`d test of this same test binary, alone in a
+/// child process (for a fault the parent must not share: a descriptor
+/// limit, a failed write), with `env` set; `what` names the run in
+/// messages. The child ends by printing `<marker> N`; returns N, panicking
+/// with the child's output when it failed or did not report.
+pub fn child_reports(child: &str, env: &[(&str, String)], marker: &str, what: &str) -> u64 {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child, "--ignored", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed ({what}): {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prefix = format!("{marker} ");
+    stdout
+        .lines()
+        .find_map(|l| l.split(prefix.as_str()).nth(1))
+        .unwrap_or_else(|| panic!("child did not report: {stdout}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

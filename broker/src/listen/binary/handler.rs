@@ -180,7 +180,7 @@ async fn fetch(
     responses: &Rc<Budget>,
     principal: &Principal,
 ) -> Result<Outgoing, ApiError> {
-    let meta = admin::lookup(shard, &f.topic)?;
+    let meta = admin::lookup_synced(shard, &f.topic).await?;
     // A key in debt waits until it is paid, holding nothing read.
     let quotas = shard.config.quotas();
     quotas.pay_debt(shard, principal, Direction::Fetch).await;
@@ -296,7 +296,7 @@ async fn produce_batch(
     pb: ProduceBatch<BatchBuf>,
     early: Option<EarlyWrite>,
 ) -> Result<Response, ApiError> {
-    let meta = admin::lookup(shard, &pb.topic)?;
+    let meta = admin::lookup_synced(shard, &pb.topic).await?;
     if pb.partition >= meta.partitions {
         return Err(ApiError::partition_not_found(
             &meta.name,
@@ -341,7 +341,7 @@ async fn produce(
     producer: Option<ProducerFields>,
     throttle: &mut Duration,
 ) -> Result<Vec<(u32, u64)>, ApiError> {
-    let meta = admin::lookup(shard, &p.topic)?;
+    let meta = admin::lookup_synced(shard, &p.topic).await?;
     let items = p
         .records
         .into_iter()
