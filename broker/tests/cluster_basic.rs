@@ -5,12 +5,17 @@
 //! every replica; a produce to a node that does not lead is `not_leader`
 //! with the leader's addresses, one spanning partitions led by different
 //! nodes refused whole; a node without a replica redirects reads too;
+//! the same over the binary protocol (a producer's batch, a fetch from a
+//! follower, `not_leader` with its details); a long-poll on a follower;
 //! refusals (`topic_exists`, `replication_factor_too_large`); a delete
 //! seen by every node, its replicas' files gone.
 
 mod cluster;
 mod common;
 
+use es_protocol::client::{Client, ClientError, Options};
+use es_protocol::requests::fetch::Fetch;
+use es_protocol::requests::produce::ProduceRecord;
 use serde_json::json;
 
 use common::{wait_for, Broker};
@@ -111,12 +116,72 @@ fn replicated_topics_end_to_end() {
         assert_eq!(d["replica_status"].as_array().unwrap().len(), rf, "{d}");
     }
 
+    // The binary protocol: a producer's batch to the leader, read back
+    // from a follower; a produce to a follower is not_leader with the
+    // leader in its details.
+    {
+        let leader = cluster::wait_leader(&running, "r3", 0);
+        let lb = &nodes[leader as usize - 1];
+        let fb = &nodes[(leader as usize) % 3];
+        let connect = |b: &Broker| {
+            Client::connect(
+                &b.binary_addr(),
+                Options {
+                    client_id: "cluster-basic".into(),
+                    ..Options::default()
+                },
+            )
+            .expect("binary handshake")
+        };
+        let mut bb = es_protocol::batch::BatchBuilder::default();
+        bb.push(None, b"bin-0", 1);
+        bb.push(None, b"bin-1", 1);
+        let base = connect(lb)
+            .produce_batch("r3", 0, bb.finish(0, None).unwrap())
+            .expect("produce_batch at the leader");
+        assert_eq!(base, 25);
+        let refused = connect(fb)
+            .produce(
+                "r3",
+                vec![ProduceRecord {
+                    partition: Some(0),
+                    timestamp_ms: None,
+                    key: None,
+                    value: b"no".to_vec(),
+                }],
+            )
+            .expect_err("a follower takes no produce");
+        match refused {
+            ClientError::Broker { code, details, .. } => {
+                assert_eq!(code, "not_leader");
+                let details = details.expect("details");
+                assert_eq!(details["leader"]["node_id"], leader, "{details:?}");
+            }
+            other => panic!("{other}"),
+        }
+        let follower = connect(fb);
+        wait_for("the follower to serve the batch over the binary protocol", || {
+            let ok = follower
+                .fetch(Fetch {
+                    topic: "r3".into(),
+                    partition: 0,
+                    offset: Some(25),
+                    max_records: 10,
+                    max_bytes: 1 << 20,
+                    wait_ms: 0,
+                })
+                .expect("fetch from a follower");
+            let got: Vec<(u64, Vec<u8>)> = ok.to_records().into_iter().map(|r| (r.offset, r.value)).collect();
+            got == vec![(25, b"bin-0".to_vec()), (26, b"bin-1".to_vec())]
+        });
+    }
+
     // A long-poll on a follower wakes when a record commits.
     let leader = cluster::wait_leader(&running, "r3", 0);
     let f = (leader as usize) % 3;
     let fb = nodes[f].client();
     let poll =
-        std::thread::spawn(move || fb.get("/v1/topics/r3/partitions/0/records?offset=25&wait_ms=30000"));
+        std::thread::spawn(move || fb.get("/v1/topics/r3/partitions/0/records?offset=27&wait_ms=30000"));
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (status, body) = cluster::produce(&nodes[leader as usize - 1], "r3", 0, &values("late", 1)).unwrap();
     assert_eq!(status, 200, "{body}");
