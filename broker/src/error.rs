@@ -72,8 +72,7 @@ pub enum ErrorCode {
     NotLeader,
     LeaderNotAvailable,
     OutcomeUnknown,
-    // Refused by cluster mode's topic creation (broker/src/cluster).
-    #[allow(dead_code)]
+    // Refused by cluster mode's topic creation (topics/controller.rs).
     ReplicationFactorTooLarge,
 }
 
@@ -270,8 +269,6 @@ impl ApiError {
     /// leader is known (the client retries after a backoff, or asks
     /// another broker). The message names the leader too, for clients of
     /// binary protocol version 1, which carry no details.
-    // Called by cluster mode (broker/src/cluster), which lands beside this.
-    #[allow(dead_code)]
     pub fn not_leader(leader: Option<LeaderInfo>) -> ApiError {
         let message = match &leader {
             Some(l) => format!(
@@ -297,8 +294,6 @@ impl ApiError {
     /// anything was written; `error.leaders` maps each partition (as a
     /// string key) to its leader or null. The client sends each
     /// partition's records to its leader.
-    // Called by cluster mode (broker/src/cluster), which lands beside this.
-    #[allow(dead_code)]
     pub fn not_leader_of(leaders: std::collections::BTreeMap<u32, Option<LeaderInfo>>) -> ApiError {
         let named: Vec<String> = leaders
             .iter()
@@ -328,8 +323,6 @@ impl ApiError {
     /// 503 `leader_not_available`: an election is in progress, or this
     /// leader has lost its quorum; nothing was written. Retry after a
     /// backoff.
-    // Called by cluster mode (broker/src/cluster), which lands beside this.
-    #[allow(dead_code)]
     pub fn leader_not_available(message: impl Into<String>) -> ApiError {
         ApiError::new(ErrorCode::LeaderNotAvailable, message)
     }
@@ -338,8 +331,6 @@ impl ApiError {
     /// were committed is not known (leadership changed, or the commit was
     /// not seen in time). An idempotent producer retries with the same
     /// sequence; any other may write them twice if it retries.
-    // Called by cluster mode (broker/src/cluster), which lands beside this.
-    #[allow(dead_code)]
     pub fn outcome_unknown(message: impl Into<String>) -> ApiError {
         ApiError::new(ErrorCode::OutcomeUnknown, message)
     }

@@ -202,6 +202,10 @@ fn start(mut config: config::Config) -> Result<(), String> {
         }
         let hash = es_raft::transport::cluster_hash(&identity.roster());
         config.cluster.resolve(config.node_id, hash)?;
+        if let (Some(id), Some(t)) = (&identity.cluster_id, &config.cluster.transport) {
+            t.cluster_id.set(id);
+        }
+        config.cluster.cluster_id = identity.cluster_id.clone();
     }
     let topics = topic::load_all(&config.data_dir)
         .map_err(|e| format!("cannot read {}: {e}", config.data_dir.display()))?;

@@ -47,13 +47,30 @@ fn status_error(addr: &str, e: ClientError) -> CliError {
     }
 }
 
+/// When a node last answered this one: `-` for this node itself (and
+/// for a broker that does not say), `never` since this node started.
+fn last_seen(doc: &Value, node: &Value) -> String {
+    if node["node_id"] == doc["node_id"] {
+        return "-".into();
+    }
+    match &node["last_seen_ms_ago"] {
+        Value::Null if node.get("last_seen_ms_ago").is_some() => "never".into(),
+        Value::Number(ms) => format!("{:.1}s", ms.as_f64().unwrap_or(0.0) / 1000.0),
+        _ => "-".into(),
+    }
+}
+
 /// The status for people: a heading line, a table of the nodes, the
 /// partitions' totals.
 pub fn render(doc: &Value) -> String {
     let controller = &doc["controller"];
     let leader = controller["leader"].as_u64();
+    let committed = match controller.get("committed") {
+        Some(c) if !c.is_null() => format!(", committed {}", cell(c)),
+        _ => String::new(),
+    };
     let mut out = format!(
-        "cluster {}  this node {}  controller leader {} (term {})\n",
+        "cluster {}  this node {}  controller leader {} (term {}{committed})\n",
         cell(&doc["cluster_id"]),
         cell(&doc["node_id"]),
         leader.map_or("none".to_string(), |l| l.to_string()),
@@ -66,6 +83,7 @@ pub fn render(doc: &Value) -> String {
         "BINARY ADDR",
         "STATE",
         "CONTROLLER",
+        "LAST SEEN",
     ]);
     for n in doc["nodes"].as_array().into_iter().flatten() {
         let is_leader = leader.is_some() && n["node_id"].as_u64() == leader;
@@ -76,18 +94,22 @@ pub fn render(doc: &Value) -> String {
             cell(&n["binary_addr"]),
             cell(&n["state"]),
             if is_leader { "leader" } else { "-" }.to_string(),
+            last_seen(doc, n),
         ]);
     }
     let mut rows = Vec::new();
     let _ = table.write(&mut rows);
     out.push_str(&String::from_utf8_lossy(&rows));
+    // leaderless and under-replicated only when the broker counts them.
     let p = &doc["partitions"];
-    out.push_str(&format!(
-        "partitions: {}, leaderless {}, under-replicated {}\n",
-        cell(&p["total"]),
-        cell(&p["leaderless"]),
-        cell(&p["under_replicated"]),
-    ));
+    out.push_str(&format!("partitions: {}", cell(&p["total"])));
+    if let Some(n) = p.get("leaderless") {
+        out.push_str(&format!(", leaderless {}", cell(n)));
+    }
+    if let Some(n) = p.get("under_replicated") {
+        out.push_str(&format!(", under-replicated {}", cell(n)));
+    }
+    out.push('\n');
     out
 }
 
@@ -99,14 +121,14 @@ mod tests {
     fn renders_nodes_and_totals() {
         let doc = json!({
             "cluster_id": "3f2a9c", "node_id": 1,
-            "controller": {"leader": 2, "term": 4},
+            "controller": {"leader": 2, "term": 4, "committed": 1234},
             "nodes": [
                 {"node_id": 1, "raft_addr": "127.0.0.1:7001", "http_addr": "127.0.0.1:8081",
-                 "binary_addr": "127.0.0.1:9091", "state": "up"},
+                 "binary_addr": "127.0.0.1:9091", "state": "up", "last_seen_ms_ago": 0},
                 {"node_id": 2, "raft_addr": "127.0.0.1:7002", "http_addr": "127.0.0.1:8082",
-                 "binary_addr": "127.0.0.1:9092", "state": "up"},
+                 "binary_addr": "127.0.0.1:9092", "state": "up", "last_seen_ms_ago": 120},
                 {"node_id": 3, "raft_addr": "127.0.0.1:7003", "http_addr": "127.0.0.1:8083",
-                 "binary_addr": "127.0.0.1:9093", "state": "unreachable"}
+                 "binary_addr": "127.0.0.1:9093", "state": "unreachable", "last_seen_ms_ago": null}
             ],
             "partitions": {"total": 36, "leaderless": 0, "under_replicated": 12}
         });
@@ -114,16 +136,17 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "cluster 3f2a9c  this node 1  controller leader 2 (term 4)"
+            "cluster 3f2a9c  this node 1  controller leader 2 (term 4, committed 1234)"
         );
         assert!(lines[1].starts_with("NODE  RAFT ADDR"), "{}", lines[1]);
         assert!(
-            lines[3].contains("127.0.0.1:9092") && lines[3].ends_with("leader"),
+            lines[3].contains("127.0.0.1:9092")
+                && lines[3].split_whitespace().rev().take(2).eq(["0.1s", "leader"]),
             "{}",
             lines[3]
         );
         assert!(
-            lines[4].contains("unreachable") && lines[4].ends_with('-'),
+            lines[4].contains("unreachable") && lines[4].split_whitespace().rev().take(2).eq(["never", "-"]),
             "{}",
             lines[4]
         );
@@ -133,5 +156,8 @@ mod tests {
             no_leader.contains("controller leader none (term 5)"),
             "{no_leader}"
         );
+        assert!(no_leader.ends_with("partitions: null\n"), "{no_leader}");
+        let counted = render(&json!({"partitions": {"total": 3}}));
+        assert!(counted.ends_with("partitions: 3\n"), "{counted}");
     }
 }

@@ -198,7 +198,8 @@ fn cluster_status_prints_nodes_and_partitions() {
                 "127.0.0.1:8082",
                 "127.0.0.1:9092",
                 "up",
-                "leader"
+                "leader",
+                "-"
             ]
         ),
         "{text}"

@@ -32,12 +32,15 @@ use crate::config::partition_config;
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
 use crate::limits::{
     ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
-    PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, REPLICA_LAG_MS_DEFAULT,
+    PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, RECOVERY_BYTES_PER_SEC_DEFAULT,
+    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT, SNAPSHOT_CHUNK_BYTES_MAX,
 };
 use crate::log_store::LogStore;
 use crate::partition_sm::PartitionSm;
 use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
 use crate::replica_stats::{bump, ReplicaStats};
+use crate::snapshot_recv::SnapshotReceiver;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::{GroupRegistry, ShardNetwork};
 use crate::types::{EsRaft, GroupId, LogId, NodeId};
 
@@ -69,6 +72,12 @@ pub struct GroupConfig {
     /// Bytes of produced batches a replica queues for proposal before a
     /// produce waits (`limits::PROPOSER_QUEUE_BYTES_MAX`).
     pub queue_bytes_max: usize,
+    /// `--raft-snapshot-chunk-bytes`: bytes of stored batches per chunk of
+    /// a snapshot transfer (at most `limits::SNAPSHOT_CHUNK_BYTES_MAX`).
+    pub snapshot_chunk_bytes: usize,
+    /// `--raft-recovery-bytes-per-sec`: a leader streams a snapshot to a
+    /// follower at most this fast (0: unlimited).
+    pub recovery_bytes_per_sec: u64,
 }
 
 impl Default for GroupConfig {
@@ -82,6 +91,8 @@ impl Default for GroupConfig {
             produce_timeout_ms: PRODUCE_TIMEOUT_MS_DEFAULT,
             replica_lag_ms: REPLICA_LAG_MS_DEFAULT,
             queue_bytes_max: PROPOSER_QUEUE_BYTES_MAX,
+            snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
+            recovery_bytes_per_sec: RECOVERY_BYTES_PER_SEC_DEFAULT,
         }
     }
 }
@@ -119,6 +130,8 @@ struct Inner {
     proposer: Proposer,
     stats: Rc<ReplicaStats>,
     tracking: Rc<Tracking>,
+    /// Where snapshot transfers to this replica are received.
+    receiver: Rc<SnapshotReceiver>,
     stopped: Cell<bool>,
 }
 
@@ -158,7 +171,7 @@ impl PartitionRaft {
                 return Err(e);
             }
         };
-        registry.insert(group, this.0.raft.clone());
+        registry.insert_with_receiver(group, this.0.raft.clone(), this.0.receiver.clone());
         if let Some(members) = initialize {
             let empty = {
                 let m = this.0.raft.metrics();
@@ -198,10 +211,17 @@ impl PartitionRaft {
             config.election_timeout_ms,
         )
         .map_err(|e| err(&what, e))?;
+        let stats = Rc::new(ReplicaStats::default());
+        let source = SnapshotSource::new(
+            store.clone(),
+            config.snapshot_chunk_bytes.min(SNAPSHOT_CHUNK_BYTES_MAX),
+            config.recovery_bytes_per_sec,
+            stats.clone(),
+        );
         let raft = match Raft::new(
             node_id,
             Arc::new(raft_config),
-            network.group(group),
+            network.group_with_snapshots(group, Rc::new(source)),
             store.clone(),
             sm.clone(),
         )
@@ -213,7 +233,7 @@ impl PartitionRaft {
                 return Err(err(&what, e));
             }
         };
-        let stats = Rc::new(ReplicaStats::default());
+        let receiver = Rc::new(SnapshotReceiver::new(store.clone(), sm.clone(), stats.clone()));
         let tracking = Rc::new(Tracking::default());
         let gate: Gate = {
             let raft = raft.clone();
@@ -246,6 +266,7 @@ impl PartitionRaft {
             proposer,
             stats,
             tracking,
+            receiver,
             stopped: Cell::new(false),
         })))
     }
@@ -395,6 +416,29 @@ impl PartitionRaft {
                 (id, behind)
             })
             .collect()
+    }
+
+    /// On the leader: the offset below which every replica holds the log
+    /// (the end of the entry the least advanced voter matched, the leader
+    /// counted at its last entry). `None` elsewhere, or while a voter has
+    /// matched nothing.
+    pub fn matched_offset_min(&self) -> Option<u64> {
+        let least = {
+            let m = self.0.raft.metrics();
+            let m = m.borrow();
+            if m.state != ServerState::Leader || m.current_leader != Some(self.0.node_id) {
+                return None;
+            }
+            let replication = m.replication.as_ref()?;
+            let mut least = m.last_log_index?;
+            for id in m.membership_config.membership().voter_ids() {
+                if id != self.0.node_id {
+                    least = least.min(replication.get(&id)?.as_ref()?.index);
+                }
+            }
+            least
+        };
+        self.0.store.offset_after(least)
     }
 
     /// openraft's metrics of this replica (term, state, leader, applied,

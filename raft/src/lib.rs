@@ -8,6 +8,10 @@
 //! - `runtime`: `GlommioRuntime`, openraft's runtime on a glommio shard.
 //! - `entry`: `EsEntry`, what a client proposes and what it gets back.
 //! - `snapshot`: `EsSnapshot`, a snapshot's data.
+//! - `snapshot_send`: `SnapshotSource`, a leader streaming a snapshot.
+//! - `snapshot_recv`: `SnapshotReceiver`, a follower staging one.
+//! - `snapshot_install`: installing a staged snapshot in the log, and
+//!   finishing an install a crash interrupted.
 //! - `membership`: a membership as bytes (control batches, images).
 //! - `mem_store`: an in-memory log store and state machine (tests, and the
 //!   reference the storage conformance suite is checked against).
@@ -39,6 +43,9 @@ pub mod proposer;
 pub mod replica_stats;
 pub mod runtime;
 pub mod snapshot;
+pub mod snapshot_install;
+pub mod snapshot_recv;
+pub mod snapshot_send;
 pub mod transport;
 pub mod types;
 
@@ -51,7 +58,7 @@ pub use partition_sm::PartitionSm;
 pub use proposer::{ProduceError, Proposer, ProposerConfig};
 pub use replica_stats::{ReplicaObserver, ReplicaStats};
 pub use runtime::{set_raft_task_queue, GlommioRuntime};
-pub use snapshot::EsSnapshot;
+pub use snapshot::{EsSnapshot, StagedSuffix};
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};
 
 /// openraft, re-exported: callers outside this crate name its types

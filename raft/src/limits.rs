@@ -141,3 +141,37 @@ const _: () = assert!(ENTRY_BYTES_MAX_DEFAULT <= APPEND_BYTES_MAX_DEFAULT);
 const _: () = assert!(HEARTBEAT_MS_DEFAULT * 5 <= ELECTION_TIMEOUT_MS_DEFAULT);
 // A produce outlasts a failover (elections take up to twice the timeout).
 const _: () = assert!(PRODUCE_TIMEOUT_MS_DEFAULT > 4 * ELECTION_TIMEOUT_MS_DEFAULT);
+
+// --- Snapshot transfer (docs/design/raft-snapshots.md) ------------------------
+
+/// `--raft-snapshot-chunk-bytes`: bytes of stored batches a leader sends
+/// in one snapshot chunk frame, in bytes (a chunk always takes at least
+/// one whole batch, so a larger batch goes alone): large enough that a
+/// frame's overhead vanishes, small enough that eight in flight stay a
+/// small part of the shard's frame budget.
+pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 1 << 20;
+/// The most `--raft-snapshot-chunk-bytes` may be, in bytes.
+pub const SNAPSHOT_CHUNK_BYTES_MAX: usize = 16 << 20;
+/// The hard bound on one chunk's batches, in bytes (the soft one is the
+/// chunk size, which the batch that reaches it may pass): a batch's
+/// bound, so that one frame carries any chunk.
+pub const SNAPSHOT_CHUNK_LIMIT_BYTES: usize = es_format::limits::BATCH_BYTES_MAX;
+/// Chunks a leader has sent to one follower and not had answered: enough
+/// to keep a loopback or LAN link busy (the spec's 8).
+pub const SNAPSHOT_CHUNKS_IN_FLIGHT: usize = 8;
+/// `--raft-recovery-bytes-per-sec`: bytes per second a leader streams to
+/// each follower it sends a snapshot, so producers are not starved of the
+/// disk and the link (a tenth of this box's measured ~1 GB/s sequential
+/// read); 0 is unlimited.
+pub const RECOVERY_BYTES_PER_SEC_DEFAULT: u64 = 100 << 20;
+/// Bytes of staged entries an install places before it waits for them to
+/// be durable: the writer's queue stays bounded while a large run goes in.
+pub const SNAPSHOT_INSTALL_DURABLE_EVERY_BYTES: usize = 8 << 20;
+
+// A chunk frame (its batches and a few fields) fits a frame.
+const _: () = assert!(SNAPSHOT_CHUNK_LIMIT_BYTES + 64 <= FRAME_BYTES_MAX);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES_DEFAULT <= SNAPSHOT_CHUNK_BYTES_MAX);
+const _: () = assert!(SNAPSHOT_CHUNK_BYTES_MAX <= SNAPSHOT_CHUNK_LIMIT_BYTES);
+// Chunks in flight stay a small part of the receiving shard's frame budget.
+const _: () =
+    assert!(SNAPSHOT_CHUNK_BYTES_DEFAULT * SNAPSHOT_CHUNKS_IN_FLIGHT <= INFLIGHT_SHARD_BYTES_DEFAULT / 8);

@@ -36,6 +36,7 @@ use openraft::{RaftLogReader, StorageError, StorageIOError};
 use crate::entry::{EntryBatch, EsEntry, EsPayload};
 use crate::membership;
 use crate::meta::RaftMeta;
+use crate::snapshot_install::{self, Manifest, Step};
 use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, Vote};
 
 /// Where an entry lies in the log.
@@ -94,6 +95,9 @@ impl LogStore {
     /// holds. No entry may have been placed in `log` since it was opened.
     pub async fn from_log(log: PartitionLog, meta_dir: &Path) -> StorageResult<LogStore> {
         let meta = Rc::new(RaftMeta::open(meta_dir).await?);
+        // A snapshot install a crash interrupted is finished first; a
+        // transfer's leftovers go (snapshot_install.rs).
+        snapshot_install::recover(&log, &meta).await?;
         let mut table = BTreeMap::new();
         let mut open: Option<(u64, Loc)> = None;
         for p in log.placed_batches().await.map_err(read_err)? {
@@ -178,6 +182,17 @@ impl LogStore {
             .collect()
     }
 
+    /// The offset after the last entry at or below index `index` held
+    /// here (`None` when none is).
+    pub fn offset_after(&self, index: u64) -> Option<u64> {
+        self.0
+            .table
+            .borrow()
+            .range(..=index)
+            .next_back()
+            .map(|(_, l)| l.next_offset)
+    }
+
     /// The last entry at or below index `through` that ends at or below
     /// offset `cut` (every record of it lies below the cut): what a
     /// retention cut at `cut` lets a replica that applied `through` purge.
@@ -218,6 +233,85 @@ impl LogStore {
     /// closes ([`from_log`](Self::from_log)).
     pub async fn close_meta(&self) {
         self.0.meta.close().await;
+    }
+
+    /// Installs a snapshot received from a leader (snapshot_install.rs,
+    /// steps 2-6): commits `m`, cuts the log after `m.after`, places the
+    /// staged entries, saves the descriptor, removes the manifest; then
+    /// the cleanup limit rises to `end_offset` (everything up to the
+    /// snapshot is purged: openraft purges it as it installs). The caller
+    /// (the state machine) sets the committed mark. `stop_after` ends it
+    /// there, as a crash would (tests).
+    pub(crate) async fn install(
+        &self,
+        m: &Manifest,
+        end_offset: u64,
+        stop_after: Option<Step>,
+    ) -> StorageResult<()> {
+        let stop = |s: Step| stop_after == Some(s);
+        snapshot_install::commit(&self.0.meta, m).await?;
+        if stop(Step::Committed) {
+            return Ok(());
+        }
+        self.cut(m.after.map_or(0, |a| a.index + 1)).await?;
+        if stop(Step::Cut) {
+            return Ok(());
+        }
+        if let Some(name) = &m.staged {
+            let path = snapshot_install::staged_path(self.0.meta.dir(), name);
+            snapshot_install::place_staged(&self.0.log, &path, m.after, |id, p| {
+                self.0.table.borrow_mut().insert(
+                    id.index,
+                    Loc {
+                        term: id.leader_id.term,
+                        segment: p.segment,
+                        position: p.position,
+                        len: p.len,
+                        next_offset: p.next_offset.0,
+                    },
+                );
+            })
+            .await?;
+        }
+        if stop(Step::Placed) {
+            return Ok(());
+        }
+        self.0.meta.save_snapshot(m.descriptor.clone()).await?;
+        if stop(Step::Described) {
+            return Ok(());
+        }
+        snapshot_install::finish(&self.0.meta).await?;
+        if let Some(purged) = self.0.meta.purged() {
+            let mut table = self.0.table.borrow_mut();
+            let keep = table.split_off(&(purged.index + 1));
+            *table = keep;
+        }
+        if end_offset > self.0.log.cleanup_limit().0 {
+            self.0.log.set_cleanup_limit(Offset(end_offset));
+        }
+        Ok(())
+    }
+
+    /// Whether this log holds entry `id`.
+    pub(crate) fn holds(&self, id: LogId) -> bool {
+        self.0
+            .table
+            .borrow()
+            .get(&id.index)
+            .is_some_and(|l| l.term == id.leader_id.term)
+    }
+
+    /// Cuts every entry from `index` on (the store's `truncate`).
+    async fn cut(&self, index: u64) -> StorageResult<()> {
+        self.0.cuts.set(self.0.cuts.get() + 1);
+        self.0.cutting_from.set(Some(index));
+        // The table loses the entries only once the log has: a failed cut
+        // poisons the log, and the table still says what may be on disk.
+        let cut = self.0.log.truncate_from(index).await;
+        self.0.cutting_from.set(None);
+        cut.map_err(write_err)?;
+        self.0.table.borrow_mut().split_off(&index);
+        Ok(())
     }
 
     async fn read_entry(&self, index: u64, loc: Loc) -> StorageResult<EsEntry> {
@@ -281,7 +375,7 @@ fn v2(b: EntryBatch) -> (BatchBuf, bool) {
 
 // openraft's StorageError is what its storage traits return.
 #[allow(clippy::result_large_err)]
-fn body_of(payload: EsPayload) -> StorageResult<EntryBody> {
+pub(crate) fn body_of(payload: EsPayload) -> StorageResult<EntryBody> {
     Ok(match payload {
         EsPayload::Blank => EntryBody::Control {
             kind: CONTROL_BLANK,
@@ -457,22 +551,20 @@ impl RaftLogStorage<EsRaft> for LogStore {
         if self.0.table.borrow().range(from.index..).next().is_none() {
             return Ok(());
         }
-        self.0.cuts.set(self.0.cuts.get() + 1);
-        self.0.cutting_from.set(Some(from.index));
-        // The table loses the entries only once the log has: a failed cut
-        // poisons the log, and the table still says what may be on disk.
-        let cut = self.0.log.truncate_from(from.index).await;
-        self.0.cutting_from.set(None);
-        cut.map_err(write_err)?;
-        self.0.table.borrow_mut().split_off(&from.index);
-        Ok(())
+        self.cut(from.index).await
     }
 
     async fn purge(&mut self, upto: LogId) -> StorageResult<()> {
         self.0.meta.save_purged(&upto).await?;
         let limit = {
             let mut table = self.0.table.borrow_mut();
-            let limit = table.range(..=upto.index).next_back().map(|(_, l)| l.next_offset);
+            // Only for an entry this log holds: a purge that follows a
+            // snapshot install may run before the install placed it (the
+            // install raises the limit then).
+            let limit = table
+                .get(&upto.index)
+                .filter(|l| l.term == upto.leader_id.term)
+                .map(|l| l.next_offset);
             let keep = table.split_off(&(upto.index + 1));
             *table = keep;
             limit

@@ -199,7 +199,18 @@ impl RaftMeta {
         committed.catch_up().await;
     }
 
-    async fn read<T>(&self, name: &str, decode: impl Fn(&[u8]) -> Option<T>) -> StorageResult<Option<T>> {
+    /// The metadata directory (`data/raft/<topic>/<partition>/`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reads the sealed file `name` (payload + CRC-32); `None` if absent,
+    /// an error if it fails its checksum.
+    pub(crate) async fn read<T>(
+        &self,
+        name: &str,
+        decode: impl Fn(&[u8]) -> Option<T>,
+    ) -> StorageResult<Option<T>> {
         let path = self.dir.join(name);
         let Some(bytes) = es_storage::read_file(&path).await.map_err(|e| io_err(&path, e))? else {
             return Ok(None);
@@ -210,10 +221,23 @@ impl RaftMeta {
         Ok(Some(value))
     }
 
-    async fn write(&self, name: &str, payload: Vec<u8>) -> StorageResult<()> {
+    /// Writes the sealed file `name` atomically and durably (temporary
+    /// file, fdatasync, rename, directory fsync).
+    pub(crate) async fn write(&self, name: &str, payload: Vec<u8>) -> StorageResult<()> {
         es_storage::write_file_atomic(&self.dir, name, seal(payload))
             .await
             .map_err(|e| io_err(&self.dir.join(name), e))
+    }
+
+    /// Removes the file `name`, durably (directory fsynced).
+    pub(crate) async fn remove(&self, name: &str) -> StorageResult<()> {
+        let path = self.dir.join(name);
+        es_storage::remove_if_exists(&path)
+            .await
+            .map_err(|e| io_err(&path, e))?;
+        es_storage::sync_dir(&self.dir)
+            .await
+            .map_err(|e| io_err(&self.dir, e))
     }
 
     pub fn vote(&self) -> Option<Vote> {

@@ -20,7 +20,8 @@ use crate::entry::{Applied, EsEntry, EsPayload};
 use crate::log_store::LogStore;
 use crate::membership;
 use crate::meta::RaftMeta;
-use crate::snapshot::EsSnapshot;
+use crate::snapshot::{EsSnapshot, StagedSuffix};
+use crate::snapshot_install::Manifest;
 use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -76,7 +77,7 @@ fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
+pub(crate) fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let meta = SnapshotMeta {
         last_log_id: id_of(v.get("last_applied")?)?,
@@ -121,6 +122,40 @@ impl PartitionSm {
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.0.state.borrow().last_applied
+    }
+}
+
+impl PartitionSm {
+    /// Installs a snapshot a leader streamed (docs/design/raft-snapshots.md):
+    /// the log takes the staged entries after the entry it keeps
+    /// (`LogStore::install`, crash-safe through `install.swap`), then this
+    /// machine adopts the snapshot's applied id, membership and end.
+    // openraft's StorageError is what its storage traits return.
+    async fn install_staged(
+        &self,
+        meta: &SnapshotMeta<NodeId, EmptyNode>,
+        staged: StagedSuffix,
+        end: u64,
+    ) -> StorageResult<()> {
+        let manifest = Manifest {
+            after: staged.after,
+            staged: staged.staged,
+            descriptor: staged.descriptor,
+        };
+        self.0.store.install(&manifest, end, None).await?;
+        let next = self.0.store.log().next_offset().0;
+        if next < end {
+            return Err(bad(&format!(
+                "after the install the log ends at offset {next}, the snapshot at {end}"
+            )));
+        }
+        let mut s = self.0.state.borrow_mut();
+        s.last_applied = meta.last_log_id;
+        s.membership = meta.last_membership.clone();
+        s.end_offset = end;
+        drop(s);
+        self.0.store.set_committed(end);
+        Ok(())
     }
 }
 
@@ -209,9 +244,12 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         if m.last_log_id != meta.last_log_id {
             return Err(bad("the snapshot's descriptor is not its meta's"));
         }
-        // A descriptor carries no records: installing one whose records
+        if let EsSnapshot::Staged(staged) = *snapshot {
+            return self.install_staged(meta, staged, end).await;
+        }
+        // A descriptor alone carries no records: installing one whose records
         // this log lacks would claim data the replica does not have.
-        // (Streaming the committed segments with it is phase 3.)
+        // (A leader streams them: a `Staged` snapshot.)
         let next = self.0.store.log().next_offset().0;
         if end > next {
             return Err(bad(&format!(

@@ -50,6 +50,14 @@ pub struct ReplicaStats {
     pub snapshots_triggered: Cell<u64>,
     /// Purges `retain_below` asked openraft for.
     pub purges_asked: Cell<u64>,
+    /// Bytes of stored batches this replica streamed to followers in
+    /// snapshot transfers (`es_raft_snapshot_bytes_total{dir="sent"}`).
+    pub snapshot_bytes_sent: Cell<u64>,
+    /// Bytes of stored batches this replica received and staged in
+    /// snapshot transfers (`{dir="received"}`).
+    pub snapshot_bytes_received: Cell<u64>,
+    /// Snapshot transfers this replica finished as the sender.
+    pub snapshots_sent: Cell<u64>,
     observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
 }
 
@@ -57,6 +65,10 @@ impl ReplicaStats {
     /// Sets (or with `None` clears) the observer.
     pub fn set_observer(&self, observer: Option<Box<dyn ReplicaObserver>>) {
         *self.observer.borrow_mut() = observer;
+    }
+
+    pub(crate) fn add(c: &Cell<u64>, n: u64) {
+        c.set(c.get().saturating_add(n));
     }
 
     pub(crate) fn note_committed(&self, latency: Duration) {

@@ -1,22 +1,47 @@
 //! `EsSnapshot`: what a snapshot of an es state machine holds.
 //!
-//! Phase 0-1: an image (bytes) of the state machine: the in-memory test
-//! machine's state, or a partition's descriptor (`partition_sm.rs`). The
-//! partition snapshot that streams committed segments to a late replica
-//! (the spec's §5) replaces it in phase 3.
+//! A built snapshot is an image (bytes): the in-memory test machine's
+//! state, or a partition's descriptor (`partition_sm.rs`): the records it
+//! covers are the log itself. A snapshot received from a leader
+//! (`snapshot_recv.rs`) is `Staged`: the descriptor, the run of the
+//! leader's log this replica lacked, staged in `incoming/`, and where that
+//! run starts; installing it (`snapshot_install.rs`) puts the run in the
+//! log (docs/design/raft-snapshots.md).
+
+use crate::types::LogId;
 
 /// A snapshot's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EsSnapshot {
     /// The state machine's image, as its `build_snapshot` encoded it.
     Image(Vec<u8>),
+    /// Received from a leader, to install.
+    Staged(StagedSuffix),
+}
+
+/// A snapshot received from a leader: its descriptor and the entries this
+/// replica lacked, staged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedSuffix {
+    /// The snapshot's descriptor (`partition_sm.rs`), as the leader sent it.
+    pub descriptor: Vec<u8>,
+    /// The idempotent producers' image at the snapshot (opaque here; empty
+    /// while the producers' state is not replicated).
+    pub producers: Vec<u8>,
+    /// The last entry this replica keeps: the staged entries follow it
+    /// (`None`: they replace the whole log).
+    pub after: Option<LogId>,
+    /// The staged file's name in `incoming/`; `None`: nothing was streamed
+    /// (this replica held the snapshot's entries).
+    pub staged: Option<String>,
 }
 
 impl EsSnapshot {
-    /// The image's bytes.
+    /// The image's bytes (a staged snapshot's: its descriptor).
     pub fn image(&self) -> &[u8] {
         match self {
             EsSnapshot::Image(b) => b,
+            EsSnapshot::Staged(s) => &s.descriptor,
         }
     }
 }

@@ -50,8 +50,8 @@ pub use config::LogConfig;
 pub use error::{Result, StorageError};
 pub use io::device::read_device_properties;
 pub use io::dirs::{
-    create_dir_all, create_dir_all_durable, index_path, log_path, remove_if_exists, rename_if_exists,
-    sync_dir,
+    create_dir_all, create_dir_all_durable, index_path, list_names, log_path, remove_if_exists,
+    rename_if_exists, sync_dir,
 };
 pub use io::disk_threads::start_disk_threads;
 pub use io::files::{read_file, write_file_atomic};
@@ -68,7 +68,7 @@ pub use log::watermark::{WaitError, Watermark};
 pub use log::write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};
 pub use metric_help::{MetricHelp, MetricKind, STORAGE_METRICS};
 pub use offset::Offset;
-pub use read::entries::PlacedBatch;
+pub use read::entries::{EntryCursor, EntryRun, PlacedBatch};
 pub use read::fetch::{BatchesRead, LimitedRecords, RecordsRead};
 pub use read::scan::RawBatch;
 pub use record::{ProducerStamp, Record, StoredRecord};

@@ -43,6 +43,13 @@ pub async fn start(shard: &Rc<Shard>) -> Result<(), String> {
     .map_err(|e| format!("opening the controller group: {e}"))?;
     t.server.set_control_handler(controller.control_handler());
     *t.controller.borrow_mut() = Some(controller.clone());
+    crate::cluster::health::start(shard, &controller);
+    glommio::spawn_local(crate::cluster::identity::follow(
+        shard.clone(),
+        controller.clone(),
+    ))
+    .detach();
+    crate::cluster::reconciler::spawn(shard.clone(), controller.clone());
     glommio::spawn_local(register(shard.clone(), controller)).detach();
     Ok(())
 }

@@ -15,9 +15,14 @@
 //! other nodes. A fresh cluster node also refuses a dir that holds topics
 //! without a `cluster.json` (written by a broker before the file existed).
 //!
-//! Runs on the main thread, before the shards (std I/O).
+//! `load_or_create` runs on the main thread, before the shards (std I/O);
+//! `follow` runs on shard 0: once the controller group agreed on the
+//! cluster id, it gives it to the raft transport (whose preamble then
+//! carries it: a peer that knows another id is refused) and records it in
+//! the file (glommio I/O).
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use es_raft::NodeId;
 use serde_json::{json, Value};
@@ -187,10 +192,9 @@ fn random_id() -> Result<String, String> {
     ))
 }
 
-/// Writes the file durably: temp file, fsync, rename, fsync the dir.
-fn write(data_dir: &Path, identity: &Identity) -> std::io::Result<()> {
-    use std::io::Write;
-    let body = match &identity.mode {
+/// The file's bytes.
+fn encode(identity: &Identity) -> String {
+    match &identity.mode {
         Mode::Standalone => json!({ "cluster_id": identity.cluster_id }),
         Mode::Cluster { node_id, nodes } => json!({
             "cluster_id": identity.cluster_id,
@@ -198,7 +202,63 @@ fn write(data_dir: &Path, identity: &Identity) -> std::io::Result<()> {
             "nodes": nodes,
         }),
     }
-    .to_string();
+    .to_string()
+}
+
+/// Waits, on shard 0, until the controller group has applied the cluster
+/// id (`ClusterInit`, proposed by its first leader), then gives it to the
+/// transport and records it in `cluster.json` (durably: write, fsync,
+/// rename, fsync the dir). A file that already held it is left as it is;
+/// one that held another id is left too, and the disagreement logged.
+pub async fn follow(shard: Rc<crate::shard::Shard>, controller: es_raft::controller::Controller) {
+    let mut applied = controller.applied();
+    let id = loop {
+        if let Some(id) = controller.state().cluster_uuid.clone() {
+            break id;
+        }
+        if applied.changed().await.is_err() {
+            return;
+        }
+    };
+    let config = &shard.config;
+    match &config.cluster.cluster_id {
+        Some(known) if *known == id => return,
+        Some(known) => {
+            tracing::error!(
+                file = %path(&config.data_dir).display(),
+                file_id = %known,
+                controller_id = %id,
+                "the controller group's cluster id is not the one cluster.json holds; the file is kept"
+            );
+            return;
+        }
+        None => {}
+    }
+    if let Some(t) = &config.cluster.transport {
+        t.cluster_id.set(&id);
+    }
+    let identity = Identity {
+        cluster_id: Some(id.clone()),
+        mode: Mode::Cluster {
+            node_id: config.node_id,
+            nodes: config.cluster.node_ids(),
+        },
+    };
+    let body = encode(&identity).into_bytes();
+    match crate::topics::fsops::write_atomic(&config.data_dir, "cluster.json", body).await {
+        Ok(()) => tracing::info!(cluster_id = %id, "the cluster id is recorded in cluster.json"),
+        Err(e) => tracing::error!(
+            cluster_id = %id,
+            error = %e,
+            "the cluster id could not be recorded in cluster.json; the next start learns it again"
+        ),
+    }
+}
+
+/// Writes the file durably: temp file, fsync, rename, fsync the dir.
+fn write(data_dir: &Path, identity: &Identity) -> std::io::Result<()> {
+    use std::io::Write;
+    let body = encode(identity);
     let tmp = data_dir.join("cluster.json.tmp");
     // blocking-ok: main thread, before the shards run
     let mut f = std::fs::File::create(&tmp)?;

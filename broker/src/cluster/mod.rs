@@ -10,10 +10,19 @@
 //!   connection to the shard its preamble names.
 //! - `controller`: the controller group (raft0) on shard 0, and this
 //!   node's registration in it.
-//! - `view`: `GET /v1/cluster`.
+//! - `health`: peers' liveness (pings) and the controller's leader, kept
+//!   on shard 0 for the view, `/ready` and the metrics.
+//! - `view`: `GET /v1/cluster` and the binary DescribeCluster.
+//! - `assignment`: the controller's replicas and node addresses, as every
+//!   shard reads them.
+//! - `reconciler`: on shard 0, makes the node match the controller's
+//!   state (catalog, replicas opened and removed).
 
+pub mod assignment;
 pub mod controller;
+pub mod health;
 pub mod identity;
 pub mod listener;
+pub mod reconciler;
 pub mod transport;
 pub mod view;

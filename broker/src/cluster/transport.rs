@@ -34,6 +34,9 @@ pub struct ShardTransport {
     pub accept_refused: RefCell<BTreeMap<&'static str, u64>>,
     /// The controller group, on shard 0 once opened (cluster/controller.rs).
     pub controller: RefCell<Option<es_raft::controller::Controller>>,
+    /// Peers' liveness and the controller's elections (kept on shard 0:
+    /// cluster/health.rs).
+    pub health: crate::cluster::health::Health,
 }
 
 impl ShardTransport {
@@ -59,6 +62,7 @@ impl ShardTransport {
             stats,
             accept_refused: RefCell::new(BTreeMap::new()),
             controller: RefCell::new(None),
+            health: Default::default(),
         })
     }
 

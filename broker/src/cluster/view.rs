@@ -1,24 +1,34 @@
-//! `GET /v1/cluster`: the cluster as the controller group on this node
-//! knows it: its id, its leader and term, the nodes of `--peers` with the
-//! addresses each registered, and the partitions assigned. Built on shard
-//! 0, where the controller lives (`Op::Cluster`).
+//! `GET /v1/cluster` and the binary protocol's DescribeCluster (one
+//! document, docs/api.md): the cluster as this node knows it: its id, the
+//! controller group's leader, term and the index this node has applied,
+//! the nodes of `--peers` with the addresses each registered in the
+//! controller and whether this node reaches it now (cluster/health.rs),
+//! and the partitions assigned. Built on shard 0, where the controller
+//! lives (`Op::Cluster`).
+//!
+//! `partitions` holds `total` only: `leaderless` and `under_replicated`
+//! need each partition group's leader and followers' progress, which the
+//! replicated data path keeps; they join the document with it.
 
 use std::rc::Rc;
 
 use serde_json::{json, Value};
 
+use crate::auth::grants::{Operation, Resource};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 
-/// The answer of `GET /v1/cluster`, from any shard.
-pub async fn describe(shard: &Rc<Shard>) -> Result<Value, ApiError> {
+/// The document, from any shard; needs `describe` on the cluster.
+pub async fn describe(shard: &Rc<Shard>, p: &Principal) -> Result<Value, ApiError> {
     if !shard.config.cluster.enabled() {
         return Err(ApiError::new(
             ErrorCode::NotFound,
-            "this broker is standalone (started without --peers): it has no cluster to describe",
+            "this broker runs standalone (no --peers): it has no cluster to describe",
         ));
     }
+    p.require(Operation::Describe, Resource::Cluster, "")?;
     match shard.call(CONTROLLER_SHARD, Op::Cluster).await {
         Reply::Json(r) => r,
         Reply::Done(Err(e)) => Err(e),
@@ -26,49 +36,56 @@ pub async fn describe(shard: &Rc<Shard>) -> Result<Value, ApiError> {
     }
 }
 
-/// The view, on shard 0 (`Op::Cluster`).
+/// The document, on shard 0 (`Op::Cluster`).
 pub fn view(shard: &Shard) -> Result<Value, ApiError> {
-    let controller = shard
+    let t = shard
         .raft
         .as_ref()
-        .and_then(|t| t.controller.borrow().clone())
+        .ok_or_else(|| ApiError::internal("a cluster view on a standalone broker"))?;
+    let controller = t
+        .controller
+        .borrow()
+        .clone()
         .ok_or_else(|| ApiError::unavailable("the controller group is not open yet"))?;
     let state = controller.state();
+    let me = shard.config.node_id;
+    let peers = shard.config.cluster.peers.as_ref();
     let nodes: Vec<Value> = shard
         .config
         .cluster
         .node_ids()
         .into_iter()
         .map(|id| {
-            let peer = shard
-                .config
-                .cluster
-                .peers
-                .as_ref()
-                .and_then(|p| p.0.get(&id).cloned());
-            match state.nodes.get(&id) {
-                Some(n) => json!({
-                    "node_id": id,
-                    "raft_addr": n.raft_addr,
-                    "http_addr": n.http_addr,
-                    "binary_addr": n.binary_addr,
-                    "state": "registered",
-                }),
-                None => json!({
-                    "node_id": id,
-                    "raft_addr": peer,
-                    "http_addr": null,
-                    "binary_addr": null,
-                    "state": "unregistered",
-                }),
-            }
+            let registered = state.nodes.get(&id);
+            let raft_addr = registered
+                .map(|n| n.raft_addr.clone())
+                .or_else(|| peers.and_then(|p| p.0.get(&id).cloned()));
+            let (up, last_seen_ms) = if id == me {
+                (true, Some(0))
+            } else {
+                let ago = t.health.last_answer(id);
+                (t.health.is_up(id), ago.map(|d| d.as_millis() as u64))
+            };
+            json!({
+                "node_id": id,
+                "raft_addr": raft_addr,
+                "http_addr": registered.map(|n| n.http_addr.clone()),
+                "binary_addr": registered.map(|n| n.binary_addr.clone()),
+                "registered": registered.is_some(),
+                "state": if up { "up" } else { "unreachable" },
+                "last_seen_ms_ago": last_seen_ms,
+            })
         })
         .collect();
     let total: usize = state.topics.values().map(|t| t.partitions.len()).sum();
     Ok(json!({
         "cluster_id": state.cluster_uuid,
-        "node_id": shard.config.node_id,
-        "controller": {"leader": controller.leader(), "term": controller.term()},
+        "node_id": me,
+        "controller": {
+            "leader": controller.leader(),
+            "term": controller.term(),
+            "committed": controller.applied_index(),
+        },
         "nodes": nodes,
         "partitions": {"total": total},
     }))

@@ -149,6 +149,10 @@ pub struct ClusterConfig {
     /// The transport's settings, made at start by `resolve` (not a flag).
     #[arg(skip)]
     pub transport: Option<TransportConfig>,
+    /// The cluster id `cluster.json` held at start (`None` before the
+    /// controller agreed on one; not a flag).
+    #[arg(skip)]
+    pub cluster_id: Option<String>,
 }
 
 impl ClusterConfig {

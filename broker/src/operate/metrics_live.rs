@@ -54,6 +54,22 @@ pub struct RaftSeries {
     pub heartbeats_sent: u64,
     /// Raft groups registered on the shard.
     pub groups: u64,
+    /// The controller group and the peers' liveness, on shard 0 once the
+    /// controller is open (cluster/health.rs).
+    pub controller: Option<ControllerSeries>,
+}
+
+/// What shard 0 knows of the controller group and of its peers.
+#[derive(Debug, Default)]
+pub struct ControllerSeries {
+    /// The leader's node id, 0 while none.
+    pub leader: u64,
+    pub term: u64,
+    pub elections: u64,
+    /// The last controller log index this node applied.
+    pub applied: u64,
+    /// Each peer, and whether it answered within the election timeout.
+    pub peers: Vec<(u64, bool)>,
 }
 
 /// A partition this shard owns.
@@ -117,6 +133,20 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
             frames_received: s.frames_received.borrow().values().sum(),
             heartbeats_sent: s.heartbeats_sent.get(),
             groups: t.registry.len() as u64,
+            controller: t.controller.borrow().as_ref().map(|c| ControllerSeries {
+                leader: c.leader().unwrap_or(0),
+                term: c.term(),
+                elections: t.health.elections(),
+                applied: c.applied_index(),
+                peers: shard
+                    .config
+                    .cluster
+                    .node_ids()
+                    .into_iter()
+                    .filter(|&n| n != shard.config.node_id)
+                    .map(|n| (n, t.health.is_up(n)))
+                    .collect(),
+            }),
         }
     });
     ShardSeries {
@@ -341,11 +371,32 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
             f.sample(&[("shard", shard)], value(r));
         }
     }
-    let mut f = Family::new(out, "es_raft_connections_refused_total");
-    for (shard, r) in &shards {
-        for (reason, n) in &r.refused {
-            f.sample(&[("shard", shard), ("reason", reason)], n);
+    {
+        let mut f = Family::new(out, "es_raft_connections_refused_total");
+        for (shard, r) in &shards {
+            for (reason, n) in &r.refused {
+                f.sample(&[("shard", shard), ("reason", reason)], n);
+            }
         }
+    }
+    let Some(c) = shards.iter().find_map(|(_, r)| r.controller.as_ref()) else {
+        return;
+    };
+    {
+        let mut f = Family::new(out, "es_raft_peer_connected");
+        for (node, up) in &c.peers {
+            f.sample(&[("node", &node.to_string())], u8::from(*up));
+        }
+    }
+    type ReadC = fn(&ControllerSeries) -> u64;
+    let gauges: [(&str, ReadC); 4] = [
+        ("es_raft_controller_leader", |c| c.leader),
+        ("es_raft_controller_term", |c| c.term),
+        ("es_raft_controller_elections_total", |c| c.elections),
+        ("es_raft_controller_applied_index", |c| c.applied),
+    ];
+    for (name, value) in gauges {
+        Family::new(out, name).sample(&[], value(c));
     }
 }
 
@@ -447,6 +498,34 @@ mod tests {
         assert!(!text.contains("es_partition"), "{text}");
         assert!(text.contains(r#"es_recent_writes_bytes{shard="0"} 0"#), "{text}");
         assert!(!text.contains("es_raft_"), "standalone: no raft series\n{text}");
+    }
+
+    #[test]
+    fn shard_0_renders_the_controller_and_its_peers() {
+        let parts = vec![ShardSeries {
+            raft: Some(RaftSeries {
+                controller: Some(ControllerSeries {
+                    leader: 2,
+                    term: 3,
+                    elections: 1,
+                    applied: 7,
+                    peers: vec![(2, true), (3, false)],
+                }),
+                ..RaftSeries::default()
+            }),
+            ..ShardSeries::default()
+        }];
+        let text = rendered(&parts, &[]);
+        for line in [
+            r#"es_raft_peer_connected{node="2"} 1"#,
+            r#"es_raft_peer_connected{node="3"} 0"#,
+            "es_raft_controller_leader 2",
+            "es_raft_controller_term 3",
+            "es_raft_controller_elections_total 1",
+            "es_raft_controller_applied_index 7",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub async fn fetch(
             want = len;
             continue;
         }
-        let at_end = is_empty(&fetched) && fetched.start_offset == fetched.high_watermark;
+        // At or past the high watermark (a follower, or a new leader, may
+        // be behind what a client read elsewhere: §2.2's fourth row).
+        let at_end = is_empty(&fetched) && fetched.start_offset >= fetched.high_watermark;
         if !at_end || wait_ms == 0 || waited {
             return Ok((fetched, Some(charge)));
         }
@@ -225,18 +227,41 @@ pub(super) async fn max_timestamp(
 /// its `wait_ms` for records past the high watermark: `committed_offset`
 /// (a standalone log's durable offset; a replicated log's committed
 /// mark, never past what is written).
+///
+/// In cluster mode any replica serves, up to the high watermark it knows
+/// (committed entries only); an offset past its high watermark but within
+/// what it has written waits (long-poll) and answers empty, as at the
+/// high watermark; past what it has written, a leader answers
+/// `offset_out_of_range` and a follower `not_leader` (it cannot judge);
+/// a node without a replica `not_leader` (the spec's §2.2).
 pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiError> {
-    let log = log_of(shard, &args.topic, args.partition)?;
+    let (log, replica) = if shard.config.cluster.enabled() {
+        let (log, raft) = super::replica_of(shard, &args.topic, args.partition)?;
+        (log, Some(raft))
+    } else {
+        (log_of(shard, &args.topic, args.partition)?, None)
+    };
     let start = log.log_start_offset().0;
     let mut hw = log.committed_offset().0;
     let offset = args.offset.unwrap_or(start);
-    if offset < start || offset > hw {
+    let out_of_range = offset < start
+        || match &replica {
+            None => offset > hw,
+            Some(raft) => {
+                let end = log.next_offset().0.max(hw);
+                if offset > end && !raft.is_leader() {
+                    return Err(super::not_leader(shard, raft.leader()));
+                }
+                offset > end
+            }
+        };
+    if out_of_range {
         return Err(ApiError::new(
             ErrorCode::OffsetOutOfRange,
             format!("offset {offset} is out of range: log start offset {start}, high watermark {hw}"),
         ));
     }
-    if offset == hw && args.wait_ms > 0 {
+    if offset >= hw && args.wait_ms > 0 {
         let wait = Duration::from_millis(args.wait_ms.min(WAIT_MS_MAX));
         let arrived = log.wait_committed(Offset(offset + 1)).fuse();
         let timeout = glommio::timer::sleep(wait).fuse();
@@ -249,7 +274,7 @@ pub(super) async fn read(shard: &Shard, args: FetchArgs) -> Result<Fetched, ApiE
         }
         hw = log.committed_offset().0;
     }
-    if args.wait_only {
+    if args.wait_only || (replica.is_some() && offset >= hw) {
         let data = match args.form {
             FetchForm::Batches => FetchedData::Batches {
                 parts: Vec::new(),

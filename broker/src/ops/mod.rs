@@ -41,6 +41,9 @@ fn op_kind(op: &Op) -> &'static str {
         Op::Produce { .. } => "produce",
         Op::Fetch(_) => "fetch",
         Op::Open { .. } => "open",
+        Op::OpenReplica { .. } => "open_replica",
+        Op::ReadBarrier => "read_barrier",
+        Op::Leader { .. } => "leader",
         Op::Remove { .. } => "remove",
         Op::Configure { .. } => "configure",
         Op::Describe { .. } => "describe",
@@ -76,6 +79,20 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
         } => Reply::Produced(Box::pin(produce::append(&shard, &topic, partition, payload, producer)).await),
         Op::Fetch(args) => Reply::Fetched(Box::pin(fetch::read(&shard, args)).await),
         Op::Open { meta, partitions } => Reply::Done(Box::pin(open::open(&shard, &meta, &partitions)).await),
+        Op::OpenReplica {
+            meta,
+            partition,
+            group,
+            replicas,
+            initialize,
+        } => Reply::Done(
+            Box::pin(open::open_replica(
+                &shard, &meta, partition, group, &replicas, initialize,
+            ))
+            .await,
+        ),
+        Op::ReadBarrier => Reply::Done(Box::pin(crate::cluster::reconciler::read_barrier(&shard)).await),
+        Op::Leader { topic, partition } => Reply::Json(Ok(produce::leader_here(&shard, &topic, partition))),
         Op::Remove { topic, partitions } => {
             Reply::Done(Box::pin(open::remove(&shard, &topic, &partitions)).await)
         }
@@ -157,4 +174,60 @@ fn log_of(shard: &Shard, topic: &str, partition: u32) -> Result<PartitionLog, Ap
             "partition {topic}/{partition} is not open yet"
         ))),
     }
+}
+
+/// Cluster mode: this node's replica of a partition its shard owns, or why
+/// it has none to serve: a partition assigned here but not open yet is
+/// `leader_not_available` (it opens in a moment), one not assigned here is
+/// `not_leader` naming its preferred leader ([`not_hosted`]).
+fn replica_of(
+    shard: &Shard,
+    topic: &str,
+    partition: u32,
+) -> Result<(PartitionLog, es_raft::PartitionRaft), ApiError> {
+    if let Some(owned) = shard.partitions.borrow().get(topic, partition) {
+        if let Some(raft) = &owned.raft {
+            return Ok((owned.log.clone(), raft.clone()));
+        }
+    }
+    let meta = shard
+        .catalog
+        .get(topic)
+        .ok_or_else(|| ApiError::topic_not_found(topic))?;
+    if partition >= meta.partitions {
+        return Err(ApiError::partition_not_found(
+            topic,
+            partition as u64,
+            meta.partitions,
+        ));
+    }
+    let assignment = shard.catalog.assignment();
+    let assigned = assignment
+        .replicas(topic, partition)
+        .is_some_and(|r| r.replicas.contains(&shard.config.node_id));
+    if assigned {
+        return Err(ApiError::leader_not_available(format!(
+            "this node's replica of {topic}/{partition} is not open yet; retry"
+        )));
+    }
+    Err(not_hosted(shard, topic, partition))
+}
+
+/// `not_leader` from a node that holds no replica of the partition: it
+/// cannot know who leads, so it names the partition's preferred leader
+/// (its first replica), which redirects again if another replica leads.
+pub fn not_hosted(shard: &Shard, topic: &str, partition: u32) -> ApiError {
+    let assignment = shard.catalog.assignment();
+    let hint = assignment
+        .replicas(topic, partition)
+        .and_then(|r| r.replicas.first().copied())
+        .and_then(|id| assignment.node(id));
+    ApiError::not_leader(hint)
+}
+
+/// `not_leader` naming `leader` with its registered addresses (null when
+/// unknown or not registered).
+pub fn not_leader(shard: &Shard, leader: Option<u64>) -> ApiError {
+    let assignment = shard.catalog.assignment();
+    ApiError::not_leader(leader.and_then(|id| assignment.node(id)))
 }

@@ -1,6 +1,9 @@
 //! A partition's life on its shard: opened (recovered, its producer state
 //! loaded), closed at shutdown (its producer state saved), removed with
-//! its topic (its files discarded, cold copies deleted).
+//! its topic (its files discarded, cold copies deleted). In cluster mode a
+//! partition is opened as this node's replica (`open_replica`): its log,
+//! then its Raft group over it, whose metadata lives in
+//! `<data-dir>/raft/<topic>/<partition>/`.
 
 use std::rc::Rc;
 
@@ -103,6 +106,106 @@ pub async fn open_partition(shard: &Rc<Shard>, meta: &TopicMeta, p: u32) -> Resu
     Ok(())
 }
 
+/// A replica's Raft metadata directory: `<data-dir>/raft/<topic>/<p>`.
+pub fn raft_dir(shard: &Shard, topic: &str, partition: u32) -> std::path::PathBuf {
+    shard
+        .data_dir()
+        .join("raft")
+        .join(topic)
+        .join(partition.to_string())
+}
+
+/// A partition group's settings, from the broker's cluster flags.
+pub fn group_config(shard: &Shard) -> es_raft::GroupConfig {
+    let c = &shard.config.cluster;
+    es_raft::GroupConfig {
+        heartbeat_ms: c.raft_heartbeat_ms,
+        election_timeout_ms: c.raft_election_timeout_ms,
+        append_bytes_max: c.raft_append_bytes_max,
+        entry_bytes_max: c.raft_entry_bytes_max,
+        proposals_in_flight: c.raft_proposals_in_flight,
+        produce_timeout_ms: c.produce_timeout_ms,
+        replica_lag_ms: c.replica_lag_ms,
+        ..es_raft::GroupConfig::default()
+    }
+}
+
+/// What produce checks a replicated partition's batches against.
+pub fn batch_rules(config: &crate::topics::topic::TopicConfig) -> es_raft::BatchRules {
+    es_raft::BatchRules {
+        batch_bytes_max: config.log_config().batch_bytes_max,
+        compacted: config.is_compacted(),
+    }
+}
+
+/// Opens this node's replica of partition `p` of `meta` (cluster mode):
+/// its log, recovered, then its Raft group over it. A replica open
+/// already is left as it is. Idempotent produce is not replicated yet, so
+/// no producer state is loaded.
+pub async fn open_replica(
+    shard: &Rc<Shard>,
+    meta: &TopicMeta,
+    p: u32,
+    group: u64,
+    replicas: &[u64],
+    initialize: bool,
+) -> Result<(), ApiError> {
+    debug_assert_eq!(shard.owner(&meta.name, p), shard.id, "opened on its owner");
+    let Some(t) = shard.raft.clone() else {
+        return Err(ApiError::internal("a replica opened on a standalone broker"));
+    };
+    if shard.partitions.borrow().contains(&meta.name, p) {
+        return Ok(());
+    }
+    let dir = topic::partition_dir(shard.data_dir(), &meta.name, p);
+    let (log, report) = PartitionLog::open(&dir, meta.config.log_config(), shard.batcher.clone())
+        .await
+        .map_err(ApiError::storage)?;
+    if !report.scanned.is_empty() {
+        tracing::info!(topic = %meta.name, partition = p, scanned = report.scanned.len(), "recovered partition");
+    }
+    metrics::counter!("es_recovery_segments_scanned_total").increment(report.scanned.len() as u64);
+    let rdir = raft_dir(shard, &meta.name, p);
+    if let Err(e) = es_storage::create_dir_all(&rdir).await {
+        let _ = log.close().await;
+        return Err(ApiError::storage(e));
+    }
+    let members = initialize.then(|| replicas.iter().copied().collect());
+    let opened = es_raft::PartitionRaft::open(
+        shard.config.node_id,
+        group,
+        log.clone(),
+        &rdir,
+        members,
+        &t.network,
+        &t.registry,
+        &group_config(shard),
+    )
+    .await;
+    let raft = match opened {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = log.close().await;
+            return Err(ApiError::internal(format!(
+                "opening the replica of {}/{p}: {e}",
+                meta.name
+            )));
+        }
+    };
+    raft.set_batch_rules(batch_rules(&meta.config));
+    let inserted = shard
+        .partitions
+        .borrow_mut()
+        .insert_replica(&meta.name, p, log, Some(raft.clone()));
+    if let Err(taken) = inserted {
+        raft.shutdown().await;
+        let _ = taken.log.close().await;
+        return Ok(());
+    }
+    tracing::info!(topic = %meta.name, partition = p, group, ?replicas, initialize, "replica opened");
+    Ok(())
+}
+
 /// Closes partitions of `topic` and deletes their files. Every partition is
 /// closed whatever fails on another: none of them is left open (an open
 /// partition of a topic the catalog no longer holds would be a ghost that
@@ -110,7 +213,7 @@ pub async fn open_partition(shard: &Rc<Shard>, meta: &TopicMeta, p: u32) -> Resu
 pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
     let mut first_error = None;
     for &p in partitions {
-        let log = shard.partitions.borrow_mut().remove(topic, p);
+        let owned = shard.partitions.borrow_mut().remove(topic, p);
         let producers = shard
             .producers
             .partitions
@@ -120,12 +223,20 @@ pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Re
             // No snapshot lands in the directory about to be deleted.
             producers.snapshots.close().await;
         }
-        if let Some(log) = log {
+        if let Some(owned) = owned {
+            if let Some(raft) = &owned.raft {
+                raft.shutdown().await;
+            }
             // A poisoned log cannot close cleanly; it is being deleted anyway.
-            let _ = log.close().await;
+            let _ = owned.log.close().await;
         }
         let dir = topic::partition_dir(shard.data_dir(), topic, p);
-        let discarded = crate::topics::trash::discard(shard.data_dir(), &dir, shard.id).await;
+        let mut discarded = crate::topics::trash::discard(shard.data_dir(), &dir, shard.id).await;
+        if shard.config.cluster.enabled() {
+            let rdir = raft_dir(shard, topic, p);
+            let raft = crate::topics::trash::discard(shard.data_dir(), &rdir, shard.id).await;
+            discarded = discarded.and(raft);
+        }
         let cold = crate::topics::cleanup::cold_store(&shard.config)
             .delete_partition(&crate::topics::cleanup::cold_key(topic, p))
             .await
@@ -144,9 +255,15 @@ pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Re
 /// opened has both already, and costs no fsync). Returns how many did not
 /// close cleanly (each logged).
 pub async fn close_all(shard: &Shard) -> usize {
-    let logs = shard.partitions.borrow_mut().drain();
-    let closed: Vec<bool> = futures::stream::iter(logs)
-        .map(|(topic, p, log)| close_partition(shard, topic, p, log))
+    let owned = shard.partitions.borrow_mut().drain();
+    let closed: Vec<bool> = futures::stream::iter(owned)
+        .map(|(topic, p, owned)| async move {
+            // The group first: it stops writing to the log.
+            if let Some(raft) = &owned.raft {
+                raft.shutdown().await;
+            }
+            close_partition(shard, topic, p, owned.log).await
+        })
         .buffer_unordered(OPEN_PARALLEL_PARTITIONS)
         .collect()
         .await;

@@ -4,6 +4,12 @@
 //! input order once every batch is fsynced. Then, on the owning shard, the
 //! append itself (`append`): once per idempotent producer batch, acked when
 //! durable.
+//!
+//! In cluster mode the append goes through the partition replica's Raft
+//! group (`PartitionRaft::produce`): answered once committed on a
+//! majority of its replicas and applied here. Only the leader takes it;
+//! a request whose partitions are not all led here is refused whole
+//! before anything is proposed (`not_leader` with `error.leaders`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -100,6 +106,10 @@ pub async fn produce(
             by_partition.keys().collect::<Vec<_>>()
         )));
     }
+    if shard.config.cluster.enabled() && by_partition.len() > 1 {
+        let partitions: Vec<u32> = by_partition.keys().copied().collect();
+        all_led_here(shard, &meta.name, &partitions).await?;
+    }
     charge(
         by_partition
             .values()
@@ -154,6 +164,9 @@ pub(super) async fn append(
     if shard.is_shutting_down() {
         return Err(ApiError::unavailable("broker is shutting down"));
     }
+    if shard.config.cluster.enabled() {
+        return replicated_append(shard, topic, partition, payload, producer).await;
+    }
     let log = log_of(shard, topic, partition)?;
     let started = Instant::now();
     let count = payload.count();
@@ -179,6 +192,103 @@ pub(super) async fn append(
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
     shard.hot.records_appended.increment(count);
     Ok(appended.base_offset.0)
+}
+
+/// Refuses, before anything is proposed, a produce to `partitions` of
+/// `topic` that this node does not lead every one of: `not_leader` with
+/// each partition's leader (`error.leaders`).
+async fn all_led_here(shard: &Rc<Shard>, topic: &str, partitions: &[u32]) -> Result<(), ApiError> {
+    let me = shard.config.node_id;
+    let calls = partitions.iter().map(|&p| {
+        shard.call(
+            shard.owner(topic, p),
+            Op::Leader {
+                topic: topic.to_string(),
+                partition: p,
+            },
+        )
+    });
+    let replies = join_all(calls).await;
+    let assignment = shard.catalog.assignment();
+    let mut leaders = BTreeMap::new();
+    let mut all_here = true;
+    for (&p, reply) in partitions.iter().zip(replies) {
+        let leader = match reply {
+            Reply::Json(Ok(v)) => match (v["hosted"].as_bool(), v["leader"].as_u64()) {
+                (Some(true), l) => l,
+                // No replica here: its preferred leader.
+                _ => assignment
+                    .replicas(topic, p)
+                    .and_then(|r| r.replicas.first().copied()),
+            },
+            Reply::Json(Err(e)) | Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        };
+        all_here &= leader == Some(me);
+        leaders.insert(p, leader.and_then(|id| assignment.node(id)));
+    }
+    if all_here {
+        return Ok(());
+    }
+    Err(ApiError::not_leader_of(leaders))
+}
+
+/// `Op::Leader`, on the partition's shard: whether this node holds a
+/// replica, and the leader that replica knows (itself when it leads).
+pub(super) fn leader_here(shard: &Shard, topic: &str, partition: u32) -> serde_json::Value {
+    match shard.partitions.borrow().replica(topic, partition) {
+        Some(r) if r.is_leader() => serde_json::json!({"hosted": true, "leader": r.node_id()}),
+        Some(r) => serde_json::json!({"hosted": true, "leader": r.leader()}),
+        None => serde_json::json!({"hosted": false, "leader": null}),
+    }
+}
+
+/// Cluster mode: appends through the replica's Raft group; answers the
+/// base offset once the batch is committed on a majority and applied
+/// here (the spec's §2.4 for the failures).
+async fn replicated_append(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: u32,
+    payload: Payload,
+    producer: Option<ProducerFields>,
+) -> Result<u64, ApiError> {
+    if producer.is_some() {
+        return Err(idempotent_not_replicated());
+    }
+    let (_log, raft) = super::replica_of(shard, topic, partition)?;
+    let started = Instant::now();
+    let count = payload.count();
+    let batch = match payload {
+        Payload::Records(records) => {
+            let mut out = Vec::new();
+            es_storage::batch::encode(Offset(0), &records, ProducerStamp::NONE, &mut out);
+            es_storage::BatchBuf::from(out)
+        }
+        // An early write never starts in cluster mode (listen/binary/early.rs).
+        Payload::Batch(batch, _) => batch,
+    };
+    let base = raft.produce(batch).await.map_err(|e| match e {
+        es_raft::ProduceError::NotLeader { leader } => super::not_leader(shard, leader),
+        es_raft::ProduceError::LeaderNotAvailable(why) => ApiError::leader_not_available(format!(
+            "{topic}/{partition}: {why}; nothing was written: retry after a backoff"
+        )),
+        es_raft::ProduceError::OutcomeUnknown(why) => ApiError::outcome_unknown(format!(
+            "{topic}/{partition}: the records were proposed but whether they are committed is unknown ({why})"
+        )),
+        es_raft::ProduceError::Invalid(why) => ApiError::invalid(why),
+    })?;
+    shard.hot.append_duration.record(started.elapsed().as_secs_f64());
+    shard.hot.records_appended.increment(count);
+    Ok(base)
+}
+
+/// Idempotent produce in cluster mode: its window is not replicated yet.
+pub fn idempotent_not_replicated() -> ApiError {
+    ApiError::invalid(
+        "idempotent produce is not available on a cluster node yet (it comes with replicated \
+         producer state, Raft phase 2b): produce without a producer id, or use a standalone broker",
+    )
 }
 
 /// Appends a producer's batch once: a retry of a batch in the window gets

@@ -499,6 +499,7 @@ async fn create_topic(shard: &Rc<Shard>) -> Result<(), ApiError> {
         partitions: 1,
         replication_factor: 1,
         config,
+        created_index: None,
     };
     match shard.call(CONTROLLER_SHARD, Op::CreateTopic(meta)).await {
         Reply::Topic(Ok(_)) => {

@@ -26,6 +26,27 @@ pub enum Op {
         meta: TopicMeta,
         partitions: Vec<u32>,
     },
+    /// Cluster mode, from the reconciler: open this node's replica of a
+    /// partition on its owning shard (its log, then its Raft group;
+    /// `initialize`: start the group with `replicas` as voters if it never
+    /// was). A replica open already is left as it is. Replies `Done`.
+    OpenReplica {
+        meta: TopicMeta,
+        partition: u32,
+        group: u64,
+        replicas: Vec<u64>,
+        initialize: bool,
+    },
+    /// Cluster mode, on shard 0: returns once this node applied every
+    /// controller entry committed when it was asked (bounded), and the
+    /// catalog shows it. Replies `Done`.
+    ReadBarrier,
+    /// Cluster mode: who leads a partition, as its replica here knows.
+    /// Replies `Json({"hosted": bool, "leader": id|null})`.
+    Leader {
+        topic: String,
+        partition: u32,
+    },
     /// Close partitions and delete their directories.
     Remove {
         topic: String,
@@ -240,7 +261,7 @@ pub enum FetchedData {
     },
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PartitionState {
     pub partition: u32,
     pub log_start_offset: u64,
@@ -249,6 +270,24 @@ pub struct PartitionState {
     pub hot_start_offset: u64,
     /// First offset of the cold tier, when it holds offsets below the hot.
     pub cold_start_offset: Option<u64>,
+    /// Cluster mode: the replica's view of its group; `None` standalone.
+    pub replica: Option<ReplicaState>,
+}
+
+/// A partition replica's Raft state (cluster mode), for describe.
+#[derive(Debug, Clone)]
+pub struct ReplicaState {
+    /// The offset after the last record written here (committed or not).
+    pub log_end_offset: u64,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub replicas: Vec<u64>,
+    /// On the leader: itself and the followers in sync; elsewhere empty.
+    pub in_sync: Vec<u64>,
+    /// On the leader: raft entries each follower is behind its last one.
+    pub lag: std::collections::BTreeMap<u64, u64>,
+    /// Whether this replica leads.
+    pub leads: bool,
 }
 
 #[derive(Debug)]

@@ -1,8 +1,10 @@
-//! The partitions a shard owns: each one's log and the metric handles its
-//! requests update, found by topic then partition without allocating.
+//! The partitions a shard owns: each one's log and, in cluster mode, its
+//! replica's Raft group (the one place that knows a partition is
+//! replicated), found by topic then partition without allocating.
 
 use std::collections::HashMap;
 
+use es_raft::PartitionRaft;
 use es_storage::PartitionLog;
 
 /// One owned partition. Its metrics (`es_partition_high_watermark`) are
@@ -10,6 +12,9 @@ use es_storage::PartitionLog;
 /// exporter's registry, so a removed partition leaves no series.
 pub struct Owned {
     pub log: PartitionLog,
+    /// Cluster mode: this node's replica of the partition (its log is
+    /// `log`); `None` standalone.
+    pub raft: Option<PartitionRaft>,
 }
 
 /// A partition `OwnedPartitions::insert` refused: it is open already. The
@@ -46,6 +51,18 @@ impl OwnedPartitions {
     /// log handed back: replacing an open log would leave two logs writing
     /// one directory, the replaced one never closed.
     pub fn insert(&mut self, topic: &str, partition: u32, log: PartitionLog) -> Result<(), Taken> {
+        self.insert_replica(topic, partition, log, None)
+    }
+
+    /// Adds a partition just opened, with its replica's Raft group in
+    /// cluster mode; refused as [`insert`](Self::insert) is.
+    pub fn insert_replica(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        log: PartitionLog,
+        raft: Option<PartitionRaft>,
+    ) -> Result<(), Taken> {
         let partitions = self.by_topic.entry(topic.to_string()).or_default();
         match partitions.entry(partition) {
             std::collections::hash_map::Entry::Occupied(_) => Err(Taken {
@@ -54,31 +71,36 @@ impl OwnedPartitions {
                 log,
             }),
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(Owned { log });
+                slot.insert(Owned { log, raft });
                 Ok(())
             }
         }
     }
 
-    pub fn remove(&mut self, topic: &str, partition: u32) -> Option<PartitionLog> {
+    pub fn remove(&mut self, topic: &str, partition: u32) -> Option<Owned> {
         let partitions = self.by_topic.get_mut(topic)?;
         let owned = partitions.remove(&partition)?;
         if partitions.is_empty() {
             self.by_topic.remove(topic);
         }
-        Some(owned.log)
+        Some(owned)
     }
 
     /// Removes every partition, for closing.
-    pub fn drain(&mut self) -> Vec<(String, u32, PartitionLog)> {
+    pub fn drain(&mut self) -> Vec<(String, u32, Owned)> {
         self.by_topic
             .drain()
             .flat_map(|(topic, partitions)| {
                 partitions
                     .into_iter()
-                    .map(move |(p, owned)| (topic.clone(), p, owned.log))
+                    .map(move |(p, owned)| (topic.clone(), p, owned))
             })
             .collect()
+    }
+
+    /// The replica of a partition open here (cluster mode).
+    pub fn replica(&self, topic: &str, partition: u32) -> Option<PartitionRaft> {
+        self.get(topic, partition)?.raft.clone()
     }
 
     /// Every partition's log, copied out (a pass that awaits must not hold
@@ -146,11 +168,11 @@ mod tests {
                     first.dir(),
                     "the open log is kept"
                 );
-                let again = owned.remove("t", 0).unwrap();
+                let again = owned.remove("t", 0).unwrap().log;
                 assert!(owned.insert("t", 0, taken.log).is_ok(), "a free slot takes a log");
                 again.close().await.unwrap();
-                for (_, _, log) in owned.drain() {
-                    log.close().await.unwrap();
+                for (_, _, o) in owned.drain() {
+                    o.log.close().await.unwrap();
                 }
             });
     }

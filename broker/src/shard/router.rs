@@ -104,12 +104,15 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::ListGroups
         | Op::OffsetForTime { .. }
         | Op::MaxTimestamp { .. }
+        | Op::ReadBarrier
+        | Op::Leader { .. }
         | Op::Cluster => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
         Op::Registry { op, .. } => op.is_write(),
         Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),
         Op::Produce { .. }
         | Op::Open { .. }
+        | Op::OpenReplica { .. }
         | Op::Remove { .. }
         | Op::Configure { .. }
         | Op::CreateTopic(_)

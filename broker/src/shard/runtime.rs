@@ -315,6 +315,11 @@ async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
 /// during a long recovery stops the broker instead of waiting for every
 /// partition): what is open is closed cleanly, the rest was never touched.
 async fn recover(shard: &Rc<Shard>) -> Result<bool, String> {
+    if shard.config.cluster.enabled() {
+        // A cluster node's replicas are opened by the reconciler
+        // (cluster/reconciler.rs), from the controller's state.
+        return Ok(true);
+    }
     let topics = shard.catalog.snapshot();
     let mine: Vec<(&crate::topics::topic::TopicMeta, u32)> = topics
         .values()

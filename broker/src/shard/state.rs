@@ -2,9 +2,11 @@
 //! shutdown, and the API-key table. Atomics only (the key table is an
 //! `ArcSwap`); nothing here blocks.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-#[derive(Default)]
+/// `controller_leader` while the controller group knows no leader.
+pub const NO_LEADER: u64 = u64::MAX;
+
 pub struct BrokerState {
     /// Shards that finished recovering their partitions.
     pub ready_shards: AtomicUsize,
@@ -25,11 +27,43 @@ pub struct BrokerState {
     /// `--auth` and the API-key table (auth/table.rs), loaded before the
     /// shards run and published by the controller after each durable change.
     pub keys: crate::auth::Keys,
+    /// Cluster mode: the controller group's leader as this node knows it,
+    /// [`NO_LEADER`] while none (shard 0 keeps it: cluster/health.rs).
+    pub controller_leader: AtomicU64,
+    /// Cluster mode: partition replicas assigned to this node and not open
+    /// yet. The reconciler that opens them keeps it (0 when it has none to
+    /// open); `/ready` waits for 0.
+    pub replicas_opening: AtomicUsize,
+}
+
+impl Default for BrokerState {
+    fn default() -> BrokerState {
+        BrokerState {
+            ready_shards: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
+            drained_shards: AtomicUsize::new(0),
+            closed_shards: AtomicUsize::new(0),
+            shard_failed: AtomicBool::new(false),
+            unclean_partitions: AtomicUsize::new(0),
+            shard_thread_ended: AtomicUsize::new(0),
+            keys: crate::auth::Keys::default(),
+            controller_leader: AtomicU64::new(NO_LEADER),
+            replicas_opening: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl BrokerState {
     pub fn is_ready(&self, shards: usize) -> bool {
         self.ready_shards.load(Ordering::Acquire) == shards && !self.is_shutting_down()
+    }
+
+    /// The controller group's leader, if this node knows one.
+    pub fn controller_leader(&self) -> Option<u64> {
+        match self.controller_leader.load(Ordering::Acquire) {
+            NO_LEADER => None,
+            l => Some(l),
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

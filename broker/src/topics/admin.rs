@@ -13,7 +13,7 @@ use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::limits::TOPIC_PARTITIONS_MAX;
-use crate::shard::message::{Op, Reply};
+use crate::shard::message::{Op, PartitionState, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::controller::by_owner;
 use crate::topics::topic::{self, TopicConfig, TopicMeta};
@@ -40,12 +40,24 @@ pub async fn create(
             "partitions must be in 1..={TOPIC_PARTITIONS_MAX}"
         )));
     }
-    let rf = create.replication_factor.unwrap_or(1);
-    if rf != 1 {
-        return Err(ApiError::invalid(format!(
-            "replication_factor {rf} is not possible on a single node: use 1"
-        )));
-    }
+    let cluster = shard.config.cluster.enabled();
+    // Cluster mode: 0 asks the controller for the default.
+    let rf = match create.replication_factor {
+        None if cluster => 0,
+        None => 1,
+        Some(rf) if cluster && rf < 1 => {
+            return Err(ApiError::invalid(format!(
+                "replication_factor {rf} must be at least 1"
+            )))
+        }
+        Some(rf) if cluster => rf.min(u32::MAX as i64) as u32,
+        Some(1) => 1,
+        Some(rf) => {
+            return Err(ApiError::invalid(format!(
+                "replication_factor {rf} is not possible on a single node: use 1"
+            )))
+        }
+    };
     let defaults = TopicConfig::with_segment_bytes(shard.config.segment_bytes);
     let config = match &create.config {
         Some(changes) => defaults.patched(changes)?,
@@ -54,8 +66,9 @@ pub async fn create(
     let meta = TopicMeta {
         name: create.name,
         partitions: create.partitions as u32,
-        replication_factor: 1,
+        replication_factor: rf,
         config,
+        created_index: None,
     };
     match shard.call(CONTROLLER_SHARD, Op::CreateTopic(meta)).await {
         Reply::Topic(Ok(meta)) => Ok(summary(&meta)),
@@ -93,9 +106,28 @@ pub fn lookup(shard: &Shard, name: &str) -> Result<std::sync::Arc<TopicMeta>, Ap
         .ok_or_else(|| ApiError::topic_not_found(name))
 }
 
+/// [`lookup`], and in cluster mode, before answering `topic_not_found`,
+/// the controller's read barrier: a topic created through another node a
+/// moment ago and not applied here yet is found (the spec's §3.2; bounded).
+pub async fn lookup_synced(shard: &Rc<Shard>, name: &str) -> Result<std::sync::Arc<TopicMeta>, ApiError> {
+    match lookup(shard, name) {
+        Err(e) if e.code == crate::error::ErrorCode::TopicNotFound && shard.config.cluster.enabled() => {
+            match shard.call(CONTROLLER_SHARD, Op::ReadBarrier).await {
+                Reply::Done(Ok(())) => lookup(shard, name),
+                Reply::Done(Err(barrier)) => {
+                    tracing::debug!(topic = %name, error = %barrier, "read barrier before topic_not_found failed");
+                    Err(e)
+                }
+                other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+            }
+        }
+        found => found,
+    }
+}
+
 pub async fn describe(shard: &Rc<Shard>, p: &Principal, name: &str) -> Result<serde_json::Value, ApiError> {
     p.require(Operation::Describe, Resource::Topic, name)?;
-    let meta = lookup(shard, name)?;
+    let meta = lookup_synced(shard, name).await?;
     description(shard, &meta).await
 }
 
@@ -120,8 +152,22 @@ async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::
         }
     }
     states.sort_by_key(|s| s.partition);
+    let partitions: Vec<_> = if shard.config.cluster.enabled() {
+        replicated_partitions(shard, meta, &states)
+    } else {
+        standalone_partitions(shard, &states)
+    };
+    Ok(serde_json::json!({
+        "name": meta.name,
+        "replication_factor": meta.replication_factor,
+        "config": meta.config,
+        "partitions": partitions,
+    }))
+}
+
+fn standalone_partitions(shard: &Shard, states: &[PartitionState]) -> Vec<serde_json::Value> {
     let node = shard.config.node_id;
-    let partitions: Vec<_> = states
+    states
         .iter()
         .map(|s| {
             serde_json::json!({
@@ -134,13 +180,75 @@ async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::
                 "replicas": [node],
             })
         })
-        .collect();
-    Ok(serde_json::json!({
-        "name": meta.name,
-        "replication_factor": meta.replication_factor,
-        "config": meta.config,
-        "partitions": partitions,
-    }))
+        .collect()
+}
+
+/// Cluster mode: each partition as this node's replica knows it (offsets,
+/// leader, term; on the leader, the replicas in sync and each one's lag);
+/// a partition this node holds no replica of shows its replicas only.
+fn replicated_partitions(
+    shard: &Shard,
+    meta: &TopicMeta,
+    states: &[PartitionState],
+) -> Vec<serde_json::Value> {
+    let assignment = shard.catalog.assignment();
+    (0..meta.partitions)
+        .map(|p| {
+            let assigned = assignment
+                .replicas(&meta.name, p)
+                .map(|r| r.replicas.clone())
+                .unwrap_or_default();
+            let state = states.iter().find(|s| s.partition == p);
+            let Some((s, r)) = state.and_then(|s| s.replica.as_ref().map(|r| (s, r))) else {
+                return serde_json::json!({
+                    "partition": p,
+                    "replicas": assigned,
+                    "local_replica": false,
+                    "leader": null,
+                    "leader_term": null,
+                    "in_sync_replicas": null,
+                    "replica_status": null,
+                    "log_start_offset": null,
+                    "high_watermark": null,
+                    "log_end_offset": null,
+                });
+            };
+            let replicas = if r.replicas.is_empty() {
+                assigned
+            } else {
+                r.replicas.clone()
+            };
+            let (in_sync, status) = if r.leads {
+                let status: Vec<_> = replicas
+                    .iter()
+                    .map(|id| {
+                        serde_json::json!({
+                            "node_id": id,
+                            "lag": r.lag.get(id).copied().unwrap_or(0),
+                            "in_sync": r.in_sync.contains(id),
+                        })
+                    })
+                    .collect();
+                (serde_json::json!(r.in_sync), serde_json::json!(status))
+            } else {
+                (serde_json::Value::Null, serde_json::Value::Null)
+            };
+            serde_json::json!({
+                "partition": p,
+                "replicas": replicas,
+                "local_replica": true,
+                "leader": r.leader,
+                "leader_term": r.term,
+                "in_sync_replicas": in_sync,
+                "replica_status": status,
+                "log_start_offset": s.log_start_offset,
+                "hot_start_offset": s.hot_start_offset,
+                "cold_start_offset": s.cold_start_offset,
+                "high_watermark": s.high_watermark,
+                "log_end_offset": r.log_end_offset,
+            })
+        })
+        .collect()
 }
 
 /// Changes config keys; answers the topic's description.
@@ -151,7 +259,7 @@ pub async fn patch(
     changes: serde_json::Map<String, serde_json::Value>,
 ) -> Result<serde_json::Value, ApiError> {
     p.require(Operation::Alter, Resource::Topic, name)?;
-    lookup(shard, name)?;
+    lookup_synced(shard, name).await?;
     let op = Op::PatchTopic {
         topic: name.to_string(),
         changes,
@@ -166,7 +274,7 @@ pub async fn patch(
 
 pub async fn delete(shard: &Rc<Shard>, p: &Principal, name: &str) -> Result<serde_json::Value, ApiError> {
     p.require(Operation::Delete, Resource::Topic, name)?;
-    lookup(shard, name)?;
+    lookup_synced(shard, name).await?;
     match shard
         .call(CONTROLLER_SHARD, Op::DeleteTopic(name.to_string()))
         .await

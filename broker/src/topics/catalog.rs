@@ -16,6 +16,10 @@ pub struct Catalog {
     topics: ArcSwap<Topics>,
     /// The producer id registry as read at start-up (see producers/ids.rs).
     producer_start_view: crate::producers::ids::StartView,
+    /// Cluster mode: the controller's replica assignment and node
+    /// addresses, published by the reconciler (cluster/reconciler.rs);
+    /// empty standalone.
+    assignment: ArcSwap<crate::cluster::assignment::Assignment>,
 }
 
 impl Catalog {
@@ -27,7 +31,18 @@ impl Catalog {
         Catalog {
             topics: ArcSwap::from_pointee(map),
             producer_start_view,
+            assignment: ArcSwap::from_pointee(Default::default()),
         }
+    }
+
+    /// The controller's assignment as last published (cluster mode).
+    pub fn assignment(&self) -> Arc<crate::cluster::assignment::Assignment> {
+        self.assignment.load_full()
+    }
+
+    /// Publishes the assignment. Reconciler only.
+    pub fn set_assignment(&self, a: crate::cluster::assignment::Assignment) {
+        self.assignment.store(Arc::new(a));
     }
 
     pub fn producer_start_view(&self) -> &crate::producers::ids::StartView {

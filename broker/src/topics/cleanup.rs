@@ -7,6 +7,11 @@
 //! groups' offset retention (`coordinator::clean_offsets`). Also the
 //! shard's cold store. On the controller, each tick also sweeps expired
 //! producer ids (producers/expiry.rs).
+//!
+//! In cluster mode purge is retention (the spec's §5.2): a replica's
+//! cleanup touches only what its Raft group purged (`PartitionRaft::
+//! retain_below` raises the log's cleanup limit), so each pass first asks
+//! the group to purge what it may (`retain`).
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -80,6 +85,10 @@ async fn pass(shard: &Rc<Shard>) {
         if shard.is_shutting_down() {
             return;
         }
+        let replica = shard.partitions.borrow().replica(&topic, partition);
+        if let Some(raft) = replica {
+            retain(&topic, partition, &raft).await;
+        }
         let (report, result) = log.cleanup(now_ms()).await;
         record(&topic, partition, &report);
         if let Err(e) = result {
@@ -89,6 +98,23 @@ async fn pass(shard: &Rc<Shard>) {
     }
     if !shard.is_shutting_down() {
         crate::groups::coordinator::clean_offsets(shard, now_ms()).await;
+    }
+}
+
+/// Cluster mode: lets retention reach what every replica holds. A purged
+/// entry can no longer be sent to a follower from the log, only in a
+/// snapshot, and snapshots are not sent between replicas yet: so the cut
+/// is capped at the least offset every replica matched, which only the
+/// leader knows (`PartitionRaft::matched_offset_min`). A follower purges
+/// nothing, and keeps its segments until it leads or snapshot transfer
+/// lands; retention (the topic's `retention_ms` / `retention_bytes`) then
+/// decides, below the purge point, what goes.
+async fn retain(topic: &str, partition: u32, raft: &es_raft::PartitionRaft) {
+    let Some(cap) = raft.matched_offset_min() else {
+        return;
+    };
+    if let Err(e) = raft.retain_below(cap).await {
+        tracing::warn!(%topic, partition, error = %e, "purge before cleanup failed; retention waits");
     }
 }
 

@@ -15,10 +15,17 @@
 //! fails: `meta.json` is the commit point and the catalog follows it, and
 //! no partition stays open without a catalog entry (a failed create closes
 //! every partition it opened; `Op::Remove` closes every one it names).
+//!
+//! In cluster mode a create, delete or config change is proposed to the
+//! controller group instead (forwarded to its leader from any node), and
+//! answered once this node caught up with the leader and its reconciler
+//! (cluster/reconciler.rs) made the change here: the reconciler is then
+//! the one writer of `meta.json` and the catalog, on every node alike.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use es_raft::controller::{refusal, ControllerCommand, ControllerError, Refusal};
 use futures::future::join_all;
 
 use crate::error::{ApiError, ErrorCode};
@@ -36,18 +43,72 @@ pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId
     out
 }
 
-/// A cluster node creates no topic until its partitions are replicated:
-/// one made here would live on this node's disk alone, acknowledged
-/// records lost with it (docs/cluster.md, "What is built").
-fn unreplicated(name: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::InvalidRequest,
-        format!(
-            "topic {name:?} not created: this broker runs in cluster mode (--peers), whose \
-             replicated partitions are not built yet, and a topic of this node alone would not \
-             survive its loss; run the broker standalone (without --peers) to store data"
-        ),
-    )
+/// A controller request's failure as the broker's error: never proposed
+/// (`NotLeader`, `Unavailable`) is `leader_not_available`, proposed with
+/// no known outcome is `outcome_unknown`, a stopped controller
+/// `unavailable`.
+pub fn controller_error(e: ControllerError) -> ApiError {
+    match e {
+        ControllerError::NotLeader { .. } | ControllerError::Unavailable(_) => {
+            ApiError::leader_not_available(format!(
+                "the cluster's controller cannot take the change now ({e}); nothing was changed: retry"
+            ))
+        }
+        ControllerError::OutcomeUnknown(_) => ApiError::outcome_unknown(format!(
+            "the change was proposed to the cluster's controller but its outcome is unknown ({e}): \
+             look at the topic before retrying"
+        )),
+        ControllerError::Fatal(_) => ApiError::unavailable(format!("{e}")),
+    }
+}
+
+/// A controller refusal as the broker's error (the same on every node).
+fn refused(r: Refusal) -> ApiError {
+    let code = match r.code.as_str() {
+        refusal::TOPIC_EXISTS => ErrorCode::TopicExists,
+        refusal::TOPIC_NOT_FOUND => ErrorCode::TopicNotFound,
+        refusal::REPLICATION_FACTOR_TOO_LARGE => ErrorCode::ReplicationFactorTooLarge,
+        _ => ErrorCode::InvalidRequest,
+    };
+    ApiError::new(code, r.message)
+}
+
+/// Proposes `cmd` to the controller (forwarded to its leader from any
+/// node) and waits until this node's catalog shows the outcome; the
+/// command's result.
+async fn propose(shard: &Rc<Shard>, cmd: ControllerCommand) -> Result<serde_json::Value, ApiError> {
+    let c = crate::cluster::reconciler::controller(shard)?;
+    let v = c.propose(cmd).await.map_err(controller_error)?.map_err(refused)?;
+    // Applied on the leader; here once this node caught up with it.
+    crate::cluster::reconciler::read_barrier(shard).await?;
+    Ok(v)
+}
+
+/// Cluster mode: a create through the controller. `meta.replication_factor`
+/// 0 asks for the default (`--default-replication-factor`, else three or
+/// every node when fewer).
+async fn create_replicated(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMeta, ApiError> {
+    let held = partition_count(shard);
+    let max = shard.config.partitions_max as u64;
+    if held + meta.partitions as u64 > max {
+        return Err(too_many_partitions(&meta, held, max));
+    }
+    let rf = match meta.replication_factor {
+        0 => shard.config.cluster.default_replication_factor,
+        n => Some(n),
+    };
+    let cmd = ControllerCommand::CreateTopic {
+        name: meta.name.clone(),
+        meta: serde_json::to_value(&meta).map_err(|e| ApiError::internal(e.to_string()))?,
+        partitions: meta.partitions,
+        replication_factor: rf,
+    };
+    propose(shard, cmd).await?;
+    shard
+        .catalog
+        .get(&meta.name)
+        .map(|m| (*m).clone())
+        .ok_or_else(|| ApiError::topic_not_found(&meta.name))
 }
 
 /// Partitions of every topic in the catalog.
@@ -97,10 +158,10 @@ async fn on_owners(
 }
 
 pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMeta, ApiError> {
-    if shard.config.cluster.enabled() {
-        return Err(unreplicated(&meta.name));
-    }
     let _guard = shard.controller_lock.acquire_permit(1).await;
+    if shard.config.cluster.enabled() {
+        return create_replicated(shard, meta).await;
+    }
     if shard.catalog.get(&meta.name).is_some() {
         return Err(ApiError::new(
             ErrorCode::TopicExists,
@@ -143,6 +204,12 @@ pub async fn create_topic(shard: &Rc<Shard>, meta: TopicMeta) -> Result<TopicMet
 
 pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<(), ApiError> {
     let _guard = shard.controller_lock.acquire_permit(1).await;
+    if shard.config.cluster.enabled() {
+        let cmd = ControllerCommand::DeleteTopic {
+            name: name.to_string(),
+        };
+        return propose(shard, cmd).await.map(|_| ());
+    }
     let meta = shard
         .catalog
         .get(name)
@@ -292,6 +359,20 @@ pub async fn patch_topic(
         .ok_or_else(|| ApiError::topic_not_found(name))?;
     let mut next = (*current).clone();
     next.config = current.config.patched(changes)?;
+    if shard.config.cluster.enabled() {
+        let mut proposed = next.clone();
+        proposed.created_index = None;
+        let cmd = ControllerCommand::PatchTopic {
+            name: name.to_string(),
+            meta: serde_json::to_value(&proposed).map_err(|e| ApiError::internal(e.to_string()))?,
+        };
+        propose(shard, cmd).await?;
+        return shard
+            .catalog
+            .get(name)
+            .map(|m| (*m).clone())
+            .ok_or_else(|| ApiError::topic_not_found(name));
+    }
     topic::write_meta(shard.data_dir(), &next).await?;
     // The catalog follows `meta.json` at once: a restart would read the
     // new config whatever happens next.

@@ -85,6 +85,13 @@ pub struct TopicMeta {
     pub partitions: u32,
     pub replication_factor: u32,
     pub config: TopicConfig,
+    /// Cluster mode: the controller log index of the `CreateTopic` that
+    /// made this topic (none standalone). A topic the controller's state
+    /// no longer holds is deleted here only once that state is at or past
+    /// this index, so a node replaying its controller log after a restart
+    /// never mistakes a topic not replayed yet for a deleted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_index: Option<u64>,
 }
 
 impl TopicConfig {

@@ -511,8 +511,10 @@ impl Broker {
         self.child = Some(child);
     }
 
-    /// Waits until `GET /ready` answers 200; panics with the log if the
-    /// broker exits first.
+    /// Waits until `GET /ready` answers 200, or, for a cluster node, says
+    /// it `recovered` and waits for its peers (a node started before the
+    /// others of its cluster: the test waits for the cluster it needs);
+    /// panics with the log if the broker exits first.
     fn wait_ready(&mut self) {
         let last = std::cell::RefCell::new(String::from("no answer yet"));
         let child = self.child.as_mut().expect("started");
@@ -529,6 +531,7 @@ impl Broker {
             },
             || match client.try_request("GET", "/ready", None, Some(READY_PROBE_TIMEOUT)) {
                 Ok((200, _)) => Some(()),
+                Ok((503, body)) if body["recovered"] == true => Some(()),
                 Ok((status, body)) => {
                     *last.borrow_mut() = format!("last answer {status} {body}");
                     None

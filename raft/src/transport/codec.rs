@@ -1,9 +1,9 @@
-//! The payloads of the raft frames (big-endian, like the frame header).
+//! The payloads of openraft's frames (big-endian, like the frame header;
+//! the primitives — vote, opt logid, text — are `wire`'s). The controller's
+//! frames (0x48-0x49) are `control_codec`'s, the snapshot frames
+//! (0x43-0x45) `snapshot_codec`'s.
 //!
 //! ```text
-//! vote         u64 term, u8 flags (bit 0 committed, bit 1 voted_for present),
-//!              u64 voted_for (0 when absent)
-//! opt logid    u8 0 | u8 1, u64 term, u64 index
 //! 0x40 AppendEntries   u64 group, vote, opt logid prev, opt logid commit,
 //!                      u32 n, n × entry
 //!      entry   u8 kind, u64 term, u64 index, then by kind:
@@ -15,15 +15,6 @@
 //! 0xc1 VoteOk          vote, u8 granted, opt logid last
 //! 0x42 Heartbeats      u32 n, n × (u64 group, vote, opt logid prev, opt logid commit)
 //! 0xc2 HeartbeatsOk    u32 n, n × (u8 0, AppendEntriesOk | u8 1, error)
-//! 0x48 ControllerPropose    u32 len, command (the controller's JSON)
-//! 0xc8 ControllerProposeOk  u8 0, u32 len, result (the controller's JSON)
-//!                           | 1 not leader, opt node | 2 unavailable, text
-//!                           | 3 outcome unknown, text
-//! 0x49 ControllerReadIndex  (empty)
-//! 0xc9 ControllerReadIndexOk  u8 0, u64 committed index | 1 not leader,
-//!                           opt node | 2 unavailable, text
-//!      opt node  u8 0 | u8 1, u64 node
-//!      text      u16 len, UTF-8 (at most ERROR_TEXT_BYTES_MAX)
 //! 0xff Error   error:  u16 len, code, u16 len, message (UTF-8)
 //! ```
 //!
@@ -34,13 +25,22 @@
 
 use bytes::Bytes;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
-use openraft::LeaderId;
 
 use crate::entry::{EntryBatch, EsEntry, EsPayload};
-use crate::limits::{ENTRY_BODY_BYTES_MAX, ERROR_TEXT_BYTES_MAX, HEARTBEATS_PER_FRAME_MAX};
+use crate::limits::{ENTRY_BODY_BYTES_MAX, HEARTBEATS_PER_FRAME_MAX};
 use crate::membership;
 use crate::transport::error::TransportError;
+use crate::transport::wire::{
+    len32, malformed, put_log_id, put_text, put_u32, put_u64, put_u8, put_vote, Cur,
+};
 use crate::types::{log_id, EsRaft, GroupId, LogId, NodeId, Vote};
+
+// The controller's payloads, named here too: callers reach every frame
+// payload through `codec`.
+pub use crate::transport::control_codec::{
+    decode_propose, decode_propose_reply, decode_read_index, decode_read_index_reply, encode_propose,
+    encode_propose_reply, encode_read_index_reply, ProposeReply, ReadIndexReply,
+};
 
 /// Smallest batch: the format's fixed header.
 const BATCH_MIN_BYTES: usize = es_format::layout::HEADER_BYTES;
@@ -85,81 +85,7 @@ pub struct ErrorBody {
 /// One heartbeat's answer in a HeartbeatsOk frame.
 pub type HeartbeatResult = Result<AppendEntriesResponse<NodeId>, ErrorBody>;
 
-/// The controller leader's answer to a forwarded command (0xc8).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProposeReply {
-    /// Committed and applied: the controller's result (its encoding).
-    Applied(Bytes),
-    /// The node asked does not lead the controller; who does, if known.
-    /// The command was not proposed.
-    NotLeader(Option<NodeId>),
-    /// Not proposed: the leader could not take it (why).
-    Unavailable(String),
-    /// Proposed, but whether it was committed is not known (why).
-    OutcomeUnknown(String),
-}
-
-/// The controller leader's answer to a read-index request (0xc9).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadIndexReply {
-    /// The leader's committed index, its leadership confirmed by a quorum.
-    Index(u64),
-    /// The node asked does not lead the controller; who does, if known.
-    NotLeader(Option<NodeId>),
-    /// The leader could not confirm its leadership (why).
-    Unavailable(String),
-}
-
 // --- Writing ------------------------------------------------------------------
-
-fn put_u8(out: &mut Vec<u8>, v: u8) {
-    out.push(v);
-}
-
-fn put_u16(out: &mut Vec<u8>, v: u16) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-fn put_vote(out: &mut Vec<u8>, v: &Vote) {
-    put_u64(out, v.leader_id.term);
-    let flags = v.committed as u8 | (v.leader_id.voted_for.is_some() as u8) << 1;
-    put_u8(out, flags);
-    put_u64(out, v.leader_id.voted_for.unwrap_or(0));
-}
-
-fn put_log_id(out: &mut Vec<u8>, id: &Option<LogId>) {
-    match id {
-        None => put_u8(out, 0),
-        Some(id) => {
-            put_u8(out, 1);
-            put_u64(out, id.leader_id.term);
-            put_u64(out, id.index);
-        }
-    }
-}
-
-/// A length as a u32, or `TooLarge` (nothing this node sends is 4 GiB).
-fn len32(n: usize, group: GroupId) -> Result<u32, TransportError> {
-    u32::try_from(n).map_err(|_| TransportError::TooLarge { group, bytes: n })
-}
-
-fn put_text(out: &mut Vec<u8>, s: &str) {
-    // Cut to the bound at a character boundary: the text stays UTF-8.
-    let mut n = s.len().min(ERROR_TEXT_BYTES_MAX);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    put_u16(out, n as u16);
-    out.extend_from_slice(&s.as_bytes()[..n]);
-}
 
 /// Appends an AppendEntries payload to `out` (after a frame header the
 /// caller reserved): the entries' batches are copied once, into `out`.
@@ -269,256 +195,70 @@ pub fn encode_error(out: &mut Vec<u8>, e: &ErrorBody) {
     put_text(out, &e.message);
 }
 
-fn put_opt_node(out: &mut Vec<u8>, n: Option<NodeId>) {
-    match n {
-        None => put_u8(out, 0),
-        Some(n) => {
-            put_u8(out, 1);
-            put_u64(out, n);
-        }
-    }
-}
-
-/// A ControllerPropose payload: the command's bytes (at most
-/// [`ENTRY_BODY_BYTES_MAX`]: the caller checks).
-pub fn encode_propose(out: &mut Vec<u8>, command: &[u8]) {
-    put_u32(out, command.len() as u32);
-    out.extend_from_slice(command);
-}
-
-/// A ControllerProposeOk payload.
-pub fn encode_propose_reply(out: &mut Vec<u8>, r: &ProposeReply) {
-    match r {
-        ProposeReply::Applied(b) => {
-            put_u8(out, 0);
-            put_u32(out, b.len() as u32);
-            out.extend_from_slice(b);
-        }
-        ProposeReply::NotLeader(n) => {
-            put_u8(out, 1);
-            put_opt_node(out, *n);
-        }
-        ProposeReply::Unavailable(why) => {
-            put_u8(out, 2);
-            put_text(out, why);
-        }
-        ProposeReply::OutcomeUnknown(why) => {
-            put_u8(out, 3);
-            put_text(out, why);
-        }
-    }
-}
-
-/// A ControllerReadIndexOk payload.
-pub fn encode_read_index_reply(out: &mut Vec<u8>, r: &ReadIndexReply) {
-    match r {
-        ReadIndexReply::Index(i) => {
-            put_u8(out, 0);
-            put_u64(out, *i);
-        }
-        ReadIndexReply::NotLeader(n) => {
-            put_u8(out, 1);
-            put_opt_node(out, *n);
-        }
-        ReadIndexReply::Unavailable(why) => {
-            put_u8(out, 2);
-            put_text(out, why);
-        }
-    }
-}
-
 // --- Reading ------------------------------------------------------------------
 
-/// A cursor over a received payload; every read is bounded by what remains.
-struct Cur {
-    buf: Bytes,
-    at: usize,
-}
-
-fn malformed(what: impl Into<String>) -> TransportError {
-    TransportError::Malformed(what.into())
-}
-
-impl Cur {
-    fn new(buf: Bytes) -> Cur {
-        Cur { buf, at: 0 }
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.at
-    }
-
-    fn take(&mut self, n: usize, what: &str) -> Result<&[u8], TransportError> {
-        if n > self.remaining() {
-            return Err(malformed(format!(
-                "{what}: {n} bytes needed, {} left",
-                self.remaining()
-            )));
-        }
-        let s = &self.buf[self.at..self.at + n];
-        self.at += n;
-        Ok(s)
-    }
-
-    fn take_bytes(&mut self, n: usize, what: &str) -> Result<Bytes, TransportError> {
-        self.take(n, what)?;
-        Ok(self.buf.slice(self.at - n..self.at))
-    }
-
-    fn u8(&mut self, what: &str) -> Result<u8, TransportError> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn u16(&mut self, what: &str) -> Result<u16, TransportError> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32, TransportError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self, what: &str) -> Result<u64, TransportError> {
-        let b = self.take(8, what)?;
-        let mut x = [0u8; 8];
-        x.copy_from_slice(b);
-        Ok(u64::from_be_bytes(x))
-    }
-
-    fn vote(&mut self) -> Result<Vote, TransportError> {
-        let term = self.u64("vote term")?;
-        let flags = self.u8("vote flags")?;
-        let node = self.u64("vote node")?;
-        if flags & !3 != 0 {
-            return Err(malformed(format!("unknown vote flags {flags:#04x}")));
-        }
-        let voted_for = if flags & 2 != 0 {
-            Some(node)
-        } else if node == 0 {
-            None
-        } else {
-            return Err(malformed("a vote for nobody names a node"));
-        };
-        Ok(Vote {
-            leader_id: LeaderId { term, voted_for },
-            committed: flags & 1 != 0,
-        })
-    }
-
-    fn log_id(&mut self, what: &str) -> Result<Option<LogId>, TransportError> {
-        match self.u8(what)? {
-            0 => Ok(None),
-            1 => {
-                let term = self.u64(what)?;
-                let index = self.u64(what)?;
-                Ok(Some(log_id(term, index)))
-            }
-            t => Err(malformed(format!("{what}: presence byte {t}"))),
-        }
-    }
-
-    /// A count of items of at least `min_bytes` each, checked against what
-    /// remains (so nothing is allocated for items that cannot be there).
-    fn count(&mut self, what: &str, min_bytes: usize) -> Result<usize, TransportError> {
-        let n = self.u32(what)? as usize;
-        if n.saturating_mul(min_bytes) > self.remaining() {
-            return Err(malformed(format!(
-                "{what}: {n} items cannot fit in {} bytes",
-                self.remaining()
-            )));
-        }
-        Ok(n)
-    }
-
-    fn text(&mut self, what: &str) -> Result<String, TransportError> {
-        let n = self.u16(what)? as usize;
-        if n > ERROR_TEXT_BYTES_MAX {
+fn entry(c: &mut Cur) -> Result<EsEntry, TransportError> {
+    let kind = c.u8("entry kind")?;
+    let term = c.u64("entry term")?;
+    let index = c.u64("entry index")?;
+    let body_len = |c: &mut Cur, what: &str| -> Result<usize, TransportError> {
+        let n = c.u32(what)? as usize;
+        if n > ENTRY_BODY_BYTES_MAX {
             return Err(malformed(format!("{what}: {n} bytes")));
         }
-        let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| malformed(format!("{what}: not UTF-8")))
-    }
-
-    fn end(&self, what: &str) -> Result<(), TransportError> {
-        match self.remaining() {
-            0 => Ok(()),
-            n => Err(malformed(format!("{what}: {n} bytes after the payload"))),
+        Ok(n)
+    };
+    let payload = match kind {
+        ENTRY_BLANK => EsPayload::Blank,
+        ENTRY_MEMBERSHIP => {
+            let n = body_len(c, "membership")?;
+            let body = c.take(n, "membership")?;
+            EsPayload::Membership(membership::decode(body).ok_or_else(|| malformed("a bad membership"))?)
         }
-    }
-
-    fn entry(&mut self) -> Result<EsEntry, TransportError> {
-        let kind = self.u8("entry kind")?;
-        let term = self.u64("entry term")?;
-        let index = self.u64("entry index")?;
-        let body_len = |c: &mut Cur, what: &str| -> Result<usize, TransportError> {
-            let n = c.u32(what)? as usize;
-            if n > ENTRY_BODY_BYTES_MAX {
-                return Err(malformed(format!("{what}: {n} bytes")));
-            }
-            Ok(n)
-        };
-        let payload = match kind {
-            ENTRY_BLANK => EsPayload::Blank,
-            ENTRY_MEMBERSHIP => {
-                let n = body_len(self, "membership")?;
-                let body = self.take(n, "membership")?;
-                EsPayload::Membership(membership::decode(body).ok_or_else(|| malformed("a bad membership"))?)
-            }
-            ENTRY_COMMAND => {
-                let n = body_len(self, "command")?;
-                EsPayload::Command(self.take_bytes(n, "command")?)
-            }
-            ENTRY_BATCHES => {
-                let n = self.count("batch count", BATCH_MIN_BYTES)?;
-                if n == 0 {
-                    return Err(malformed("a data entry without batches"));
-                }
-                let mut batches = Vec::with_capacity(n);
-                for _ in 0..n {
-                    // batch_len: little-endian u32 at 8 (es-format's layout).
-                    let head = self.take(12, "batch header")?;
-                    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
-                    self.at -= 12;
-                    if len < BATCH_MIN_BYTES {
-                        return Err(malformed(format!("a batch of {len} bytes")));
-                    }
-                    batches.push(EntryBatch::Shared(self.take_bytes(len, "batch")?));
-                }
-                EsPayload::Batches(batches)
-            }
-            k => return Err(malformed(format!("unknown entry kind {k}"))),
-        };
-        Ok(EsEntry {
-            log_id: log_id(term, index),
-            payload,
-        })
-    }
-
-    fn opt_node(&mut self) -> Result<Option<NodeId>, TransportError> {
-        match self.u8("node presence")? {
-            0 => Ok(None),
-            1 => Ok(Some(self.u64("node")?)),
-            t => Err(malformed(format!("node presence byte {t}"))),
+        ENTRY_COMMAND => {
+            let n = body_len(c, "command")?;
+            EsPayload::Command(c.take_bytes(n, "command")?)
         }
-    }
+        ENTRY_BATCHES => {
+            let n = c.count("batch count", BATCH_MIN_BYTES)?;
+            if n == 0 {
+                return Err(malformed("a data entry without batches"));
+            }
+            let mut batches = Vec::with_capacity(n);
+            for _ in 0..n {
+                // batch_len: little-endian u32 at 8 (es-format's layout).
+                let head = c.peek(12, "batch header")?;
+                let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+                if len < BATCH_MIN_BYTES {
+                    return Err(malformed(format!("a batch of {len} bytes")));
+                }
+                batches.push(EntryBatch::Shared(c.take_bytes(len, "batch")?));
+            }
+            EsPayload::Batches(batches)
+        }
+        k => return Err(malformed(format!("unknown entry kind {k}"))),
+    };
+    Ok(EsEntry {
+        log_id: log_id(term, index),
+        payload,
+    })
+}
 
-    fn append_response(&mut self) -> Result<AppendEntriesResponse<NodeId>, TransportError> {
-        Ok(match self.u8("append result")? {
-            0 => AppendEntriesResponse::Success,
-            1 => AppendEntriesResponse::PartialSuccess(self.log_id("matched")?),
-            2 => AppendEntriesResponse::Conflict,
-            3 => AppendEntriesResponse::HigherVote(self.vote()?),
-            t => return Err(malformed(format!("unknown append result {t}"))),
-        })
-    }
+fn append_response(c: &mut Cur) -> Result<AppendEntriesResponse<NodeId>, TransportError> {
+    Ok(match c.u8("append result")? {
+        0 => AppendEntriesResponse::Success,
+        1 => AppendEntriesResponse::PartialSuccess(c.log_id("matched")?),
+        2 => AppendEntriesResponse::Conflict,
+        3 => AppendEntriesResponse::HigherVote(c.vote()?),
+        t => return Err(malformed(format!("unknown append result {t}"))),
+    })
+}
 
-    fn error(&mut self) -> Result<ErrorBody, TransportError> {
-        Ok(ErrorBody {
-            code: self.text("error code")?,
-            message: self.text("error message")?,
-        })
-    }
+fn error(c: &mut Cur) -> Result<ErrorBody, TransportError> {
+    Ok(ErrorBody {
+        code: c.text("error code")?,
+        message: c.text("error message")?,
+    })
 }
 
 /// An AppendEntries payload: its group and request. The batches are
@@ -542,7 +282,7 @@ pub fn decode_append(payload: Bytes) -> Result<(GroupId, AppendEntriesRequest<Es
     };
     let mut term = prev_log_id.map_or(0, |p| p.leader_id.term);
     for _ in 0..n {
-        let e = c.entry()?;
+        let e = entry(&mut c)?;
         let id = e.log_id;
         if next != Some(id.index) {
             return Err(malformed(format!("entry {id} does not follow {prev_log_id:?}")));
@@ -569,7 +309,7 @@ pub fn decode_append(payload: Bytes) -> Result<(GroupId, AppendEntriesRequest<Es
 /// An AppendEntriesOk payload.
 pub fn decode_append_response(payload: Bytes) -> Result<AppendEntriesResponse<NodeId>, TransportError> {
     let mut c = Cur::new(payload);
-    let r = c.append_response()?;
+    let r = append_response(&mut c)?;
     c.end("AppendEntriesOk")?;
     Ok(r)
 }
@@ -632,8 +372,8 @@ pub fn decode_heartbeat_results(payload: Bytes) -> Result<Vec<HeartbeatResult>, 
     let mut rs = Vec::with_capacity(n);
     for _ in 0..n {
         rs.push(match c.u8("result status")? {
-            0 => Ok(c.append_response()?),
-            1 => Err(c.error()?),
+            0 => Ok(append_response(&mut c)?),
+            1 => Err(error(&mut c)?),
             t => return Err(malformed(format!("result status {t}"))),
         });
     }
@@ -644,57 +384,9 @@ pub fn decode_heartbeat_results(payload: Bytes) -> Result<Vec<HeartbeatResult>, 
 /// An Error payload.
 pub fn decode_error(payload: Bytes) -> Result<ErrorBody, TransportError> {
     let mut c = Cur::new(payload);
-    let e = c.error()?;
+    let e = error(&mut c)?;
     c.end("Error")?;
     Ok(e)
-}
-
-/// A ControllerPropose payload: the command's bytes (a slice of `payload`).
-pub fn decode_propose(payload: Bytes) -> Result<Bytes, TransportError> {
-    let mut c = Cur::new(payload);
-    let n = c.u32("command length")? as usize;
-    if n > ENTRY_BODY_BYTES_MAX {
-        return Err(malformed(format!("a command of {n} bytes")));
-    }
-    let command = c.take_bytes(n, "command")?;
-    c.end("ControllerPropose")?;
-    Ok(command)
-}
-
-/// A ControllerProposeOk payload. The result is a slice of `payload`,
-/// bounded by the frame it came in.
-pub fn decode_propose_reply(payload: Bytes) -> Result<ProposeReply, TransportError> {
-    let mut c = Cur::new(payload);
-    let r = match c.u8("propose status")? {
-        0 => {
-            let n = c.u32("result length")? as usize;
-            ProposeReply::Applied(c.take_bytes(n, "result")?)
-        }
-        1 => ProposeReply::NotLeader(c.opt_node()?),
-        2 => ProposeReply::Unavailable(c.text("why")?),
-        3 => ProposeReply::OutcomeUnknown(c.text("why")?),
-        t => return Err(malformed(format!("propose status {t}"))),
-    };
-    c.end("ControllerProposeOk")?;
-    Ok(r)
-}
-
-/// A ControllerReadIndex payload: empty.
-pub fn decode_read_index(payload: Bytes) -> Result<(), TransportError> {
-    Cur::new(payload).end("ControllerReadIndex")
-}
-
-/// A ControllerReadIndexOk payload.
-pub fn decode_read_index_reply(payload: Bytes) -> Result<ReadIndexReply, TransportError> {
-    let mut c = Cur::new(payload);
-    let r = match c.u8("read index status")? {
-        0 => ReadIndexReply::Index(c.u64("index")?),
-        1 => ReadIndexReply::NotLeader(c.opt_node()?),
-        2 => ReadIndexReply::Unavailable(c.text("why")?),
-        t => return Err(malformed(format!("read index status {t}"))),
-    };
-    c.end("ControllerReadIndexOk")?;
-    Ok(r)
 }
 
 #[cfg(test)]
@@ -704,6 +396,7 @@ mod tests {
     use super::*;
     use crate::types::Membership;
     use openraft::EmptyNode;
+    use openraft::LeaderId;
     use proptest::prelude::*;
     use proptest::strategy::LazyJust;
 
@@ -861,18 +554,6 @@ mod tests {
         if let Ok(r) = decode_error(b.clone()) {
             prop_assert_eq!(&enc(encode_error, &r)[..], &b[..]);
         }
-        if let Ok(c) = decode_propose(b.clone()) {
-            prop_assert_eq!(&enc(|o, c: &Bytes| encode_propose(o, c), &c)[..], &b[..]);
-        }
-        if let Ok(r) = decode_propose_reply(b.clone()) {
-            prop_assert_eq!(&enc(encode_propose_reply, &r)[..], &b[..]);
-        }
-        if decode_read_index(b.clone()).is_ok() {
-            prop_assert!(b.is_empty());
-        }
-        if let Ok(r) = decode_read_index_reply(b.clone()) {
-            prop_assert_eq!(&enc(encode_read_index_reply, &r)[..], &b[..]);
-        }
         Ok(())
     }
 
@@ -956,79 +637,6 @@ mod tests {
             prop_assert_eq!(decode_error(Bytes::from(b.clone())).unwrap(), e);
             truncations_refused(&b, decode_error)?;
         }
-    }
-
-    fn text() -> impl Strategy<Value = String> {
-        proptest::collection::vec(any::<char>(), 0..20).prop_map(|c| c.into_iter().collect())
-    }
-
-    fn propose_reply() -> impl Strategy<Value = ProposeReply> {
-        prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..80).prop_map(|b| ProposeReply::Applied(Bytes::from(b))),
-            proptest::option::of(any::<u64>()).prop_map(ProposeReply::NotLeader),
-            text().prop_map(ProposeReply::Unavailable),
-            text().prop_map(ProposeReply::OutcomeUnknown),
-        ]
-    }
-
-    fn read_index_reply() -> impl Strategy<Value = ReadIndexReply> {
-        prop_oneof![
-            any::<u64>().prop_map(ReadIndexReply::Index),
-            proptest::option::of(any::<u64>()).prop_map(ReadIndexReply::NotLeader),
-            text().prop_map(ReadIndexReply::Unavailable),
-        ]
-    }
-
-    /// Every byte of `b` flipped in turn: decoded or refused, never a panic.
-    fn flips_never_panic(b: &[u8]) -> Result<(), TestCaseError> {
-        for i in 0..b.len() {
-            let mut f = b.to_vec();
-            f[i] ^= 0x5a;
-            decode_all(&f)?;
-        }
-        Ok(())
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(400))]
-
-        #[test]
-        fn controller_frames_round_trip_and_truncations_are_refused(
-            command in proptest::collection::vec(any::<u8>(), 0..200),
-            pr in propose_reply(),
-            rr in read_index_reply(),
-        ) {
-            let b = enc(|o, c: &Vec<u8>| encode_propose(o, c), &command);
-            prop_assert_eq!(&decode_propose(Bytes::from(b.clone())).unwrap()[..], &command[..]);
-            truncations_refused(&b, decode_propose)?;
-            flips_never_panic(&b)?;
-
-            let b = enc(encode_propose_reply, &pr);
-            prop_assert_eq!(decode_propose_reply(Bytes::from(b.clone())).unwrap(), pr);
-            truncations_refused(&b, decode_propose_reply)?;
-            flips_never_panic(&b)?;
-
-            let b = enc(encode_read_index_reply, &rr);
-            prop_assert_eq!(decode_read_index_reply(Bytes::from(b.clone())).unwrap(), rr);
-            truncations_refused(&b, decode_read_index_reply)?;
-            flips_never_panic(&b)?;
-        }
-    }
-
-    #[test]
-    fn a_command_over_the_bound_is_refused_before_it_is_read() {
-        let mut b = Vec::new();
-        put_u32(&mut b, (ENTRY_BODY_BYTES_MAX + 1) as u32);
-        b.resize(4 + ENTRY_BODY_BYTES_MAX + 1, b'x');
-        assert!(decode_propose(Bytes::from(b)).is_err());
-        assert!(decode_read_index(Bytes::from_static(b"x")).is_err());
-        let mut b = Vec::new();
-        put_u8(&mut b, 0);
-        put_u32(&mut b, u32::MAX);
-        assert!(
-            decode_propose_reply(Bytes::from(b)).is_err(),
-            "a result longer than its frame"
-        );
     }
 
     #[test]

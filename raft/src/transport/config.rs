@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::limits::{APPEND_BYTES_MAX_DEFAULT, HEARTBEAT_COALESCE_US_DEFAULT, INFLIGHT_SHARD_BYTES_DEFAULT};
+use crate::transport::preamble::{cluster_field, ClusterId};
 use crate::transport::tls::PeerTls;
 use crate::types::NodeId;
 
@@ -19,9 +20,14 @@ pub struct TransportConfig {
     /// The raft address of every node (`--peers`, resolved at start), this
     /// one included; connections go to these.
     pub peers: BTreeMap<NodeId, SocketAddr>,
-    /// The cluster uuid's hash (`preamble::cluster_hash`): a connection
-    /// from another cluster is refused.
+    /// The roster's hash (`preamble::cluster_hash` of the node ids; its
+    /// high 32 bits go in the preamble): a connection from another roster
+    /// is refused.
     pub cluster_hash: u64,
+    /// The cluster id once known, shared by every shard (set by the
+    /// broker when the controller agrees on one): a connection from a node
+    /// that knows another id is refused.
+    pub cluster_id: ClusterId,
     /// Mutual TLS (`--peer-cert/--peer-key/--peer-ca`); `None` is
     /// `--raft-insecure`: plaintext.
     pub tls: Option<Arc<PeerTls>>,
@@ -44,10 +50,16 @@ impl TransportConfig {
             node_id,
             peers,
             cluster_hash,
+            cluster_id: ClusterId::default(),
             tls: None,
             heartbeat_coalesce: Duration::from_micros(HEARTBEAT_COALESCE_US_DEFAULT),
             append_bytes_max: APPEND_BYTES_MAX_DEFAULT,
             inflight_shard_bytes: INFLIGHT_SHARD_BYTES_DEFAULT,
         }
+    }
+
+    /// The preamble's cluster field now: the roster and the id if known.
+    pub fn cluster_field(&self) -> u64 {
+        cluster_field(self.cluster_hash, self.cluster_id.hash())
     }
 }

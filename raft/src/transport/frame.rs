@@ -18,6 +18,12 @@ pub enum RaftKind {
     AppendEntries = 0x40,
     Vote = 0x41,
     Heartbeats = 0x42,
+    /// A leader offers a snapshot (transfer: `snapshot_codec`).
+    SnapshotOffer = 0x43,
+    /// A run of the leader's stored batches.
+    SnapshotChunk = 0x44,
+    /// The end of a snapshot transfer: install.
+    SnapshotDone = 0x45,
     /// A controller command forwarded to the controller's leader.
     ControllerPropose = 0x48,
     /// The controller leader's committed index (a read barrier).
@@ -29,6 +35,9 @@ pub enum RaftKind {
     AppendEntriesOk = 0xc0,
     VoteOk = 0xc1,
     HeartbeatsOk = 0xc2,
+    SnapshotOfferOk = 0xc3,
+    SnapshotChunkOk = 0xc4,
+    SnapshotDoneOk = 0xc5,
     ControllerProposeOk = 0xc8,
     ControllerReadIndexOk = 0xc9,
     LeaderReportOk = 0xca,
@@ -44,6 +53,9 @@ impl RaftKind {
             0x40 => AppendEntries,
             0x41 => Vote,
             0x42 => Heartbeats,
+            0x43 => SnapshotOffer,
+            0x44 => SnapshotChunk,
+            0x45 => SnapshotDone,
             0x48 => ControllerPropose,
             0x49 => ControllerReadIndex,
             0x4a => LeaderReport,
@@ -51,6 +63,9 @@ impl RaftKind {
             0xc0 => AppendEntriesOk,
             0xc1 => VoteOk,
             0xc2 => HeartbeatsOk,
+            0xc3 => SnapshotOfferOk,
+            0xc4 => SnapshotChunkOk,
+            0xc5 => SnapshotDoneOk,
             0xc8 => ControllerProposeOk,
             0xc9 => ControllerReadIndexOk,
             0xca => LeaderReportOk,
@@ -66,6 +81,9 @@ impl RaftKind {
             RaftKind::AppendEntries => RaftKind::AppendEntriesOk,
             RaftKind::Vote => RaftKind::VoteOk,
             RaftKind::Heartbeats => RaftKind::HeartbeatsOk,
+            RaftKind::SnapshotOffer => RaftKind::SnapshotOfferOk,
+            RaftKind::SnapshotChunk => RaftKind::SnapshotChunkOk,
+            RaftKind::SnapshotDone => RaftKind::SnapshotDoneOk,
             RaftKind::ControllerPropose => RaftKind::ControllerProposeOk,
             RaftKind::ControllerReadIndex => RaftKind::ControllerReadIndexOk,
             RaftKind::LeaderReport => RaftKind::LeaderReportOk,

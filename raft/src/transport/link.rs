@@ -12,6 +12,8 @@
 use std::future::Future;
 use std::rc::Rc;
 
+use futures::future::Either;
+
 use openraft::error::{
     Fatal, NetworkError, PayloadTooLarge, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
@@ -24,6 +26,7 @@ use openraft::{EmptyNode, RaftNetwork, RaftNetworkFactory};
 
 use crate::entry::{EsEntry, EsPayload};
 use crate::limits::FRAME_BYTES_MAX;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::codec::{self, ErrorBody, Heartbeat};
 use crate::transport::conn::Reply;
 use crate::transport::error::TransportError;
@@ -39,11 +42,20 @@ type RpcResult<T> = Result<T, RPCError<NodeId, EmptyNode, RaftError<NodeId>>>;
 pub struct GroupNetwork {
     group: GroupId,
     net: ShardNetwork,
+    snapshots: Option<Rc<SnapshotSource>>,
 }
 
 impl GroupNetwork {
-    pub(crate) fn new(group: GroupId, net: ShardNetwork) -> GroupNetwork {
-        GroupNetwork { group, net }
+    pub(crate) fn new(
+        group: GroupId,
+        net: ShardNetwork,
+        snapshots: Option<Rc<SnapshotSource>>,
+    ) -> GroupNetwork {
+        GroupNetwork {
+            group,
+            net,
+            snapshots,
+        }
     }
 }
 
@@ -53,6 +65,7 @@ pub struct GroupLink {
     target: NodeId,
     peer: Option<Rc<Peer>>,
     append_bytes_max: usize,
+    snapshots: Option<Rc<SnapshotSource>>,
 }
 
 impl RaftNetworkFactory<EsRaft> for GroupNetwork {
@@ -64,6 +77,7 @@ impl RaftNetworkFactory<EsRaft> for GroupNetwork {
             target,
             peer: self.net.peer(target),
             append_bytes_max: self.net.append_bytes_max(),
+            snapshots: self.snapshots.clone(),
         }
     }
 }
@@ -91,8 +105,18 @@ impl GroupLink {
         self.peer.as_ref().ok_or(TransportError::UnknownPeer(self.target))
     }
 
+    /// The group.
+    pub(crate) fn group(&self) -> GroupId {
+        self.group
+    }
+
+    /// The target node.
+    pub(crate) fn target(&self) -> NodeId {
+        self.target
+    }
+
     /// Sends a frame of `kind` whose payload `encode` writes; the answer.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         kind: RaftKind,
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(), TransportError>,
@@ -183,24 +207,31 @@ impl RaftNetwork<EsRaft> for GroupLink {
 
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: Snapshot<EsRaft>,
-        _cancel: impl Future<Output = ReplicationClosed> + 'static,
+        vote: Vote,
+        snapshot: Snapshot<EsRaft>,
+        cancel: impl Future<Output = ReplicationClosed> + 'static,
         _: RPCOption,
     ) -> Result<SnapshotResponse<NodeId>, StreamingError<EsRaft, Fatal<NodeId>>> {
-        // Snapshot transfer (frames 0x43-0x45) is the spec's phase 3; until
-        // then a partition group never builds or purges to a snapshot
-        // (config.rs), so this is not reached. Refused, openraft retries.
-        tracing::warn!(
-            group = self.group,
-            peer = self.target,
-            "a snapshot transfer was asked for; the raft transport does not send snapshots yet"
-        );
-        Err(StreamingError::Network(NetworkError::new(
-            &TransportError::Unreachable {
-                node: self.target,
-                why: "snapshot transfer is not supported by this transport yet".into(),
-            },
-        )))
+        let Some(source) = self.snapshots.clone() else {
+            // A group without a snapshot source (the controller's) never
+            // purges below what its followers hold.
+            return Err(StreamingError::Network(NetworkError::new(
+                &TransportError::Unreachable {
+                    node: self.target,
+                    why: "this group sends no snapshots".into(),
+                },
+            )));
+        };
+        let send = source.send(self, vote, &snapshot);
+        futures::pin_mut!(send);
+        futures::pin_mut!(cancel);
+        match futures::future::select(send, cancel).await {
+            Either::Left((Ok(vote), _)) => Ok(SnapshotResponse { vote }),
+            Either::Left((Err(e), _)) => {
+                tracing::info!(group = self.group, peer = self.target, error = %e, "a snapshot transfer failed; openraft retries");
+                Err(StreamingError::Unreachable(unreachable(e)))
+            }
+            Either::Right((closed, _)) => Err(StreamingError::Closed(closed)),
+        }
     }
 }

@@ -5,7 +5,10 @@
 //!
 //! - `preamble`: the 32 plaintext bytes that open a connection.
 //! - `frame`: the raft frame kinds on the binary protocol's frame header.
-//! - `codec`: the frames' payloads, decoders bounded and fuzzed.
+//! - `wire`: the payloads' primitives and `Cur`, a bounded reading cursor.
+//! - `codec`: openraft's frames' payloads, decoders bounded and fuzzed.
+//! - `control_codec`: the controller's frames' payloads (0x48-0x49).
+//! - `snapshot_codec`: the snapshot transfer's frames' payloads (0x43-0x45).
 //! - `control`: `ControlHandler`, who answers the frames that are not
 //!   openraft's (controller propose and read index, leader reports, ...).
 //! - `config`: `TransportConfig`, a shard's settings.
@@ -27,6 +30,7 @@ pub mod codec;
 pub mod config;
 mod conn;
 pub mod control;
+pub mod control_codec;
 pub mod error;
 pub mod frame;
 pub mod link;
@@ -36,9 +40,11 @@ mod peer;
 pub mod preamble;
 pub mod registry;
 pub mod server;
+pub mod snapshot_codec;
 pub mod stats;
 mod stream;
 pub mod tls;
+mod wire;
 
 pub use budget::InflightBudget;
 pub use config::TransportConfig;
@@ -46,7 +52,7 @@ pub use control::{ControlHandler, ControlRouter};
 pub use error::TransportError;
 pub use link::{GroupLink, GroupNetwork};
 pub use network::ShardNetwork;
-pub use preamble::{cluster_hash, Preamble};
+pub use preamble::{cluster_hash, ClusterId, Preamble};
 pub use registry::GroupRegistry;
 pub use server::RaftServer;
 pub use stats::TransportStats;

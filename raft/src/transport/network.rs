@@ -9,6 +9,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::limits::FRAME_BYTES_MAX;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::budget::InflightBudget;
 use crate::transport::codec;
 use crate::transport::config::TransportConfig;
@@ -54,6 +55,7 @@ impl ShardNetwork {
                     id,
                     addr,
                     preamble,
+                    config.cluster_id.clone(),
                     config.tls.clone(),
                     config.heartbeat_coalesce,
                     stats.clone(),
@@ -71,7 +73,13 @@ impl ShardNetwork {
 
     /// openraft's network factory for `group`: pass it to `Raft::new`.
     pub fn group(&self, group: GroupId) -> GroupNetwork {
-        GroupNetwork::new(group, self.clone())
+        GroupNetwork::new(group, self.clone(), None)
+    }
+
+    /// [`group`](Self::group), for a group that sends snapshots from
+    /// `source` (a partition replica: `snapshot_send.rs`).
+    pub(crate) fn group_with_snapshots(&self, group: GroupId, source: Rc<SnapshotSource>) -> GroupNetwork {
+        GroupNetwork::new(group, self.clone(), Some(source))
     }
 
     /// Sends the control request `kind` with `payload` to `target` (its
@@ -112,6 +120,36 @@ impl ShardNetwork {
             return Err(TransportError::Malformed(format!("{k:?} answers {kind:?}")));
         }
         Ok(body)
+    }
+
+    /// Asks `target` to answer an empty Heartbeats frame (0x42 with no
+    /// heartbeat: answered at once, touching no group), over the shared
+    /// connection, opening it if needed: whether the peer is reachable and
+    /// serving now. No timeout: callers bound the wait.
+    pub async fn ping(&self, target: NodeId) -> Result<(), TransportError> {
+        let peer = self.peer(target).ok_or(TransportError::UnknownPeer(target))?;
+        let mut payload = Vec::new();
+        codec::encode_heartbeats(&mut payload, &[]);
+        let (k, body) = peer
+            .call(frame::encode(RaftKind::Heartbeats, 0, &payload))
+            .await?;
+        if k == RaftKind::Error {
+            let e = codec::decode_error(body)?;
+            return Err(TransportError::Remote {
+                node: target,
+                code: e.code,
+                message: e.message,
+            });
+        }
+        if k != RaftKind::Heartbeats.response() {
+            return Err(TransportError::Malformed(format!("{k:?} answers a ping")));
+        }
+        Ok(())
+    }
+
+    /// Whether this shard's connection to `node` is open now.
+    pub fn connected(&self, node: NodeId) -> bool {
+        self.peers.get(&node).is_some_and(|p| p.is_connected())
     }
 
     pub(crate) fn append_bytes_max(&self) -> usize {

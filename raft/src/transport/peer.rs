@@ -17,7 +17,7 @@ use crate::transport::budget::InflightBudget;
 use crate::transport::conn::{Conn, Reply};
 use crate::transport::error::TransportError;
 use crate::transport::mux::HeartbeatMux;
-use crate::transport::preamble::Preamble;
+use crate::transport::preamble::{cluster_field, ClusterId, Preamble};
 use crate::transport::stats::TransportStats;
 use crate::transport::stream::PeerStream;
 use crate::transport::tls::PeerTls;
@@ -26,7 +26,10 @@ use crate::types::NodeId;
 pub(crate) struct Peer {
     pub(crate) node: NodeId,
     addr: SocketAddr,
+    /// The preamble this shard sends, its cluster field the roster's hash
+    /// only: the id's goes in at each connect (`cluster_id`).
     preamble: Preamble,
+    cluster_id: ClusterId,
     tls: Option<Arc<PeerTls>>,
     pub(crate) stats: Rc<TransportStats>,
     pub(crate) budget: InflightBudget,
@@ -46,6 +49,7 @@ impl Peer {
         node: NodeId,
         addr: SocketAddr,
         preamble: Preamble,
+        cluster_id: ClusterId,
         tls: Option<Arc<PeerTls>>,
         coalesce: Duration,
         stats: Rc<TransportStats>,
@@ -55,6 +59,7 @@ impl Peer {
             node,
             addr,
             preamble,
+            cluster_id,
             tls,
             stats,
             budget,
@@ -76,6 +81,11 @@ impl Peer {
 
     fn live(&self) -> Option<Rc<Conn>> {
         self.conn.borrow().as_ref().filter(|c| c.is_alive()).cloned()
+    }
+
+    /// Whether the shared connection is open.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.live().is_some()
     }
 
     /// The open connection, or a new one; `Unreachable` while backing off
@@ -135,7 +145,9 @@ impl Peer {
             .await
             .map_err(|e| format!("connect {}: {e}", self.addr))?;
         tcp.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
-        tcp.write_all(&self.preamble.encode())
+        let mut preamble = self.preamble;
+        preamble.cluster_hash = cluster_field(preamble.cluster_hash, self.cluster_id.hash());
+        tcp.write_all(&preamble.encode())
             .await
             .map_err(|e| format!("preamble: {e}"))?;
         match &self.tls {

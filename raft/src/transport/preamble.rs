@@ -13,11 +13,20 @@
 //!  14   2  reserved      u16  must be 0
 //!  16   8  source_node   u64  the connecting node's id (its certificate
 //!                             must name `es-node-<source_node>`)
-//!  24   8  cluster_hash  u64  FNV-1a of the cluster uuid: a node of
-//!                             another cluster is refused
+//!  24   8  cluster_hash  u64  the cluster: high 32 bits, the roster's
+//!                             hash (`--peers`' node ids); low 32 bits, the
+//!                             cluster id's hash, 0 while the node does
+//!                             not know it yet ([`cluster_field`])
 //! ```
+//!
+//! A connection whose roster differs is refused; so is one whose cluster
+//! id differs once both ends know theirs ([`check_cluster`]). A node that
+//! does not know the id yet (its first boot, a replaced disk) is accepted:
+//! it learns the id from the controller group.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::types::NodeId;
 
@@ -108,6 +117,75 @@ pub fn cluster_hash(uuid: &str) -> u64 {
     })
 }
 
+/// The hash of a cluster id as the preamble's low 32 bits carry it: never
+/// 0, which means "not known yet".
+pub fn id_hash(cluster_id: &str) -> u32 {
+    match cluster_hash(cluster_id) as u32 {
+        0 => 1,
+        h => h,
+    }
+}
+
+/// The preamble's cluster field: the roster's hash (`roster_hash`, whose
+/// high 32 bits are kept) and the cluster id's ([`id_hash`], 0 = unknown).
+pub fn cluster_field(roster_hash: u64, id_hash: u32) -> u64 {
+    (roster_hash & 0xffff_ffff_0000_0000) | id_hash as u64
+}
+
+/// Why a peer's cluster field is not this node's cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterMismatch {
+    /// Its `--peers` lists other node ids.
+    Roster,
+    /// Both know their cluster id, and the ids differ.
+    Id { theirs: u32, ours: u32 },
+}
+
+impl fmt::Display for ClusterMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterMismatch::Roster => f.write_str("its --peers lists other node ids than this node's"),
+            ClusterMismatch::Id { theirs, ours } => write!(
+                f,
+                "its cluster id (hash {theirs:08x}) is not this cluster's ({ours:08x}): its data dir \
+                 belongs to another cluster"
+            ),
+        }
+    }
+}
+
+/// Whether a peer's cluster field (`theirs`) is this node's cluster
+/// (`ours`): the same roster, and the same id unless either end does not
+/// know it yet.
+pub fn check_cluster(ours: u64, theirs: u64) -> Result<(), ClusterMismatch> {
+    if ours >> 32 != theirs >> 32 {
+        return Err(ClusterMismatch::Roster);
+    }
+    let (ours, theirs) = (ours as u32, theirs as u32);
+    if ours != 0 && theirs != 0 && ours != theirs {
+        return Err(ClusterMismatch::Id { theirs, ours });
+    }
+    Ok(())
+}
+
+/// The cluster id's hash as this node knows it, shared by every shard's
+/// transport: 0 until the controller group agreed on an id (or
+/// `cluster.json` had one at start), then [`id_hash`] of it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterId(Arc<AtomicU32>);
+
+impl ClusterId {
+    /// Sets the id the cluster agreed on; later connections carry it.
+    pub fn set(&self, cluster_id: &str) {
+        self.0.store(id_hash(cluster_id), Ordering::Release);
+    }
+
+    /// The id's hash, 0 while unknown.
+    pub fn hash(&self) -> u32 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +213,42 @@ mod tests {
         let mut bad = b;
         bad[15] = 1;
         assert_eq!(Preamble::decode(&bad), Err(PreambleError::Reserved));
+    }
+
+    #[test]
+    fn a_cluster_is_its_roster_and_its_id_once_known() {
+        let roster = cluster_hash("es-cluster:1,2,3");
+        let (a, b) = (id_hash("a"), id_hash("b"));
+        let unknown = cluster_field(roster, 0);
+        assert_eq!(check_cluster(unknown, unknown), Ok(()));
+        assert_eq!(
+            check_cluster(cluster_field(roster, a), unknown),
+            Ok(()),
+            "first boot"
+        );
+        assert_eq!(check_cluster(unknown, cluster_field(roster, a)), Ok(()));
+        assert_eq!(
+            check_cluster(cluster_field(roster, a), cluster_field(roster, a)),
+            Ok(())
+        );
+        assert_eq!(
+            check_cluster(cluster_field(roster, a), cluster_field(roster, b)),
+            Err(ClusterMismatch::Id { theirs: b, ours: a })
+        );
+        let other = cluster_field(cluster_hash("es-cluster:1,2"), a);
+        assert_eq!(
+            check_cluster(cluster_field(roster, a), other),
+            Err(ClusterMismatch::Roster)
+        );
+        assert_eq!(
+            check_cluster(unknown, cluster_field(cluster_hash("es-cluster:1,2"), 0)),
+            Err(ClusterMismatch::Roster)
+        );
+        let id = ClusterId::default();
+        assert_eq!(id.hash(), 0);
+        id.set("a");
+        assert_eq!(id.clone().hash(), a);
+        assert_ne!(a, 0);
     }
 
     proptest! {

@@ -9,13 +9,16 @@ use std::rc::Rc;
 
 use openraft::Raft;
 
+use crate::snapshot_recv::SnapshotReceiver;
 use crate::transport::codec::ErrorBody;
 use crate::transport::error::code;
 use crate::types::{EsRaft, GroupId};
 
 enum Slot {
     Opening,
-    Ready(Raft<EsRaft>),
+    /// A group, and where its snapshot transfers are received (a
+    /// partition replica's; none for the controller's).
+    Ready(Raft<EsRaft>, Option<Rc<SnapshotReceiver>>),
 }
 
 /// The shard's groups; clones share them.
@@ -31,13 +34,26 @@ impl GroupRegistry {
 
     /// Routes `group`'s frames to `raft`.
     pub fn insert(&self, group: GroupId, raft: Raft<EsRaft>) {
-        self.0.borrow_mut().insert(group, Slot::Ready(raft));
+        self.0.borrow_mut().insert(group, Slot::Ready(raft, None));
+    }
+
+    /// Routes `group`'s frames to `raft`, its snapshot transfers to
+    /// `receiver`.
+    pub(crate) fn insert_with_receiver(
+        &self,
+        group: GroupId,
+        raft: Raft<EsRaft>,
+        receiver: Rc<SnapshotReceiver>,
+    ) {
+        self.0
+            .borrow_mut()
+            .insert(group, Slot::Ready(raft, Some(receiver)));
     }
 
     /// Stops routing `group`; its handle if it was ready.
     pub fn remove(&self, group: GroupId) -> Option<Raft<EsRaft>> {
         match self.0.borrow_mut().remove(&group) {
-            Some(Slot::Ready(r)) => Some(r),
+            Some(Slot::Ready(r, _)) => Some(r),
             _ => None,
         }
     }
@@ -54,8 +70,27 @@ impl GroupRegistry {
 
     /// The handle frames for `group` go to, or the error to answer.
     pub(crate) fn get(&self, group: GroupId) -> Result<Raft<EsRaft>, ErrorBody> {
+        self.get_with_receiver(group).map(|(r, _)| r)
+    }
+
+    /// [`get`](Self::get), with the group's snapshot receiver; a group that
+    /// receives no snapshots answers `unsupported`.
+    pub(crate) fn receiver(&self, group: GroupId) -> Result<(Raft<EsRaft>, Rc<SnapshotReceiver>), ErrorBody> {
+        match self.get_with_receiver(group)? {
+            (r, Some(rx)) => Ok((r, rx)),
+            (_, None) => Err(ErrorBody {
+                code: code::UNSUPPORTED.into(),
+                message: format!("group {group} receives no snapshots"),
+            }),
+        }
+    }
+
+    fn get_with_receiver(
+        &self,
+        group: GroupId,
+    ) -> Result<(Raft<EsRaft>, Option<Rc<SnapshotReceiver>>), ErrorBody> {
         match self.0.borrow().get(&group) {
-            Some(Slot::Ready(r)) => Ok(r.clone()),
+            Some(Slot::Ready(r, rx)) => Ok((r.clone(), rx.clone())),
             Some(Slot::Opening) => Err(ErrorBody {
                 code: code::NOT_READY.into(),
                 message: format!("group {group} is opening"),

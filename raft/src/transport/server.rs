@@ -34,8 +34,9 @@ use crate::transport::config::TransportConfig;
 use crate::transport::control::ControlHandler;
 use crate::transport::error::{code, TransportError};
 use crate::transport::frame::{self, RaftKind};
-use crate::transport::preamble::{Preamble, PREAMBLE_BYTES};
+use crate::transport::preamble::{check_cluster, Preamble, PREAMBLE_BYTES};
 use crate::transport::registry::GroupRegistry;
+use crate::transport::snapshot_codec;
 use crate::transport::stats::TransportStats;
 use crate::transport::stream::{read_frame, PeerStream, ReadError};
 use crate::transport::tls::TlsRefusal;
@@ -169,10 +170,10 @@ impl RaftServer {
             Ok(Ok(())) => {}
         }
         let p = Preamble::decode(&b).map_err(|e| refused("preamble", e.to_string()))?;
-        if p.cluster_hash != self.0.config.cluster_hash {
+        if let Err(why) = check_cluster(self.0.config.cluster_field(), p.cluster_hash) {
             return Err(refused(
                 "cluster",
-                format!("node {} belongs to another cluster", p.source_node),
+                format!("node {} belongs to another cluster: {why}", p.source_node),
             ));
         }
         Ok((stream, p))
@@ -381,6 +382,24 @@ async fn answer(
                     }))
                     .await;
                 codec::encode_heartbeat_results(&mut out, &results);
+            }
+            RaftKind::SnapshotOffer => {
+                let o = snapshot_codec::decode_offer(payload).map_err(malformed)?;
+                let (_, rx) = registry.receiver(o.group)?;
+                let r = rx.offer(o).await?;
+                snapshot_codec::encode_offer_reply(&mut out, &r);
+            }
+            RaftKind::SnapshotChunk => {
+                let c = snapshot_codec::decode_chunk(payload).map_err(malformed)?;
+                let (_, rx) = registry.receiver(c.group)?;
+                let seq = rx.chunk(c).await?;
+                snapshot_codec::encode_chunk_reply(&mut out, seq);
+            }
+            RaftKind::SnapshotDone => {
+                let d = snapshot_codec::decode_done(payload).map_err(malformed)?;
+                let (raft, rx) = registry.receiver(d.group)?;
+                let vote = rx.done(&raft, d).await?;
+                snapshot_codec::encode_done_reply(&mut out, &vote);
             }
             other => {
                 return Err(ErrorBody {

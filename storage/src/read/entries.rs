@@ -1,11 +1,30 @@
 //! Reading a replicated partition's log by position: the batches of a Raft
-//! entry where its log store found it, and every batch of the hot tier with
-//! its place, from which that store builds its entry table at open.
+//! entry where its log store found it, every batch of the hot tier with
+//! its place, from which that store builds its entry table at open, and
+//! runs of entries for a snapshot transfer (`read_entry_run`).
 
 use crate::batch::BatchHeader;
 use crate::log::partition::PartitionLog;
 use crate::read::scan::{self, FileSource, RawBatch, Scan};
 use crate::{Offset, Result, StorageError};
+
+/// Where a run of entries read for a snapshot transfer goes on: a segment
+/// and a position in it (a batch boundary).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct EntryCursor {
+    pub segment: Offset,
+    pub position: u64,
+}
+
+/// What [`PartitionLog::read_entry_run`] read.
+#[derive(Clone, Debug)]
+pub struct EntryRun {
+    /// The batches, control batches included, in log order.
+    pub batches: Vec<RawBatch>,
+    /// Where the next read starts; `None`: the run reached the last entry
+    /// asked for (or the log's end).
+    pub next: Option<EntryCursor>,
+}
 
 /// A batch and where it lies: its segment's base and its position there.
 #[derive(Clone, Debug)]
@@ -39,6 +58,135 @@ impl PartitionLog {
             return Err(d.error());
         }
         Ok(batches)
+    }
+
+    /// Where a snapshot transfer of the entries from offset `from` on
+    /// starts reading: the sparse index's position at or before the offset
+    /// before `from`, in its segment (a zero-width control entry at `from`
+    /// may close the segment before the one holding `from`). Entries are
+    /// told apart by index, so starting early takes nothing twice.
+    /// `OffsetOutOfRange` when `from` is below the hot tier (cold segments
+    /// are not transferred).
+    pub async fn entry_cursor(&self, from: Offset) -> Result<EntryCursor> {
+        let shared = self.shared();
+        let hot_start = shared.hot_start();
+        if from < hot_start {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: from.0,
+                log_start: hot_start.0,
+            });
+        }
+        let at = Offset(from.0.saturating_sub(1).max(hot_start.0));
+        let Some(base) = shared.segment_for(at) else {
+            return Err(StorageError::Invalid("the log has no segment".into()));
+        };
+        if !shared.ensure_index(base).await? {
+            // Replaced meanwhile (compaction): start at its first batch.
+            return Ok(EntryCursor {
+                segment: shared.segment_for(at).unwrap_or(base),
+                position: 0,
+            });
+        }
+        let position = shared.segments().get(base).map_or(0, |s| s.position_for(at));
+        Ok(EntryCursor {
+            segment: base,
+            position,
+        })
+    }
+
+    /// The batches (control batches included) of the entries with an
+    /// index in `[first_index, through_index]`, from `at` on: about
+    /// `max_bytes` of them (at least one when one is there), never more
+    /// than `limit_bytes` (at least one batch's worth), for a snapshot
+    /// transfer. A replicated log only. A segment removed under
+    /// the read (retention) is `Invalid`: the transfer starts over.
+    pub async fn read_entry_run(
+        &self,
+        at: EntryCursor,
+        first_index: u64,
+        through_index: u64,
+        max_bytes: usize,
+        limit_bytes: usize,
+    ) -> Result<EntryRun> {
+        let shared = self.shared();
+        let mut cursor = at;
+        loop {
+            let Some((file, path, start, end, next, recent)) =
+                shared.reader(cursor.segment, |_| cursor.position).await?
+            else {
+                return Err(StorageError::Invalid(format!(
+                    "segment {} of {} is gone",
+                    cursor.segment,
+                    shared.dir.display()
+                )));
+            };
+            let src = FileSource {
+                file: &file,
+                path: &path,
+                recent: recent.as_deref(),
+            };
+            let start = start.max(cursor.position);
+            let mut stopped = false;
+            // The end of each batch taken, in order.
+            let mut ends = Vec::new();
+            let mut pos = start;
+            let read = scan::read_batches_limited(&src, &path, start, end, max_bytes, limit_bytes, |h| {
+                let at = pos;
+                pos += h.batch_len as u64;
+                match h.raft {
+                    Some(r) if r.index > through_index => {
+                        stopped = true;
+                        Scan::Stop
+                    }
+                    Some(r) if r.index >= first_index => {
+                        ends.push(at + h.batch_len as u64);
+                        Scan::Take
+                    }
+                    _ => Scan::Skip,
+                }
+            })
+            .await?;
+            let (batches, damaged) = (read.batches, read.damaged);
+            if let Some(len) = read.over_limit.filter(|_| batches.is_empty()) {
+                return Err(StorageError::Invalid(format!(
+                    "a batch of {len} bytes is over the transfer's limit of {limit_bytes}"
+                )));
+            }
+            if let Some(d) = damaged {
+                if batches.is_empty() {
+                    shared.report_damage(&d);
+                    return Err(d.error());
+                }
+            }
+            let last_entry_done = batches.last().is_some_and(|b| {
+                b.header
+                    .raft
+                    .is_some_and(|r| r.index >= through_index && r.entry_end)
+            });
+            if stopped || last_entry_done {
+                return Ok(EntryRun { batches, next: None });
+            }
+            if !batches.is_empty() {
+                let position = ends.get(batches.len() - 1).copied().unwrap_or(end);
+                return Ok(EntryRun {
+                    batches,
+                    next: Some(EntryCursor {
+                        segment: cursor.segment,
+                        position,
+                    }),
+                });
+            }
+            // Nothing to take in the rest of this segment: the next one.
+            match next {
+                Some(n) => {
+                    cursor = EntryCursor {
+                        segment: n,
+                        position: 0,
+                    }
+                }
+                None => return Ok(EntryRun { batches, next: None }),
+            }
+        }
     }
 
     /// Every written batch of the hot tier, in log order, with where it

@@ -42,7 +42,8 @@ impl EarlyFeed {
             .flatten();
         let in_page = log.as_ref().map_or(0, |l| l.next_in_page_offset(len));
         EarlyFeed {
-            log: log.filter(|_| shard.config.early_writes && allowed),
+            // Cluster mode: a replica's log is written by its Raft group only.
+            log: log.filter(|_| shard.config.early_writes && allowed && !shard.config.cluster.enabled()),
             len,
             write: None,
             in_page,

@@ -180,7 +180,7 @@ async fn fetch(
     responses: &Rc<Budget>,
     principal: &Principal,
 ) -> Result<Outgoing, ApiError> {
-    let meta = admin::lookup(shard, &f.topic)?;
+    let meta = admin::lookup_synced(shard, &f.topic).await?;
     // A key in debt waits until it is paid, holding nothing read.
     let quotas = shard.config.quotas();
     quotas.pay_debt(shard, principal, Direction::Fetch).await;
@@ -260,14 +260,6 @@ fn in_version_1(parts: Vec<bytes::Bytes>) -> Result<Vec<bytes::Bytes>, ApiError>
     Ok(out)
 }
 
-/// `DescribeCluster` on a broker started without --peers.
-fn standalone() -> ApiError {
-    ApiError::new(
-        crate::error::ErrorCode::NotFound,
-        "this broker runs standalone (no --peers): it has no cluster to describe",
-    )
-}
-
 fn endpoint(req: &Request) -> &'static str {
     match req {
         Request::Hello(_) => "hello",
@@ -304,7 +296,7 @@ async fn produce_batch(
     pb: ProduceBatch<BatchBuf>,
     early: Option<EarlyWrite>,
 ) -> Result<Response, ApiError> {
-    let meta = admin::lookup(shard, &pb.topic)?;
+    let meta = admin::lookup_synced(shard, &pb.topic).await?;
     if pb.partition >= meta.partitions {
         return Err(ApiError::partition_not_found(
             &meta.name,
@@ -349,7 +341,7 @@ async fn produce(
     producer: Option<ProducerFields>,
     throttle: &mut Duration,
 ) -> Result<Vec<(u32, u64)>, ApiError> {
-    let meta = admin::lookup(shard, &p.topic)?;
+    let meta = admin::lookup_synced(shard, &p.topic).await?;
     let items = p
         .records
         .into_iter()
@@ -489,8 +481,8 @@ async fn admin_request(
                 }
                 Kind::RevokeKey => crate::auth::admin::revoke(shard, p, id_of(&body)?).await?,
                 Kind::WhoAmI => crate::auth::admin::whoami(shard, p)?,
-                // Cluster mode answers `GET /v1/cluster`'s document here.
-                Kind::DescribeCluster => return Err(standalone()),
+                // `GET /v1/cluster`'s document; `not_found` standalone.
+                Kind::DescribeCluster => crate::cluster::view::describe(shard, p).await?,
                 Kind::PatchTopicConfig => {
                     let name = name_of(&body)?.to_string();
                     let changes = body

@@ -19,7 +19,7 @@ use crate::ops::produce::Item;
 use crate::producers::idempotence::ProducerFields;
 use crate::shard::message::FetchedData;
 use crate::shard::Shard;
-use crate::topics::admin::lookup;
+use crate::topics::admin::lookup_synced;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Encoding {
@@ -65,7 +65,7 @@ pub async fn produce(
     crate::listen::listener::test_panic_hook(topic);
     let started = Instant::now();
     p.require(Operation::Write, Resource::Topic, topic)?;
-    let meta = lookup(shard, topic)?;
+    let meta = lookup_synced(shard, topic).await?;
     let body = response::read_body(shard, req.into_body()).await?;
     metrics::counter!("es_http_bytes_in_total").increment(body.len() as u64);
     let produce: ProduceRequest = response::parse(&body)?;
@@ -181,7 +181,7 @@ pub async fn fetch(
     crate::listen::listener::test_panic_hook(topic);
     let started = Instant::now();
     p.require(Operation::Read, Resource::Topic, topic)?;
-    let meta = lookup(shard, topic)?;
+    let meta = lookup_synced(shard, topic).await?;
     let partition = number("partition", partition)?;
     let mut q = FetchQuery::default();
     let mut enc = Encoding::Utf8;

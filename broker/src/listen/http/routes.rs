@@ -151,7 +151,7 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
         (["v1", "whoami"], &Method::GET) => ("whoami", keys::whoami(shard, p)),
         (["v1", "cluster"], &Method::GET) => (
             "cluster",
-            crate::cluster::view::describe(shard)
+            crate::cluster::view::describe(shard, p)
                 .await
                 .map(|v| response::json(StatusCode::OK, &v)),
         ),
@@ -213,18 +213,33 @@ fn is_known(segments: &[&str]) -> bool {
     )
 }
 
+/// `GET /ready`: 200 once every shard recovered its partitions and, in
+/// cluster mode, the controller group has a leader and every partition
+/// replica assigned to this node is open; else 503 with what it waits for
+/// (`recovering`, `no_controller_leader`, `opening_replicas`,
+/// `shutting_down`). `recovered` says whether this node's own recovery is
+/// done: a cluster node that recovered and waits for its peers is `true`.
 fn ready(shard: &Shard) -> Response<Body> {
-    if shard.state.is_ready(shard.shards) {
-        response::json(StatusCode::OK, &serde_json::json!({"status": "ready"}))
-    } else if shard.state.is_shutting_down() {
+    let state = &shard.state;
+    let unavailable = |status: &str, recovered: bool| {
         response::json(
             StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "shutting_down"}),
+            &serde_json::json!({"status": status, "recovered": recovered}),
         )
-    } else {
-        response::json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &serde_json::json!({"status": "recovering"}),
-        )
+    };
+    if state.is_shutting_down() {
+        return unavailable("shutting_down", false);
     }
+    if !state.is_ready(shard.shards) {
+        return unavailable("recovering", false);
+    }
+    if shard.config.cluster.enabled() {
+        if state.controller_leader().is_none() {
+            return unavailable("no_controller_leader", true);
+        }
+        if state.replicas_opening.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return unavailable("opening_replicas", true);
+        }
+    }
+    response::json(StatusCode::OK, &serde_json::json!({"status": "ready"}))
 }

@@ -44,7 +44,7 @@ pub async fn patch(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     p.require(Operation::Alter, Resource::Topic, name)?;
-    admin::lookup(shard, name)?;
+    admin::lookup_synced(shard, name).await?;
     let body = response::read_body(shard, req.into_body()).await?;
     let changes: serde_json::Map<String, serde_json::Value> = response::parse(&body)?;
     Ok(response::json(

@@ -1,0 +1,205 @@
+//! `SnapshotSource`: a leader's side of a snapshot transfer
+//! (`RaftNetwork::full_snapshot`; docs/design/raft-snapshots.md). It
+//! offers the snapshot; the follower answers the last entry it keeps; the
+//! leader streams the entries after it up to the snapshot's last, read
+//! from its own log (`PartitionLog::read_entry_run`: the stored batches,
+//! control batches included, from the page cache) in chunks of
+//! `chunk_bytes`, at most `SNAPSHOT_CHUNKS_IN_FLIGHT` unanswered,
+//! throttled to `bytes_per_sec`; then says done, and the follower
+//! installs. The log is never purged below what a transfer reads: openraft
+//! purges a leader's log only once no replication reads it, and retention
+//! deletes only below the purge point.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use es_storage::Offset;
+use futures::stream::{FuturesOrdered, StreamExt};
+use openraft::storage::Snapshot;
+
+use crate::limits::{SNAPSHOT_CHUNKS_IN_FLIGHT, SNAPSHOT_CHUNK_LIMIT_BYTES};
+use crate::log_store::LogStore;
+use crate::partition_sm::read_descriptor;
+use crate::replica_stats::{bump, ReplicaStats};
+use crate::transport::error::TransportError;
+use crate::transport::frame::RaftKind;
+use crate::transport::link::GroupLink;
+use crate::transport::snapshot_codec::{
+    decode_chunk_reply, decode_done_reply, decode_offer_reply, encode_chunk, encode_done, encode_offer,
+    Chunk, Done, Offer, OfferReply,
+};
+use crate::types::{EsRaft, LogId, Vote};
+
+/// What a leader streams snapshots from, and how fast.
+pub struct SnapshotSource {
+    store: LogStore,
+    chunk_bytes: usize,
+    bytes_per_sec: u64,
+    stats: Rc<ReplicaStats>,
+}
+
+fn storage(e: es_storage::StorageError) -> TransportError {
+    TransportError::Unreachable {
+        node: 0,
+        why: format!("reading the log for a snapshot: {e}"),
+    }
+}
+
+impl SnapshotSource {
+    /// Streams from `store`'s log in chunks of `chunk_bytes`, at most
+    /// `bytes_per_sec` per transfer (0: unlimited).
+    pub(crate) fn new(
+        store: LogStore,
+        chunk_bytes: usize,
+        bytes_per_sec: u64,
+        stats: Rc<ReplicaStats>,
+    ) -> SnapshotSource {
+        SnapshotSource {
+            store,
+            chunk_bytes: chunk_bytes.max(1),
+            bytes_per_sec,
+            stats,
+        }
+    }
+
+    /// Sends `snapshot` over `link`; the follower's vote after it installed
+    /// (or refused: a higher vote).
+    pub(crate) async fn send(
+        &self,
+        link: &GroupLink,
+        vote: Vote,
+        snapshot: &Snapshot<EsRaft>,
+    ) -> Result<Vote, TransportError> {
+        let image = snapshot.snapshot.image();
+        let (meta, end_offset) = read_descriptor(image)
+            .ok_or_else(|| TransportError::Malformed("the snapshot's descriptor does not parse".into()))?;
+        let Some(last) = meta.last_log_id else {
+            return Err(TransportError::Malformed(
+                "a snapshot without a last entry".into(),
+            ));
+        };
+        let group = link.group();
+        let transfer: u64 = rand::random();
+        let offer = Offer {
+            group,
+            transfer,
+            vote,
+            last: Some(last),
+            end_offset,
+            log_start: self.store.log().hot_start_offset().0,
+        };
+        let (_, p) = link
+            .call(RaftKind::SnapshotOffer, |out| {
+                encode_offer(out, &offer);
+                Ok(())
+            })
+            .await?;
+        match decode_offer_reply(p)? {
+            OfferReply::HigherVote(v) => return Ok(v),
+            OfferReply::Nothing => {}
+            OfferReply::Stream { after, from_offset } => {
+                self.stream(link, transfer, after, from_offset, last).await?;
+            }
+        }
+        let done = Done {
+            group,
+            transfer,
+            vote,
+            descriptor: Bytes::copy_from_slice(image),
+            // The idempotent producers' image, once it is replicated.
+            producers: Bytes::new(),
+        };
+        let (_, p) = link
+            .call(RaftKind::SnapshotDone, |out| {
+                encode_done(out, &done);
+                Ok(())
+            })
+            .await?;
+        let v = decode_done_reply(p)?;
+        bump(&self.stats.snapshots_sent);
+        tracing::info!(group, target = link.target(), snapshot = %last, "snapshot sent");
+        Ok(v)
+    }
+
+    /// Streams the entries after `after` through `last`, from `from_offset`.
+    async fn stream(
+        &self,
+        link: &GroupLink,
+        transfer: u64,
+        after: Option<LogId>,
+        from_offset: u64,
+        last: LogId,
+    ) -> Result<(), TransportError> {
+        let log = self.store.log();
+        let first = after.map_or(0, |a| a.index + 1);
+        let mut cursor = Some(log.entry_cursor(Offset(from_offset)).await.map_err(storage)?);
+        let mut in_flight = FuturesOrdered::new();
+        let started = Instant::now();
+        let mut sent = 0u64;
+        let mut seq = 0u64;
+        loop {
+            while in_flight.len() < SNAPSHOT_CHUNKS_IN_FLIGHT {
+                let Some(at) = cursor else { break };
+                let run = log
+                    .read_entry_run(
+                        at,
+                        first,
+                        last.index,
+                        self.chunk_bytes,
+                        SNAPSHOT_CHUNK_LIMIT_BYTES,
+                    )
+                    .await
+                    .map_err(storage)?;
+                cursor = run.next;
+                if run.batches.is_empty() {
+                    continue;
+                }
+                let mut buf = Vec::with_capacity(run.batches.iter().map(|b| b.bytes.len()).sum());
+                for b in &run.batches {
+                    buf.extend_from_slice(&b.bytes);
+                }
+                sent += buf.len() as u64;
+                if self.bytes_per_sec > 0 {
+                    let due = Duration::from_secs_f64(sent as f64 / self.bytes_per_sec as f64);
+                    let elapsed = started.elapsed();
+                    if due > elapsed {
+                        glommio::timer::sleep(due - elapsed).await;
+                    }
+                }
+                ReplicaStats::add(&self.stats.snapshot_bytes_sent, buf.len() as u64);
+                let chunk = Chunk {
+                    group: link.group(),
+                    transfer,
+                    seq,
+                    batches: Bytes::from(buf),
+                };
+                seq += 1;
+                in_flight.push_back(async move {
+                    let (_, p) = link
+                        .call(RaftKind::SnapshotChunk, |out| {
+                            encode_chunk(out, &chunk);
+                            Ok(())
+                        })
+                        .await?;
+                    decode_chunk_reply(p)
+                });
+            }
+            match in_flight.next().await {
+                None => return Ok(()),
+                Some(r) => {
+                    r?;
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SnapshotSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotSource")
+            .field("chunk_bytes", &self.chunk_bytes)
+            .field("bytes_per_sec", &self.bytes_per_sec)
+            .finish()
+    }
+}
