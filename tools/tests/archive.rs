@@ -154,7 +154,7 @@ fn a_zstd_archive_verifies_and_restores() {
     assert_eq!(verify(&zst).0, 0);
     let (a, b) = (tmp.path().join("from-plain"), tmp.path().join("from-zstd"));
     for (archive, dir) in [(&plain, &a), (&zst, &b)] {
-        restore_to(&archive, &dir, &[], 0);
+        restore_to(archive, dir, &[], 0);
     }
     for f in [
         "topics/t/0/00000000000000000008.log",

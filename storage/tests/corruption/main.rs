@@ -16,7 +16,8 @@
 //!   file untouched;
 //! - bytes past the log's end (zero padding, the early pages of a batch
 //!   that never landed there) are never taken for a batch, nor for a sign
-//!   of corruption.//!
+//!   of corruption.
+//!
 //! Here the open: damage before intact batches, torn tails, padding;
 //! `sealed.rs` damage in sealed segments, their indexes and reads, and a
 //! missing segment; `early.rs` the early pages of a batch that never
