@@ -107,6 +107,8 @@ pub(crate) fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, Empt
 
 /// The idempotent window a descriptor holds (empty for a descriptor
 /// written before windows were replicated).
+// openraft's StorageError is what its storage traits return.
+#[allow(clippy::result_large_err)]
 fn window_of(bytes: &[u8]) -> StorageResult<ProducerWindow> {
     let v: Value = serde_json::from_slice(bytes).map_err(|_| bad("bad snapshot descriptor"))?;
     match v.get("producers") {
