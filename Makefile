@@ -77,15 +77,24 @@ bench-storage:
 JEPSEN_SEEDS ?= 1 2
 JEPSEN_TIME ?= 60s
 JEPSEN_NEMESIS ?= all
+# Then JEPSEN_CLUSTER_CI_SEED on a cluster of three (JEPSEN_CLUSTER_CI_TIME of
+# the process and network faults of "Cluster runs"; disk-full is left out
+# until a follower recovers from a full disk without a restart).
+JEPSEN_CLUSTER_CI_SEED ?= 3
+JEPSEN_CLUSTER_CI_TIME ?= 75s
+JEPSEN_CLUSTER_CI_NEMESIS ?= kill,pause,partition,bridge,one-way,isolate-leader,leader-kill,delay
 jepsen:
 	$(CARGO) build -p es-broker -p es-chaos
-	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
+	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen; a=$$?; \
+	CHAOS_NODES=3 ./bench/chaos/seeds.sh "$(JEPSEN_CLUSTER_CI_SEED)" $(JEPSEN_CLUSTER_CI_TIME) 8-12 $(JEPSEN_CLUSTER_CI_NEMESIS) jepsen-cluster; b=$$?; \
+	exit $$(( a > b ? a : b ))
 
 # The fault suite on a cluster of three debug brokers, every peer link through
 # the harness's proxy (docs/reliability.md "Cluster runs"): each seed of
 # JEPSEN_CLUSTER_SEEDS, JEPSEN_CLUSTER_TIME of JEPSEN_CLUSTER_NEMESIS (all:
-# the cluster faults and the single-node ones). Not in CI yet: seeds with
-# disk-full find a follower that stops replicating (docs/reliability.md).
+# the cluster faults and the single-node ones). Not in CI: with disk-full a
+# follower stops replicating until it is restarted (docs/reliability.md), so
+# these seeds fail replica-behind until that is fixed.
 JEPSEN_CLUSTER_SEEDS ?= 21 22
 JEPSEN_CLUSTER_TIME ?= 120s
 JEPSEN_CLUSTER_NEMESIS ?= all
