@@ -8,7 +8,7 @@ BINARY_ADDR ?= 127.0.0.1:9090
 REGISTRY_ADDR ?= 127.0.0.1:8081
 KAFKA_ADDR ?= 127.0.0.1:9092
 
-.PHONY: build run-broker demo test test-loaded soak stress-start lint fmt audit bench bench-storage fuzz jepsen jepsen-soak
+.PHONY: build run-broker demo test test-loaded soak stress-start lint fmt audit bench bench-storage fuzz jepsen jepsen-cluster jepsen-soak
 
 # Every binary (es-broker, es, es-tools, es-bench) in release, with one feature set:
 # run-broker, the demo and the CLI all use this one build.
@@ -91,9 +91,30 @@ JEPSEN_TIME ?= 60s
 JEPSEN_NEMESIS ?= all
 JEPSEN_JOBS ?= 2
 JEPSEN_BUILD ?= $(CARGO) build -p es-broker -p es-chaos
+# Then JEPSEN_CLUSTER_CI_SEED on a cluster of three (JEPSEN_CLUSTER_CI_TIME of
+# the process and network faults of "Cluster runs"; disk-full is left out
+# until a follower recovers from a full disk without a restart).
+JEPSEN_CLUSTER_CI_SEED ?= 3
+JEPSEN_CLUSTER_CI_TIME ?= 75s
+JEPSEN_CLUSTER_CI_NEMESIS ?= kill,pause,partition,bridge,one-way,isolate-leader,leader-kill,delay
 jepsen:
 	$(JEPSEN_BUILD)
-	CHAOS_JOBS=$(JEPSEN_JOBS) ./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
+	CHAOS_JOBS=$(JEPSEN_JOBS) ./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen; a=$$?; \
+	CHAOS_NODES=3 ./bench/chaos/seeds.sh "$(JEPSEN_CLUSTER_CI_SEED)" $(JEPSEN_CLUSTER_CI_TIME) 8-12 $(JEPSEN_CLUSTER_CI_NEMESIS) jepsen-cluster; b=$$?; \
+	exit $$(( a > b ? a : b ))
+
+# The fault suite on a cluster of three debug brokers, every peer link through
+# the harness's proxy (docs/reliability.md "Cluster runs"): each seed of
+# JEPSEN_CLUSTER_SEEDS, JEPSEN_CLUSTER_TIME of JEPSEN_CLUSTER_NEMESIS (all:
+# the cluster faults and the single-node ones). Not in CI: with disk-full a
+# follower stops replicating until it is restarted (docs/reliability.md), so
+# these seeds fail replica-behind until that is fixed.
+JEPSEN_CLUSTER_SEEDS ?= 21 22
+JEPSEN_CLUSTER_TIME ?= 120s
+JEPSEN_CLUSTER_NEMESIS ?= all
+jepsen-cluster:
+	$(JEPSEN_BUILD)
+	CHAOS_NODES=3 CHAOS_JOBS=1 ./bench/chaos/seeds.sh "$(JEPSEN_CLUSTER_SEEDS)" $(JEPSEN_CLUSTER_TIME) 8-12 $(JEPSEN_CLUSTER_NEMESIS) jepsen-cluster
 
 # The same for SOAK_MIN minutes per seed of SOAK_SEEDS, a fault every 3-6 s,
 # then SOAK_WIDE_SEED with 1,000 partitions (500 per topic).

@@ -159,6 +159,9 @@ pub fn run(args: &Args) -> Result<Results, String> {
             ));
         }
     }
+    for (processes, why) in workload::LEFT_OUT_IN_CLUSTER.iter().filter(|_| clustered) {
+        println!("es-chaos: cluster run: {processes} left out: {why}");
+    }
     let load = Workload::start(ctx.clone())?;
     let plan = Plan {
         kinds,
@@ -174,6 +177,10 @@ pub fn run(args: &Args) -> Result<Results, String> {
         return Err(format!("interrupted; what ran is in {}", out.display()));
     }
     let mut extra = serde_json::Map::new();
+    extra.insert(
+        "workload".into(),
+        json!({"left_out": workload::left_out(clustered)}),
+    );
     if clustered {
         let settled = cluster::settle(&ctx);
         println!("es-chaos: replicas after the heal: {settled}");

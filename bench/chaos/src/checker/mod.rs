@@ -6,6 +6,7 @@
 //! | `lost` | every `ok` send (p, o, v) is in the reference log at (p, o) with value v | fail |
 //! | `inconsistent-offsets` | a (p, o) ever seen (ack, poll, final log of any replica) with two values | fail |
 //! | `divergence` | the replicas' final logs differ below their common high watermark | fail |
+//! | `replica-behind` | after the heal and the wait for the replicas to agree, their final high watermarks differ | fail |
 //! | `duplicate` | an idempotent producer's value at two offsets | fail |
 //! | `duplicate-plain` | a plain producer's value at two offsets (at least once) | counted |
 //! | `nonmonotonic-poll` | one reader session returns an offset <= one it returned before | fail |
@@ -24,12 +25,14 @@
 //!
 //! One room per check family: the final logs and their partition names
 //! (`finals.rs`), a check's count and witnesses (`tally.rs`), replica
-//! divergence (`divergence.rs`), the reader checks (`polls.rs`), lost
+//! divergence (`divergence.rs`), replicas that did not catch up
+//! (`behind.rs`), the reader checks (`polls.rs`), lost
 //! commits (`commits.rs`), and the availability report (`availability.rs`);
 //! `check` here runs them all. The hand-made histories that make each
 //! check fail are in `tests.rs`.
 
 mod availability;
+mod behind;
 mod commits;
 mod divergence;
 mod finals;
@@ -48,6 +51,7 @@ pub use finals::{part_name, FinalLog, Log, Part};
 pub use tally::{Check, Verdict};
 
 use availability::availability;
+use behind::behind;
 use commits::lost_commits;
 use divergence::divergence;
 use finals::parse_part;
@@ -198,6 +202,7 @@ pub fn check(history: &[Event], finals: &[FinalLog], faults: &[Fault]) -> Result
     checks.insert("inconsistent-offsets", inconsistent.done());
 
     checks.insert("divergence", divergence(finals));
+    checks.insert("replica-behind", behind(finals));
 
     // duplicates: a value at several offsets (acks and the reference log)
     let idempotent: HashSet<&str> = history

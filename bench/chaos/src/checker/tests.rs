@@ -164,13 +164,42 @@ fn replicas_that_differ_below_the_common_high_watermark_diverge() {
     let (h, mut finals) = clean();
     finals.push(node(2, &[(0, "w0-1"), (1, "w1-1"), (2, "w0-2")]));
     assert!(check(&h.events, &finals, &[]).valid);
-    // A shorter replica is no divergence: only below the common HW.
+    // A shorter replica is no divergence: only below the common HW (it
+    // is a replica behind).
     finals.push(node(3, &[(0, "w0-1"), (1, "w1-1")]));
-    assert!(check(&h.events, &finals, &[]).valid);
+    assert_eq!(failing(&check(&h.events, &finals, &[])), ["replica-behind"]);
+    finals.pop();
     finals.push(node(4, &[(0, "w0-1"), (1, "w7-7"), (2, "w0-2")]));
     let r = check(&h.events, &finals, &[]);
     assert!(failing(&r).contains(&"divergence"), "{:?}", failing(&r));
+    assert!(!failing(&r).contains(&"replica-behind"), "{:?}", failing(&r));
     assert_eq!(r.checks["divergence"].count, 1);
+}
+
+#[test]
+fn a_replica_that_did_not_catch_up_is_behind() {
+    let (h, finals) = clean();
+    let full = &finals[0].partitions["t/0"];
+    let reference = FinalLog {
+        node: 0,
+        ..finals[0].clone()
+    };
+    let replica = |id: u32, hw: u64| {
+        let mut l = full.clone();
+        l.records.retain(|&o, _| o < hw);
+        l.high_watermark = hw;
+        FinalLog {
+            node: id,
+            partitions: [("t/0".to_string(), l)].into_iter().collect(),
+        }
+    };
+    let agreed = vec![reference.clone(), replica(1, 3), replica(2, 3), replica(3, 3)];
+    assert!(check(&h.events, &agreed, &[]).valid);
+    // Node 2 stopped at offset 2; the reference (node 0) is not a replica.
+    let apart = vec![reference, replica(1, 3), replica(2, 2), replica(3, 3)];
+    let r = check(&h.events, &apart, &[]);
+    assert_eq!(failing(&r), ["replica-behind"]);
+    assert_eq!(r.checks["replica-behind"].witnesses[0]["high_watermarks"]["2"], 2);
 }
 
 #[test]
