@@ -126,6 +126,8 @@ pub fn group_config(shard: &Shard) -> es_raft::GroupConfig {
         proposals_in_flight: c.raft_proposals_in_flight,
         produce_timeout_ms: c.produce_timeout_ms,
         replica_lag_ms: c.replica_lag_ms,
+        snapshot_chunk_bytes: c.raft_snapshot_chunk_bytes,
+        recovery_bytes_per_sec: c.raft_recovery_bytes_per_sec,
         ..es_raft::GroupConfig::default()
     }
 }
