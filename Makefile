@@ -1,4 +1,5 @@
-# es — build, run, test, lint. CI (.ci/run) runs `make lint`, `make test-loaded` and the demo.
+# es — build, run, test, lint. CI (.ci/run) runs `make lint`, `make test-loaded`, the demo and
+# `make jepsen`; docs/testing.md says what each runs and what it costs.
 CARGO ?= cargo
 DATA_DIR ?= ./data
 HTTP_ADDR ?= 127.0.0.1:8080
@@ -7,7 +8,7 @@ BINARY_ADDR ?= 127.0.0.1:9090
 REGISTRY_ADDR ?= 127.0.0.1:8081
 KAFKA_ADDR ?= 127.0.0.1:9092
 
-.PHONY: build run-broker demo test test-loaded stress-start lint fmt audit bench bench-storage fuzz jepsen jepsen-soak
+.PHONY: build run-broker demo test test-loaded soak stress-start lint fmt audit bench bench-storage fuzz jepsen jepsen-soak
 
 # Every binary (es-broker, es, es-tools, es-bench) in release, with one feature set:
 # run-broker, the demo and the CLI all use this one build.
@@ -34,6 +35,13 @@ test:
 test-loaded:
 	$(CARGO) test --workspace --no-run
 	./scripts/loaded.sh ./scripts/test.sh $(ARGS)
+
+# The soak at its full length (bench/tests/soak.rs: every es-bench soak
+# workload, 10,000 + 20,000 operations, 50 bytes per operation at most);
+# `make test` runs it shorter (docs/testing.md).
+soak:
+	$(CARGO) test --workspace --no-run
+	ES_SOAK_FULL=1 $(CARGO) test -p es-bench --test soak
 
 # Start-up stress: 300 starts with --shards 8 and 1000 with the default
 # shards, each ready, serving and stopped by SIGTERM (scripts/start_stress.py).
@@ -72,14 +80,20 @@ bench-storage:
 
 # The fault suite (docs/reliability.md): one debug broker under kill -9,
 # clean restarts, pause, torn tails and a full disk (as root), a recorded workload, then
-# the history checker; fixed seeds, each JEPSEN_TIME of faults. A failing
-# seed prints the command that reruns it.
+# the history checker; fixed seeds, each JEPSEN_TIME of faults, JEPSEN_JOBS
+# seeds at once (each its own broker). A failing seed prints the command
+# that reruns it. JEPSEN_BUILD makes the binaries: CI passes the test
+# build's command, which finds them up to date after `make test-loaded`
+# (`cargo build -p es-broker -p es-chaos` alone resolves other features
+# than the workspace's tests and rebuilds much of es-broker: docs/testing.md).
 JEPSEN_SEEDS ?= 1 2
 JEPSEN_TIME ?= 60s
 JEPSEN_NEMESIS ?= all
+JEPSEN_JOBS ?= 2
+JEPSEN_BUILD ?= $(CARGO) build -p es-broker -p es-chaos
 jepsen:
-	$(CARGO) build -p es-broker -p es-chaos
-	./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
+	$(JEPSEN_BUILD)
+	CHAOS_JOBS=$(JEPSEN_JOBS) ./bench/chaos/seeds.sh "$(JEPSEN_SEEDS)" $(JEPSEN_TIME) 8-12 $(JEPSEN_NEMESIS) jepsen
 
 # The same for SOAK_MIN minutes per seed of SOAK_SEEDS, a fault every 3-6 s,
 # then SOAK_WIDE_SEED with 1,000 partitions (500 per topic).
@@ -87,7 +101,7 @@ SOAK_MIN ?= 30
 SOAK_SEEDS ?= 11 12 13
 SOAK_WIDE_SEED ?= 14
 jepsen-soak:
-	$(CARGO) build -p es-broker -p es-chaos
+	$(JEPSEN_BUILD)
 	./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak; a=$$?; \
 	CHAOS_ARGS="--partitions 500" ./bench/chaos/seeds.sh "$(SOAK_WIDE_SEED)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak-wide; b=$$?; \
 	exit $$(( a > b ? a : b ))

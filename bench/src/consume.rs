@@ -111,10 +111,7 @@ pub fn run(opts: &Options, addr: &str, duration: Duration, shards: Option<usize>
     });
     let seconds = window.measured_secs();
     progress.finish();
-    let mut latency = Latency::new();
-    for r in results {
-        latency.merge(&r?);
-    }
+    let latency = Latency::merged(results)?;
     Ok(Phase::new(
         "consume",
         shards,

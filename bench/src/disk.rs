@@ -90,10 +90,7 @@ pub fn measure(
         let _ = std::fs::remove_file(dir.join(format!("disk-{i}.dat")));
     }
     crate::scratch::settle_filesystem(dir);
-    let mut latency = Latency::new();
-    for r in results {
-        latency.merge(&r?);
-    }
+    let latency = Latency::merged(results)?;
     Ok(Measured {
         totals: counters.totals(),
         seconds,

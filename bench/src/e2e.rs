@@ -81,14 +81,8 @@ pub fn run(
     });
     let seconds = window.measured_secs();
     progress.finish();
-    let mut ack_latency = Latency::new();
-    for r in produce_results {
-        ack_latency.merge(&r?);
-    }
-    let mut e2e_latency = Latency::new();
-    for r in consume_results {
-        e2e_latency.merge(&r?);
-    }
+    let ack_latency = Latency::merged(produce_results)?;
+    let e2e_latency = Latency::merged(consume_results)?;
     let mut phase = Phase::new("e2e", shards, consumed.totals(), seconds, &ack_latency);
     phase.totals.requests = produced.totals().requests;
     phase.e2e = e2e_latency.percentiles();

@@ -48,6 +48,15 @@ impl Latency {
         let _ = self.hist.add(&other.hist);
     }
 
+    /// Every worker's latencies in one, or the first worker's error.
+    pub fn merged(results: Vec<Result<Latency, String>>) -> Result<Latency, String> {
+        let mut latency = Latency::new();
+        for r in results {
+            latency.merge(&r?);
+        }
+        Ok(latency)
+    }
+
     /// None when nothing was recorded.
     pub fn percentiles(&self) -> Option<Percentiles> {
         if self.hist.is_empty() {

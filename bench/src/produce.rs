@@ -48,10 +48,7 @@ pub fn measure(
     let results = producer::run_all(spec, window, &shared);
     let seconds = window.measured_secs();
     progress.finish();
-    let mut latency = Latency::new();
-    for r in results {
-        latency.merge(&r?);
-    }
+    let latency = Latency::merged(results)?;
     Ok(Measured {
         totals: counters.totals(),
         seconds,

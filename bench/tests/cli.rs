@@ -6,6 +6,7 @@
 
 #[path = "../../broker/tests/common/broker_bin.rs"]
 mod broker_bin;
+mod common;
 
 use std::process::Command;
 
@@ -14,25 +15,14 @@ use serde_json::Value;
 
 /// Runs es-bench with `args` plus a started broker and `--json`.
 fn bench(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
-        .args(args)
-        .args(["--start-broker", "--broker-bin"])
-        .arg(broker_bin())
-        .args(["--json", "--quiet"])
-        .output()
-        .expect("run es-bench");
-    assert!(
-        out.status.success(),
-        "es-bench {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "es-bench {args:?}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    common::json_of(
+        Command::new(env!("CARGO_BIN_EXE_es-bench"))
+            .args(args)
+            .args(["--start-broker", "--broker-bin"])
+            .arg(broker_bin())
+            .args(["--json", "--quiet"]),
+        &format!("{args:?}"),
+    )
 }
 
 fn phase<'a>(doc: &'a Value, name: &str) -> &'a Value {

@@ -5,6 +5,7 @@
 
 #[path = "../../broker/tests/common/broker_bin.rs"]
 mod broker_bin;
+mod common;
 #[path = "../../broker/tests/common/port.rs"]
 mod port;
 #[path = "../../broker/tests/common/wait.rs"]
@@ -49,20 +50,14 @@ fn certificates(dir: &Path) {
 }
 
 fn bench(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_es-bench"))
-        .args(args)
-        .args(["--json", "--quiet"])
-        .env_remove("ES_TLS")
-        .env_remove("ES_TLS_CA")
-        .output()
-        .expect("run es-bench");
-    assert!(
-        out.status.success(),
-        "es-bench {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"))
+    common::json_of(
+        Command::new(env!("CARGO_BIN_EXE_es-bench"))
+            .args(args)
+            .args(["--json", "--quiet"])
+            .env_remove("ES_TLS")
+            .env_remove("ES_TLS_CA"),
+        &format!("{args:?}"),
+    )
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! and the binary DescribeCluster give the same document (nodes up or
 //! unreachable with when they last answered, the controller's leader,
 //! term and committed index); `es_raft_peer_connected` and the
-//! controller gauges follow; every node records the agreed cluster id in
+//! controller gauges follow; a node is ready again once the replicas of
+//! a new topic are open on it; every node records the agreed cluster id in
 //! `cluster.json`; and a node whose data dir belongs to another cluster is
 //! refused by the others (`reason="cluster"`, logged) and does not join.
 
@@ -66,10 +67,23 @@ fn the_cluster_view_readiness_and_a_node_of_another_cluster() {
         wait_for("the id in cluster.json", || recorded_id(b) == id.as_str());
     }
 
+    // A topic whose replicas every node opens: each node is ready again
+    // once its replicas are open (the reconciler counts them down).
+    let (status, body) = n1.post(
+        "/v1/topics",
+        json!({"name": "t", "partitions": 2, "replication_factor": 3}),
+    );
+    assert_eq!(status, 201, "{body}");
+    for b in [&n1, &n2, &n3] {
+        wait_for("the node to open its replicas and be ready", || {
+            b.get("/ready").0 == 200 && view(b).is_some_and(|v| v["partitions"]["total"] == 2)
+        });
+    }
+
     // The document, over HTTP and the binary protocol alike.
     let v = view(&n1).unwrap();
     assert_eq!(v["node_id"], 1);
-    assert_eq!(v["partitions"]["total"], 0, "{v}");
+    assert_eq!(v["partitions"]["total"], 2, "{v}");
     assert!(v["controller"]["term"].as_u64().unwrap() >= 1, "{v}");
     assert!(v["controller"]["committed"].as_u64().unwrap() >= 1, "{v}");
     assert_eq!(node_of(&v, 1)["last_seen_ms_ago"], 0, "this node: {v}");

@@ -253,7 +253,11 @@ impl LogStore {
         if stop(Step::Committed) {
             return Ok(());
         }
-        self.cut(m.after.map_or(0, |a| a.index + 1)).await?;
+        // Nothing staged: this log holds the snapshot's entries, and what
+        // follows them stays (openraft cut a conflicting tail already).
+        if m.staged.is_some() {
+            self.cut(m.after.map_or(0, |a| a.index + 1)).await?;
+        }
         if stop(Step::Cut) {
             return Ok(());
         }

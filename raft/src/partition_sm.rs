@@ -11,10 +11,11 @@
 //! against it before they are proposed: docs/design/raft-produce.md
 //! "Idempotent producers").
 //!
-//! A snapshot is a descriptor of the applied prefix, built in O(1): its
-//! last log id, membership and end offset, saved durably in the replica's
-//! metadata. (Streaming the committed segments to a late replica, and the
-//! idempotent producers' table, come with the spec's phase 3.)
+//! A snapshot is a descriptor of the applied prefix: its last log id,
+//! membership, end offset and the idempotent window's image, saved durably
+//! in the replica's metadata. The records it covers are the log itself; a
+//! late replica gets them streamed (`snapshot_send.rs`/`snapshot_recv.rs`)
+//! and installs them with the window (docs/design/raft-snapshots.md).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -71,10 +72,13 @@ fn id_of(v: &Value) -> Option<Option<LogId>> {
 }
 
 /// A snapshot descriptor:
-/// `{"last_applied","membership_log_id","membership","end_offset","log_start_offset","id"}`
+/// `{"last_applied","membership_log_id","membership","end_offset","log_start_offset","id","producers"}`
 /// (`log_start_offset`: the log's first hot offset when it was built,
-/// after retention).
+/// after retention; `producers`: the idempotent window as of
+/// `last_applied`, which the entries up to it are never re-applied to
+/// rebuild, at a restart or on a replica that installs it).
 fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
+    let producers: Value = serde_json::from_slice(&s.window.image()).unwrap_or(Value::Null);
     json!({
         "last_applied": id_json(&s.last_applied),
         "membership_log_id": id_json(s.membership.log_id()),
@@ -82,6 +86,7 @@ fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
         "end_offset": s.end_offset,
         "log_start_offset": log_start_offset,
         "id": id,
+        "producers": producers,
     })
     .to_string()
     .into_bytes()
@@ -100,6 +105,18 @@ pub(crate) fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, Empt
     Some((meta, v.get("end_offset")?.as_u64()?))
 }
 
+/// The idempotent window a descriptor holds (empty for a descriptor
+/// written before windows were replicated).
+// openraft's StorageError is what its storage traits return.
+#[allow(clippy::result_large_err)]
+fn window_of(bytes: &[u8]) -> StorageResult<ProducerWindow> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|_| bad("bad snapshot descriptor"))?;
+    match v.get("producers") {
+        None | Some(Value::Null) => Ok(ProducerWindow::default()),
+        Some(p) => ProducerWindow::restore(p.to_string().as_bytes()).map_err(|e| bad(&e)),
+    }
+}
+
 impl PartitionSm {
     /// The state machine of the replica whose log is `store`: what its
     /// last snapshot says was applied (openraft re-applies the rest).
@@ -113,6 +130,7 @@ impl PartitionSm {
             state.last_applied = m.last_log_id;
             state.membership = m.last_membership;
             state.end_offset = end;
+            state.window = window_of(&bytes)?;
         }
         if state.end_offset > 0 {
             store.set_committed(state.end_offset);
@@ -138,20 +156,6 @@ impl PartitionSm {
     pub fn with_window<T>(&self, f: impl FnOnce(&ProducerWindow) -> T) -> T {
         f(&self.0.state.borrow().window)
     }
-
-    /// The window's image as of the last applied entry: a partition
-    /// snapshot's `producers` bytes ([`ProducerWindow::image`]).
-    pub fn producers_image(&self) -> Vec<u8> {
-        self.0.state.borrow().window.image()
-    }
-
-    /// Replaces the window with the one of `image` (a snapshot's
-    /// `producers` bytes, installed or loaded with its `last_applied`).
-    pub fn restore_producers(&self, image: &[u8]) -> Result<(), String> {
-        let w = ProducerWindow::restore(image)?;
-        self.0.state.borrow_mut().window = w;
-        Ok(())
-    }
 }
 
 impl PartitionSm {
@@ -166,6 +170,7 @@ impl PartitionSm {
         staged: StagedSuffix,
         end: u64,
     ) -> StorageResult<()> {
+        let window = window_of(&staged.descriptor)?;
         let manifest = Manifest {
             after: staged.after,
             staged: staged.staged,
@@ -182,6 +187,7 @@ impl PartitionSm {
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
         s.end_offset = end;
+        s.window = window;
         drop(s);
         self.0.store.set_committed(end);
         Ok(())
@@ -289,11 +295,13 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
                 "the snapshot ends at offset {end}, this log at {next}: its records were not transferred"
             )));
         }
+        let window = window_of(snapshot.image())?;
         self.0.meta.save_snapshot(snapshot.image().to_vec()).await?;
         let mut s = self.0.state.borrow_mut();
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
         s.end_offset = end;
+        s.window = window;
         drop(s);
         self.0.store.set_committed(end);
         Ok(())

@@ -23,11 +23,9 @@ pub enum EsSnapshot {
 /// replica lacked, staged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StagedSuffix {
-    /// The snapshot's descriptor (`partition_sm.rs`), as the leader sent it.
+    /// The snapshot's descriptor (`partition_sm.rs`, the idempotent
+    /// window's image included), as the leader sent it.
     pub descriptor: Vec<u8>,
-    /// The idempotent producers' image at the snapshot (opaque here; empty
-    /// while the producers' state is not replicated).
-    pub producers: Vec<u8>,
     /// The last entry this replica keeps: the staged entries follow it
     /// (`None`: they replace the whole log).
     pub after: Option<LogId>,

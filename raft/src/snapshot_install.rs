@@ -8,7 +8,9 @@
 //! 2. **commit**: `install.swap` (the entry kept, the staged file's name,
 //!    the snapshot's descriptor; CRC-32) is written atomically and durably;
 //! 3. the log is cut after the entry kept (`PartitionLog::truncate_from`,
-//!    in place: an uncommitted tail goes, committed entries stay);
+//!    in place: an uncommitted tail goes, committed entries stay); with
+//!    nothing staged (the replica held the snapshot's entries) nothing is
+//!    cut;
 //! 4. the staged entries are placed in the log (each batch's CRC and
 //!    stamp checked again, as any follower's copy) and waited for durable;
 //! 5. the descriptor is saved (`snapshot`), which is what a restart reads;
@@ -276,9 +278,9 @@ pub(crate) async fn recover(log: &PartitionLog, meta: &RaftMeta) -> StorageResul
     if let Some(last) = last {
         log.resume_entries(last);
     }
-    let from = m.after.map_or(0, |a| a.index + 1);
-    log.truncate_from(from).await.map_err(io)?;
     if let Some(name) = &m.staged {
+        let from = m.after.map_or(0, |a| a.index + 1);
+        log.truncate_from(from).await.map_err(io)?;
         place_staged(log, &staged_path(meta.dir(), name), m.after, |_, _| {}).await?;
     }
     meta.save_snapshot(m.descriptor.clone()).await?;

@@ -250,3 +250,27 @@ fn a_transfer_not_committed_leaves_the_old_log_and_no_leftovers() {
         store.close().await.unwrap();
     });
 }
+
+#[test]
+fn an_install_with_nothing_staged_keeps_the_log_and_what_follows() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path().to_path_buf();
+    run(async move {
+        let (_, store, manifest, _) = setup(&root).await;
+        let before = batches(&store.log()).await;
+        let end = before[4].0 + 3;
+        // The replica held the snapshot's last entry (index 4): nothing
+        // was streamed, and its entries after it stay.
+        let nothing = Manifest {
+            staged: None,
+            ..manifest
+        };
+        store.install(&nothing, end, None).await.unwrap();
+        assert_eq!(batches(&store.log()).await, before);
+        crash(store).await;
+        let store = reopen(&root).await;
+        assert_eq!(batches(&store.log()).await, before);
+        assert_eq!(store.meta().snapshot(), Some(nothing.descriptor.clone()));
+        store.close().await.unwrap();
+    });
+}

@@ -54,8 +54,10 @@ pub struct SnapshotReceiver {
     stats: Rc<ReplicaStats>,
     current: RefCell<Option<Transfer>>,
     /// Tells chunks that arrived early (they run as tasks) that their turn
-    /// came: the seq of the next chunk to append.
-    turn: tokio::sync::watch::Sender<u64>,
+    /// came: the transfer and the seq of the next chunk to append. A
+    /// transfer that ends or fails moves it to another transfer, so no
+    /// chunk waits for a turn that will not come.
+    turn: tokio::sync::watch::Sender<(u64, u64)>,
 }
 
 fn refuse(message: String) -> ErrorBody {
@@ -79,7 +81,7 @@ impl SnapshotReceiver {
             sm,
             stats,
             current: RefCell::new(None),
-            turn: tokio::sync::watch::channel(0).0,
+            turn: tokio::sync::watch::channel((0, 0)).0,
         }
     }
 
@@ -96,7 +98,7 @@ impl SnapshotReceiver {
             return Err(refuse("a snapshot offer without a last entry".into()));
         };
         // Whatever an earlier transfer staged goes.
-        self.current.borrow_mut().take();
+        self.end_transfer();
         clear_incoming(self.store.meta().dir())
             .await
             .map_err(|e| failed(e.to_string()))?;
@@ -153,7 +155,7 @@ impl SnapshotReceiver {
             name,
             written: 0,
         });
-        let _ = self.turn.send(0);
+        let _ = self.turn.send((o.transfer, 0));
         Ok(OfferReply::Stream {
             after: applied,
             from_offset,
@@ -165,7 +167,7 @@ impl SnapshotReceiver {
         let mut rx = self.turn.subscribe();
         // At most SNAPSHOT_CHUNKS_IN_FLIGHT chunks wait here (the leader's
         // bound); one whose transfer is gone fails below.
-        let _ = rx.wait_for(|&s| s >= c.seq).await;
+        let _ = rx.wait_for(|&(t, s)| t != c.transfer || s >= c.seq).await;
         let (file, pos, vote) = {
             let mut cur = self.current.borrow_mut();
             let Some(t) = cur.as_mut().filter(|t| t.id == c.transfer) else {
@@ -180,15 +182,16 @@ impl SnapshotReceiver {
             (file, t.written, t.vote)
         };
         if let Err(why) = self.check_run(&c.batches, vote) {
-            self.current.borrow_mut().take();
+            self.end_transfer();
             return Err(refuse(why));
         }
         let len = c.batches.len();
-        let n = file
-            .write_at(c.batches.to_vec(), pos)
-            .await
-            .map_err(|e| failed(format!("staging a chunk: {e}")))?;
+        let n = file.write_at(c.batches.to_vec(), pos).await.map_err(|e| {
+            self.end_transfer();
+            failed(format!("staging a chunk: {e}"))
+        })?;
         if n < len {
+            self.end_transfer();
             return Err(failed("staging a chunk: a short write".into()));
         }
         {
@@ -199,8 +202,15 @@ impl SnapshotReceiver {
             }
         }
         ReplicaStats::add(&self.stats.snapshot_bytes_received, len as u64);
-        let _ = self.turn.send(c.seq + 1);
+        let _ = self.turn.send((c.transfer, c.seq + 1));
         Ok(c.seq)
+    }
+
+    /// Drops the transfer under way (its file goes at the next offer or
+    /// open) and wakes its waiting chunks, which then fail.
+    fn end_transfer(&self) {
+        self.current.borrow_mut().take();
+        let _ = self.turn.send((0, 0));
     }
 
     /// Checks that `b` is whole batches, each CRC-valid, stamped, at the
@@ -246,6 +256,7 @@ impl SnapshotReceiver {
                 }
             }
         };
+        let _ = self.turn.send((0, 0));
         let whole = t.at == Some((t.last, true)) && t.next_offset == t.end_offset;
         if !whole {
             return Err(refuse(format!(
@@ -272,7 +283,6 @@ impl SnapshotReceiver {
         }
         let staged = StagedSuffix {
             descriptor: d.descriptor.to_vec(),
-            producers: d.producers.to_vec(),
             after: t.after,
             staged: (!t.name.is_empty()).then_some(t.name),
         };

@@ -6,9 +6,9 @@
 //! control batches included, from the page cache) in chunks of
 //! `chunk_bytes`, at most `SNAPSHOT_CHUNKS_IN_FLIGHT` unanswered,
 //! throttled to `bytes_per_sec`; then says done, and the follower
-//! installs. The log is never purged below what a transfer reads: openraft
-//! purges a leader's log only once no replication reads it, and retention
-//! deletes only below the purge point.
+//! installs. The entries read may lie below the leader's purge point:
+//! retention may delete their segment meanwhile, and the read then fails
+//! (the transfer with it; openraft retries).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -107,8 +107,6 @@ impl SnapshotSource {
             transfer,
             vote,
             descriptor: Bytes::copy_from_slice(image),
-            // The idempotent producers' image, once it is replicated.
-            producers: Bytes::new(),
         };
         let (_, p) = link
             .call(RaftKind::SnapshotDone, |out| {

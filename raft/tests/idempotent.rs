@@ -400,6 +400,52 @@ fn a_restart_keeps_the_window() {
     c.stop_all();
 }
 
+/// A snapshot covers the window: after `retain_below` snapshots every
+/// replica past the producer's batches, a restart re-applies nothing
+/// below the snapshot, so the window must come back from it (a retry of
+/// a batch below the snapshot would otherwise be written again).
+#[test]
+fn a_restart_after_a_snapshot_keeps_the_window() {
+    let mut c = Cluster::new();
+    let mut acked = Vec::new();
+    for s in 0..3 {
+        acked.push(
+            c.produce_settled(|| batch(&format!("s{s}"), 2, 12, 0, s * 2))
+                .unwrap(),
+        );
+    }
+    // A batch without a producer after them: the snapshot covers every
+    // stamped batch, and the cut ends at the last of them.
+    c.produce_settled(|| batch("plain", 1, -1, -1, -1)).unwrap();
+    let hw = c.wait_same_hw();
+    let before = c.same_records();
+    for id in IDS {
+        let cut = hw;
+        c.node(id)
+            .call(move |_| async move { part().retain_below(cut).await })
+            .unwrap_or_else(|e| panic!("retain below {cut} on node {id}: {e}"));
+    }
+    for id in IDS {
+        c.stop(id);
+    }
+    for id in IDS {
+        c.start(id);
+    }
+    assert_eq!(c.produce_settled(|| batch("s2", 2, 12, 0, 4)), Ok(acked[2]));
+    assert_eq!(c.produce_settled(|| batch("s0", 2, 12, 0, 0)), Ok(acked[0]));
+    assert_eq!(
+        refused(c.produce_settled(|| batch("x", 1, 12, 0, 9))),
+        "out_of_order_sequence"
+    );
+    let after = c.same_records();
+    assert_eq!(
+        after[..],
+        before[..],
+        "a retry below the snapshot was written again"
+    );
+    c.stop_all();
+}
+
 thread_local! {
     /// The answer of the retry a node sent as soon as it led.
     static EAGER: RefCell<BTreeMap<i32, Result<u64, ProduceError>>> = const { RefCell::new(BTreeMap::new()) };

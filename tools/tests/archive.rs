@@ -49,14 +49,7 @@ fn a_flipped_byte_names_the_entry_and_a_cut_archive_has_no_trailer() {
         "--deep names the batch too: {out}"
     );
     let new = tmp.path().join("new");
-    let o = tools(&[
-        "restore",
-        "-i",
-        damaged.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    restore_to(&damaged, &new, &[], 1);
     assert!(!new.exists(), "nothing restored");
     assert!(std::fs::read_dir(tmp.path()).unwrap().all(|e| !e
         .unwrap()
@@ -111,15 +104,7 @@ fn corruption_at_dump_time_fail_skip_truncate() {
         dump_to(&data, &archive, &["--on-corrupt", mode], 1);
         assert_eq!(verify(&archive).0, 0, "{mode}: a lossy dump is complete");
         let new = tmp.path().join(format!("new-{mode}"));
-        let o = tools(&[
-            "restore",
-            "-i",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            new.to_str().unwrap(),
-            "--json",
-        ]);
-        assert_eq!(code(&o), 0, "{}", stdout(&o));
+        let o = restore_to(&archive, &new, &["--json"], 0);
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!(v["partitions"][0]["records"], want_records, "{mode}: {v}");
         let out = std::process::Command::new("tar")
@@ -169,13 +154,7 @@ fn a_zstd_archive_verifies_and_restores() {
     assert_eq!(verify(&zst).0, 0);
     let (a, b) = (tmp.path().join("from-plain"), tmp.path().join("from-zstd"));
     for (archive, dir) in [(&plain, &a), (&zst, &b)] {
-        tools_ok(&[
-            "restore",
-            "-i",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            dir.to_str().unwrap(),
-        ]);
+        restore_to(archive, dir, &[], 0);
     }
     for f in [
         "topics/t/0/00000000000000000008.log",

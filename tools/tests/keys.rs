@@ -255,13 +255,7 @@ fn auth_round_trip_keeps_keys_and_owners() {
 
     let archive = tmp.path().join("a.tar");
     dump_to(&src, &archive, &[], 0);
-    tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
+    restore_to(&archive, &new, &[], 0);
     let mode = std::fs::metadata(new.join("api_keys.json"))
         .unwrap()
         .permissions()

@@ -27,13 +27,7 @@ fn listed(tmp: &std::path::Path, range: &[&str], what: &str) -> Vec<(String, Vec
     let archive = tmp.join(format!("{name}.tar"));
     dump_to(&data, &archive, range, 0);
     let new = tmp.join(format!("new{name}"));
-    tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
+    restore_to(&archive, &new, &[], 0);
     let o = tools(&["check", "--data-dir", new.to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     let dir = new.join("topics/t/0");

@@ -64,13 +64,7 @@ fn dump_and_restore_keep_schema_ids() {
     let archive = tmp.path().join("backup.tar");
     dump_to(&data, &archive, &[], 0);
     let new = tmp.path().join("restored");
-    tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
+    restore_to(&archive, &new, &[], 0);
 
     let (_b, r) = start(&new);
     assert_eq!(

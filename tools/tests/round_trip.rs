@@ -152,13 +152,7 @@ fn dump_restore_round_trip_serves_the_same_data() {
     ]);
     tools_ok(&["verify", "-i", archive.to_str().unwrap(), "--deep"]);
     let new = tmp.path().join("new");
-    tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
+    restore_to(&archive, &new, &[], 0);
     tools_ok(&["check", "--data-dir", new.to_str().unwrap()]);
     let restored = tree(&new);
 
@@ -179,15 +173,7 @@ fn dump_restore_round_trip_serves_the_same_data() {
 
     // With the cold tier restored to a dir of its own.
     let (new2, cold2) = (tmp.path().join("new2"), tmp.path().join("cold2"));
-    tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new2.to_str().unwrap(),
-        "--cold-dir",
-        cold2.to_str().unwrap(),
-    ]);
+    restore_to(&archive, &new2, &["--cold-dir", cold2.to_str().unwrap()], 0);
     assert!(!new2.join("cold").exists() && cold2.join("tiered/0").is_dir());
     assert_eq!(
         std::fs::read_dir(&cold2).unwrap().count(),
@@ -234,14 +220,7 @@ fn dump_restore_round_trip_serves_the_same_data() {
     let o = tools(&["verify", "-i", gz.to_str().unwrap(), "--json"]);
     assert_eq!(code(&o), 0, "{}", stdout(&o));
     let unzipped = tmp.path().join("unzipped");
-    let o = tools(&[
-        "restore",
-        "-i",
-        gz.to_str().unwrap(),
-        "--data-dir",
-        unzipped.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    restore_to(&gz, &unzipped, &[], 0);
     assert!(
         tree(&unzipped) == restored,
         "a gzip'd archive restores the same dir"
@@ -276,18 +255,7 @@ fn rename_and_select_topics() {
         0
     );
     let new = tmp.path().join("new");
-    let o = tools_ok(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-        "--topic",
-        "a",
-        "--rename",
-        "a=a2",
-        "--json",
-    ]);
+    let o = restore_to(&archive, &new, &["--topic", "a", "--rename", "a=a2", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["partitions"][0]["topic"], "a2");
     assert_eq!(v["partitions"][0]["records"], 6);
@@ -302,13 +270,6 @@ fn rename_and_select_topics() {
         json!([{"topic": "a2", "partition": 0, "offset": 2}])
     );
     // A target that is not empty is refused, and left alone.
-    let o = tools(&[
-        "restore",
-        "-i",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        new.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 2);
+    let o = restore_to(&archive, &new, &[], 2);
     assert!(stderr(&o).contains("is not empty"), "{}", stderr(&o));
 }

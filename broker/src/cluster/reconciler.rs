@@ -134,6 +134,7 @@ async fn reconcile(
         }
     }
     // Topics of the state: in the catalog and on disk, replicas open.
+    publish_opening(shard, state, local);
     for (name, record) in &state.topics {
         let meta = match meta_of(record) {
             Ok(m) => m,
@@ -179,7 +180,30 @@ async fn reconcile(
         }
     }
     shard.catalog.set_assignment(Assignment::of(index, state));
+    publish_opening(shard, state, local);
     done
+}
+
+/// Publishes how many replicas assigned to this node are not open yet
+/// (`BrokerState::replicas_opening`: `/ready` waits for 0).
+fn publish_opening(shard: &Shard, state: &ClusterState, local: &Local) {
+    let me = shard.config.node_id;
+    let opening = state
+        .topics
+        .iter()
+        .flat_map(|(name, record)| {
+            record.partitions.iter().enumerate().filter(move |(p, a)| {
+                a.replicas.contains(&me)
+                    && !local
+                        .opened
+                        .contains(&(name.clone(), *p as u32, record.created_index))
+            })
+        })
+        .count();
+    shard
+        .state
+        .replicas_opening
+        .store(opening, std::sync::atomic::Ordering::Release);
 }
 
 /// Writes `meta.json` of a topic new or changed here and puts it in the

@@ -134,6 +134,14 @@ pub struct ClusterConfig {
     /// wait for room.
     #[arg(long, env = "ES_RAFT_INFLIGHT_SHARD_BYTES", default_value_t = es_raft::limits::INFLIGHT_SHARD_BYTES_DEFAULT, help_heading = CLUSTER, value_name = "BYTES")]
     pub raft_inflight_shard_bytes: usize,
+    /// Bytes of stored records per chunk when a leader streams a snapshot
+    /// to a follower behind its purge point (a larger batch goes alone).
+    #[arg(long, env = "ES_RAFT_SNAPSHOT_CHUNK_BYTES", default_value_t = es_raft::limits::SNAPSHOT_CHUNK_BYTES_DEFAULT, help_heading = CLUSTER, value_name = "BYTES")]
+    pub raft_snapshot_chunk_bytes: usize,
+    /// Bytes per second a leader streams a snapshot to each follower, so
+    /// producers are not starved; 0 is unlimited.
+    #[arg(long, env = "ES_RAFT_RECOVERY_BYTES_PER_SEC", default_value_t = es_raft::limits::RECOVERY_BYTES_PER_SEC_DEFAULT, help_heading = CLUSTER, value_name = "BYTES")]
+    pub raft_recovery_bytes_per_sec: u64,
     /// Milliseconds a follower may stay behind its leader's last entry and
     /// still count as in sync (`in_sync_replicas`).
     #[arg(long, env = "ES_REPLICA_LAG_MS", default_value_t = REPLICA_LAG_MS_DEFAULT, help_heading = CLUSTER, value_name = "MS")]
@@ -281,6 +289,12 @@ impl ClusterConfig {
             RAFT_INFLIGHT_SHARD_BYTES_LIMIT as u64,
         )
         .map_err(|e| format!("{e} (at least a largest raft frame)"))?;
+        in_range(
+            "--raft-snapshot-chunk-bytes",
+            self.raft_snapshot_chunk_bytes as u64,
+            1,
+            es_raft::limits::SNAPSHOT_CHUNK_BYTES_MAX as u64,
+        )?;
         in_range("--replica-lag-ms", self.replica_lag_ms, 1, REPLICA_LAG_MS_MAX)?;
         in_range(
             "--produce-timeout-ms",

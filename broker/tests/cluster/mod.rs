@@ -70,7 +70,7 @@ pub fn controller_leader(nodes: &[&Broker]) -> Option<u64> {
             return None;
         }
         leader = Some(l);
-        let registered = v["nodes"].as_array()?.iter().all(|n| n["state"] == "registered");
+        let registered = v["nodes"].as_array()?.iter().all(|n| n["registered"] == true);
         if !registered {
             return None;
         }

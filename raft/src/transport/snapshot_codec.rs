@@ -74,11 +74,9 @@ pub struct Done {
     pub group: GroupId,
     pub transfer: u64,
     pub vote: Vote,
-    /// The snapshot's descriptor (`partition_sm.rs`).
+    /// The snapshot's descriptor (`partition_sm.rs`; it holds the
+    /// idempotent window's image too).
     pub descriptor: Bytes,
-    /// The idempotent producers' image at the snapshot (opaque here;
-    /// empty while producers' state is not replicated).
-    pub producers: Bytes,
 }
 
 /// A SnapshotOffer payload.
@@ -122,16 +120,14 @@ pub fn encode_chunk_reply(out: &mut Vec<u8>, seq: u64) {
     put_u64(out, seq);
 }
 
-/// A SnapshotDone payload (descriptor and image at most
-/// [`ENTRY_BODY_BYTES_MAX`] each: the caller checks).
+/// A SnapshotDone payload (the descriptor at most
+/// [`ENTRY_BODY_BYTES_MAX`]: the caller checks).
 pub fn encode_done(out: &mut Vec<u8>, d: &Done) {
     put_u64(out, d.group);
     put_u64(out, d.transfer);
     put_vote(out, &d.vote);
     put_u32(out, d.descriptor.len() as u32);
     out.extend_from_slice(&d.descriptor);
-    put_u32(out, d.producers.len() as u32);
-    out.extend_from_slice(&d.producers);
 }
 
 /// A SnapshotDoneOk payload.
@@ -214,7 +210,6 @@ pub fn decode_done(payload: Bytes) -> Result<Done, TransportError> {
         transfer: c.u64("transfer")?,
         vote: c.vote()?,
         descriptor: body(&mut c, "descriptor")?,
-        producers: body(&mut c, "producers")?,
     };
     c.end("SnapshotDone")?;
     Ok(d)
@@ -347,7 +342,7 @@ mod tests {
             o in offer(),
             r in offer_reply(),
             (group, transfer, seq, batches) in (any::<u64>(), any::<u64>(), any::<u64>(), bytes(100)),
-            (v, descriptor, producers) in (vote(), bytes(80), bytes(40)),
+            (v, descriptor) in (vote(), bytes(80)),
         ) {
             let b = enc(encode_offer, &o);
             prop_assert_eq!(decode_offer(Bytes::from(b.clone())).unwrap(), o);
@@ -366,7 +361,7 @@ mod tests {
             prop_assert_eq!(decode_chunk_reply(Bytes::from(b.clone())).unwrap(), seq);
             damaged_refused(&b, decode_chunk_reply)?;
 
-            let d = Done { group, transfer, vote: v, descriptor, producers };
+            let d = Done { group, transfer, vote: v, descriptor };
             let b = enc(encode_done, &d);
             prop_assert_eq!(decode_done(Bytes::from(b.clone())).unwrap(), d);
             damaged_refused(&b, decode_done)?;

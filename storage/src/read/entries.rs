@@ -61,12 +61,15 @@ impl PartitionLog {
     }
 
     /// Where a snapshot transfer of the entries from offset `from` on
-    /// starts reading: the sparse index's position at or before the offset
-    /// before `from`, in its segment (a zero-width control entry at `from`
-    /// may close the segment before the one holding `from`). Entries are
-    /// told apart by index, so starting early takes nothing twice.
-    /// `OffsetOutOfRange` when `from` is below the hot tier (cold segments
-    /// are not transferred).
+    /// starts reading: the first segment's start when `from` is the hot
+    /// tier's start; else the sparse index's position for offset
+    /// `from - 1` in its segment. That batch holds a record below `from`,
+    /// so it lies before every batch of an entry starting at `from`,
+    /// zero-width control batches included (the index points at data
+    /// batches only, and a control batch at an indexed batch's offset may
+    /// sit just before it). Entries are told apart by index, so starting
+    /// early takes nothing twice. `OffsetOutOfRange` when `from` is below
+    /// the hot tier (cold segments are not transferred).
     pub async fn entry_cursor(&self, from: Offset) -> Result<EntryCursor> {
         let shared = self.shared();
         let hot_start = shared.hot_start();
@@ -76,7 +79,13 @@ impl PartitionLog {
                 log_start: hot_start.0,
             });
         }
-        let at = Offset(from.0.saturating_sub(1).max(hot_start.0));
+        if from == hot_start {
+            return Ok(EntryCursor {
+                segment: hot_start,
+                position: 0,
+            });
+        }
+        let at = Offset(from.0 - 1);
         let Some(base) = shared.segment_for(at) else {
             return Err(StorageError::Invalid("the log has no segment".into()));
         };

@@ -138,3 +138,19 @@ pub fn dump_to(data: &Path, archive: &Path, extra: &[&str], want: i32) -> Output
     assert_eq!(code(&o), want, "{}{}", stdout(&o), stderr(&o));
     o
 }
+
+/// Restores `archive` into `data` (`extra`: more flags); panics unless it
+/// exits `want`.
+pub fn restore_to(archive: &Path, data: &Path, extra: &[&str], want: i32) -> Output {
+    let mut args = vec![
+        "restore",
+        "-i",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = tools(&args);
+    assert_eq!(code(&o), want, "{}{}", stdout(&o), stderr(&o));
+    o
+}
