@@ -28,7 +28,13 @@ fn produce(c: &Client, id: i64, epoch: i64, seq: i64, values: &[&str]) -> (u16, 
 
 /// Sends the batch to whichever running node leads the partition until one
 /// answers other than "not the leader now" (421, 503, no answer).
-fn produce_at_leader(nodes: &[Option<&Broker>], id: i64, epoch: i64, seq: i64, values: &[&str]) -> (u16, Value) {
+fn produce_at_leader(
+    nodes: &[Option<&Broker>],
+    id: i64,
+    epoch: i64,
+    seq: i64,
+    values: &[&str],
+) -> (u16, Value) {
     let mut answer = (0, Value::Null);
     wait_for(&format!("sequence {seq} answered by a leader"), || {
         let leader = cluster::wait_leader(nodes, TOPIC, 0);
@@ -85,7 +91,10 @@ fn a_retry_across_a_leader_failover_is_written_once() {
         .collect();
     let (status, after) = produce_at_leader(&survivors, id, 0, 0, &["a", "b"]);
     assert_eq!(status, 200, "{after}");
-    assert_eq!(after, first, "the new leader answers the retry from the replicated window");
+    assert_eq!(
+        after, first,
+        "the new leader answers the retry from the replicated window"
+    );
     let (status, next) = produce_at_leader(&survivors, id, 0, 2, &["c"]);
     assert_eq!(status, 200, "{next}");
     assert_eq!(next["offsets"][0]["offset"], 2, "{next}");
@@ -105,15 +114,16 @@ fn a_retry_across_a_leader_failover_is_written_once() {
     let want = vec!["a", "b", "c", "d"];
     for (i, b) in nodes.iter().enumerate() {
         let mut seen = Vec::new();
-        wait_for(&format!("node {} to serve the 4 records", i + 1), || {
-            match values_of(b) {
+        wait_for(
+            &format!("node {} to serve the 4 records", i + 1),
+            || match values_of(b) {
                 Some(v) if v.len() >= want.len() => {
                     seen = v;
                     true
                 }
                 _ => false,
-            }
-        });
+            },
+        );
         assert_eq!(seen, want, "node {}: each batch once, nothing refused", i + 1);
     }
 }

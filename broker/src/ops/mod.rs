@@ -149,7 +149,12 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             Reply::Producer(Box::pin(controller::init_producer(&shard, existing, &caller)).await)
         }
         Op::CheckProducer { producer_id, epoch } => Reply::Done(
-            Box::pin(crate::producers::cluster::check_on_controller(&shard, producer_id, epoch)).await,
+            Box::pin(crate::producers::cluster::check_on_controller(
+                &shard,
+                producer_id,
+                epoch,
+            ))
+            .await,
         ),
         Op::Registry { op, caller } => {
             Reply::Json(Box::pin(crate::registry::service::run(&shard, op, &caller)).await)

@@ -105,11 +105,11 @@ async fn publish(shard: &Rc<Shard>, c: &Controller, force: bool) -> Result<(), A
     let state = c.state();
     let same = !force
         && shard
-        .producers
-        .cluster
-        .borrow()
-        .as_ref()
-        .is_some_and(|p| p.index >= index || *p.registry == state.producers);
+            .producers
+            .cluster
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| p.index >= index || *p.registry == state.producers);
     if same {
         return Ok(());
     }

@@ -73,7 +73,10 @@ pub enum Op {
     /// Cluster mode, on shard 0: refuses a producer id or epoch the
     /// controller group never issued, or fenced (after a read barrier
     /// when it looks unknown). Replies `Done`.
-    CheckProducer { producer_id: i64, epoch: i16 },
+    CheckProducer {
+        producer_id: i64,
+        epoch: i16,
+    },
     /// A consumer group operation, on the group's coordinator shard.
     Group {
         group: String,
