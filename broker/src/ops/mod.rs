@@ -51,6 +51,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::DeleteTopic(_) => "delete_topic",
         Op::PatchTopic { .. } => "patch_topic",
         Op::InitProducer(..) => "init_producer",
+        Op::CheckProducer { .. } => "check_producer",
         Op::Producers(_) => "producers",
         Op::Group { .. } => "group",
         Op::Classic { .. } => "classic_group",
@@ -147,6 +148,14 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
             Reply::Producer(Box::pin(controller::init_producer(&shard, existing, &caller)).await)
         }
+        Op::CheckProducer { producer_id, epoch } => Reply::Done(
+            Box::pin(crate::producers::cluster::check_on_controller(
+                &shard,
+                producer_id,
+                epoch,
+            ))
+            .await,
+        ),
         Op::Registry { op, caller } => {
             Reply::Json(Box::pin(crate::registry::service::run(&shard, op, &caller)).await)
         }

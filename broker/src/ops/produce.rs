@@ -9,7 +9,9 @@
 //! group (`PartitionRaft::produce`): answered once committed on a
 //! majority of its replicas and applied here. Only the leader takes it;
 //! a request whose partitions are not all led here is refused whole
-//! before anything is proposed (`not_leader` with `error.leaders`).
+//! before anything is proposed (`not_leader` with `error.leaders`). An
+//! idempotent batch is checked and written once by the group too
+//! (`replicated_append`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -246,6 +248,13 @@ pub(super) fn leader_here(shard: &Shard, topic: &str, partition: u32) -> serde_j
 /// Cluster mode: appends through the replica's Raft group; answers the
 /// base offset once the batch is committed on a majority and applied
 /// here (the spec's §2.4 for the failures).
+///
+/// An idempotent batch carries its producer stamp in its header into
+/// `PartitionRaft::produce`: the id and epoch are checked here first,
+/// against the controller's registry (producers/cluster.rs), and the
+/// sequence by the partition's group against its replicated window, so a
+/// retry is answered with the first write's base offset, on whichever
+/// replica leads by then, and written once.
 async fn replicated_append(
     shard: &Rc<Shard>,
     topic: &str,
@@ -253,19 +262,34 @@ async fn replicated_append(
     payload: Payload,
     producer: Option<ProducerFields>,
 ) -> Result<u64, ApiError> {
-    if producer.is_some() {
-        return Err(idempotent_not_replicated());
-    }
     let (_log, raft) = super::replica_of(shard, topic, partition)?;
+    let stamp = match producer {
+        None => ProducerStamp::NONE,
+        Some(f) => {
+            if f.producer_id < 0 || f.epoch < 0 || f.sequence < 0 {
+                return Err(ApiError::invalid(
+                    "producer_id, epoch and sequence must be non-negative",
+                ));
+            }
+            crate::producers::cluster::check(shard, f).await?;
+            ProducerStamp {
+                producer_id: f.producer_id,
+                epoch: f.epoch,
+                base_sequence: f.sequence,
+            }
+        }
+    };
     let started = Instant::now();
     let count = payload.count();
     let batch = match payload {
         Payload::Records(records) => {
             let mut out = Vec::new();
-            es_storage::batch::encode(Offset(0), &records, ProducerStamp::NONE, &mut out);
+            es_storage::batch::encode(Offset(0), &records, stamp, &mut out);
             es_storage::BatchBuf::from(out)
         }
-        // An early write never starts in cluster mode (listen/binary/early.rs).
+        // The producer built it: an idempotent one carries the same stamp
+        // in its header. An early write never starts in cluster mode
+        // (listen/binary/early.rs).
         Payload::Batch(batch, _) => batch,
     };
     let base = raft.produce(batch).await.map_err(|e| match e {
@@ -282,14 +306,6 @@ async fn replicated_append(
     shard.hot.append_duration.record(started.elapsed().as_secs_f64());
     shard.hot.records_appended.increment(count);
     Ok(base)
-}
-
-/// Idempotent produce in cluster mode: its window is not replicated yet.
-pub fn idempotent_not_replicated() -> ApiError {
-    ApiError::invalid(
-        "idempotent produce is not available on a cluster node yet (it comes with replicated \
-         producer state, Raft phase 2b): produce without a producer id, or use a standalone broker",
-    )
 }
 
 /// Appends a producer's batch once: a retry of a batch in the window gets

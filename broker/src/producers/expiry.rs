@@ -149,6 +149,10 @@ pub fn on_shard(shard: &Shard, op: ProducerOp) -> Reply {
             }
             Reply::Done(Ok(()))
         }
+        ProducerOp::Registry(published) => {
+            crate::producers::cluster::adopt(shard, published);
+            Reply::Done(Ok(()))
+        }
         ProducerOp::Floors(floors) => {
             shard.producers.known.borrow_mut().raise(floors);
             Reply::Done(Ok(()))

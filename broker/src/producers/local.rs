@@ -23,6 +23,9 @@ pub struct ShardProducers {
     /// The key that owns each owned producer id (docs/security.md): an
     /// idempotent produce with an id of another key is `not_owner`.
     pub owners: RefCell<HashMap<i64, std::sync::Arc<str>>>,
+    /// Cluster mode: the controller group's producer registry as shard 0
+    /// last published it (producers/cluster.rs); `None` before the first.
+    pub cluster: RefCell<Option<crate::producers::cluster::Published>>,
 }
 
 impl ShardProducers {
@@ -33,6 +36,7 @@ impl ShardProducers {
             known: RefCell::new(known),
             registry: RefCell::new(None),
             owners: RefCell::new(owners),
+            cluster: RefCell::new(None),
         }
     }
 

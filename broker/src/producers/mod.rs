@@ -3,9 +3,11 @@
 //! recent batches (`idempotence.rs`) and its snapshots across restarts,
 //! what one shard holds of all these (`local.rs`),
 //! the expiry of idle ids, and the transport-neutral id request
-//! (`admin.rs`).
+//! (`admin.rs`). On a cluster node, ids come from the controller group
+//! instead (`cluster.rs`).
 
 pub mod admin;
+pub mod cluster;
 pub mod expiry;
 pub mod idempotence;
 pub mod ids;

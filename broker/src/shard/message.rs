@@ -70,6 +70,13 @@ pub enum Op {
     /// A new producer id, or the next epoch of an existing one, for the
     /// caller (the key that will own the id, or may use it).
     InitProducer(Option<i64>, crate::auth::Principal),
+    /// Cluster mode, on shard 0: refuses a producer id or epoch the
+    /// controller group never issued, or fenced (after a read barrier
+    /// when it looks unknown). Replies `Done`.
+    CheckProducer {
+        producer_id: i64,
+        epoch: i16,
+    },
     /// A consumer group operation, on the group's coordinator shard.
     Group {
         group: String,
@@ -169,6 +176,9 @@ pub enum ProducerOp {
     },
     /// The registry's floors, after it loaded. Replies `Done`.
     Floors(crate::producers::known::Floors),
+    /// Cluster mode: the controller group's producer registry, as this
+    /// node applied it (producers/cluster.rs). Replies `Done`.
+    Registry(crate::producers::cluster::Published),
     /// From a shard to the others: these ids (id, epoch, active_ms) wrote
     /// on it (first seen there, or found in a partition it opened).
     /// Replies `Done`.

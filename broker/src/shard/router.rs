@@ -105,6 +105,7 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::OffsetForTime { .. }
         | Op::MaxTimestamp { .. }
         | Op::ReadBarrier
+        | Op::CheckProducer { .. }
         | Op::Leader { .. }
         | Op::Cluster => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),

@@ -64,7 +64,7 @@ pub fn controller_error(e: ControllerError) -> ApiError {
 
 /// A raft refusal (the controller's, or a partition's idempotent window)
 /// as the broker's error: the same on every node.
-pub(crate) fn refused(r: Refusal) -> ApiError {
+pub fn refused(r: Refusal) -> ApiError {
     let code = match r.code.as_str() {
         refusal::TOPIC_EXISTS => ErrorCode::TopicExists,
         refusal::TOPIC_NOT_FOUND => ErrorCode::TopicNotFound,
@@ -257,6 +257,11 @@ pub async fn init_producer(
     existing: Option<i64>,
     caller: &crate::auth::Principal,
 ) -> Result<(i64, i16), ApiError> {
+    if shard.config.cluster.enabled() {
+        // The controller group issues ids on a cluster node; no lock: it
+        // orders them itself.
+        return crate::producers::cluster::init(shard, existing, caller).await;
+    }
     let _guard = shard.controller_lock.acquire_permit(1).await;
     let mut registry = take_registry(shard).await?;
     let now_ms = crate::operate::clock::now_ms();
