@@ -400,18 +400,7 @@ mod tests {
     use proptest::prelude::*;
     use proptest::strategy::LazyJust;
 
-    fn vote() -> impl Strategy<Value = Vote> {
-        (any::<u64>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(
-            |(term, voted_for, committed)| Vote {
-                leader_id: LeaderId { term, voted_for },
-                committed,
-            },
-        )
-    }
-
-    fn opt_log_id() -> impl Strategy<Value = Option<LogId>> {
-        proptest::option::of((any::<u64>(), any::<u64>()).prop_map(|(t, i)| log_id(t, i)))
-    }
+    use crate::transport::codec_testing::{enc, opt_log_id, truncations_refused, vote};
 
     /// A batch-shaped byte string: its batch_len (LE at 8) is its length.
     fn batch() -> impl Strategy<Value = Bytes> {
@@ -509,12 +498,6 @@ mod tests {
         out
     }
 
-    fn enc<T>(f: impl Fn(&mut Vec<u8>, &T), v: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        f(&mut out, v);
-        out
-    }
-
     /// Every decoder on `b`: none panics; whatever decodes re-encodes to `b`.
     fn decode_all(b: &[u8]) -> Result<(), TestCaseError> {
         let b = Bytes::copy_from_slice(b);
@@ -554,24 +537,6 @@ mod tests {
         if let Ok(r) = decode_error(b.clone()) {
             prop_assert_eq!(&enc(encode_error, &r)[..], &b[..]);
         }
-        Ok(())
-    }
-
-    /// Every proper prefix of a valid payload is refused.
-    fn truncations_refused<T: std::fmt::Debug>(
-        b: &[u8],
-        decode: impl Fn(Bytes) -> Result<T, TransportError>,
-    ) -> Result<(), TestCaseError> {
-        for cut in 0..b.len() {
-            prop_assert!(
-                decode(Bytes::copy_from_slice(&b[..cut])).is_err(),
-                "cut at {}",
-                cut
-            );
-        }
-        let mut longer = b.to_vec();
-        longer.push(0);
-        prop_assert!(decode(Bytes::from(longer)).is_err(), "a trailing byte");
         Ok(())
     }
 

@@ -146,13 +146,8 @@ pub fn decode_read_index_reply(payload: Bytes) -> Result<ReadIndexReply, Transpo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::codec_testing::{enc, truncations_refused};
     use proptest::prelude::*;
-
-    fn enc<T>(f: impl Fn(&mut Vec<u8>, &T), v: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        f(&mut out, v);
-        out
-    }
 
     /// Every decoder on `b`: none panics; whatever decodes re-encodes to `b`.
     fn decode_all(b: &[u8]) -> Result<(), TestCaseError> {
@@ -169,25 +164,6 @@ mod tests {
         if let Ok(r) = decode_read_index_reply(b.clone()) {
             prop_assert_eq!(&enc(encode_read_index_reply, &r)[..], &b[..]);
         }
-        Ok(())
-    }
-
-    /// Every proper prefix of a valid payload is refused, and so is one
-    /// trailing byte.
-    fn truncations_refused<T: std::fmt::Debug>(
-        b: &[u8],
-        decode: impl Fn(Bytes) -> Result<T, TransportError>,
-    ) -> Result<(), TestCaseError> {
-        for cut in 0..b.len() {
-            prop_assert!(
-                decode(Bytes::copy_from_slice(&b[..cut])).is_err(),
-                "cut at {}",
-                cut
-            );
-        }
-        let mut longer = b.to_vec();
-        longer.push(0);
-        prop_assert!(decode(Bytes::from(longer)).is_err(), "a trailing byte");
         Ok(())
     }
 

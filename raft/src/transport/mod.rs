@@ -27,6 +27,8 @@
 
 pub mod budget;
 pub mod codec;
+#[cfg(test)]
+mod codec_testing;
 pub mod config;
 mod conn;
 pub mod control;

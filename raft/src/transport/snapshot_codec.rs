@@ -226,22 +226,8 @@ pub fn decode_done_reply(payload: Bytes) -> Result<Vote, TransportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::log_id;
-    use openraft::LeaderId;
+    use crate::transport::codec_testing::{enc, opt_log_id, truncations_refused, vote};
     use proptest::prelude::*;
-
-    fn vote() -> impl Strategy<Value = Vote> {
-        (any::<u64>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(
-            |(term, voted_for, committed)| Vote {
-                leader_id: LeaderId { term, voted_for },
-                committed,
-            },
-        )
-    }
-
-    fn opt_log_id() -> impl Strategy<Value = Option<LogId>> {
-        proptest::option::of((any::<u64>(), any::<u64>()).prop_map(|(t, i)| log_id(t, i)))
-    }
 
     fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
         proptest::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from)
@@ -275,12 +261,6 @@ mod tests {
         ]
     }
 
-    fn enc<T>(f: impl Fn(&mut Vec<u8>, &T), v: &T) -> Vec<u8> {
-        let mut out = Vec::new();
-        f(&mut out, v);
-        out
-    }
-
     /// Every decoder on `b`: none panics; whatever decodes re-encodes to `b`.
     fn decode_all(b: &[u8]) -> Result<(), TestCaseError> {
         let b = Bytes::copy_from_slice(b);
@@ -311,16 +291,7 @@ mod tests {
         b: &[u8],
         decode: impl Fn(Bytes) -> Result<T, TransportError>,
     ) -> Result<(), TestCaseError> {
-        for cut in 0..b.len() {
-            prop_assert!(
-                decode(Bytes::copy_from_slice(&b[..cut])).is_err(),
-                "cut at {}",
-                cut
-            );
-        }
-        let mut longer = b.to_vec();
-        longer.push(0);
-        prop_assert!(decode(Bytes::from(longer)).is_err(), "a trailing byte");
+        truncations_refused(b, decode)?;
         for i in 0..b.len() {
             let mut f = b.to_vec();
             f[i] ^= 0x5a;
