@@ -466,6 +466,7 @@ mod tests {
             partition,
             log_start_offset: start,
             high_watermark: hw,
+            raft: None,
         }
     }
 
@@ -582,6 +583,56 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
+    }
+
+    #[test]
+    fn replicas_render_their_leader_and_term_and_shards_sum_their_counts() {
+        use crate::cluster::leaders::PartitionCounts;
+        let replica = |p: u32, leader: u64, term: u64| PartitionSeries {
+            raft: Some((leader, term)),
+            ..partition("r3", p, 0, 5)
+        };
+        let shard = |id: usize, partitions: Vec<PartitionSeries>, under: u64, leaderless: u64, sent: u64| {
+            ShardSeries {
+                shard: id,
+                partitions,
+                raft: Some(RaftSeries {
+                    elections: 2,
+                    snapshot_bytes_sent: sent,
+                    snapshot_bytes_received: 1,
+                    counts: PartitionCounts {
+                        total: 2,
+                        leaderless,
+                        under_replicated: under,
+                    },
+                    ..RaftSeries::default()
+                }),
+                ..ShardSeries::default()
+            }
+        };
+        let parts = vec![
+            shard(0, vec![replica(0, 2, 7), replica(2, 0, 9)], 1, 0, 100),
+            shard(1, vec![replica(1, 3, 4)], 2, 1, 20),
+        ];
+        let text = rendered(&parts, &[("r3", 3)]);
+        for line in [
+            r#"es_raft_leader{topic="r3",partition="0"} 2"#,
+            r#"es_raft_leader{topic="r3",partition="1"} 3"#,
+            r#"es_raft_leader{topic="r3",partition="2"} 0"#,
+            r#"es_raft_term{topic="r3",partition="2"} 9"#,
+            r#"es_raft_elections_total{shard="1"} 2"#,
+            r#"es_raft_snapshot_bytes_total{dir="sent"} 120"#,
+            r#"es_raft_snapshot_bytes_total{dir="received"} 2"#,
+            "es_under_replicated_partitions 3",
+            "es_leaderless_partitions 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        let gone = rendered(&parts, &[]);
+        assert!(
+            !gone.contains("es_raft_leader{"),
+            "a deleted topic's replicas: no series\n{gone}"
+        );
     }
 
     #[test]
