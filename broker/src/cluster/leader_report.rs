@@ -184,7 +184,7 @@ mod tests {
             high_watermark: 1042,
             log_start_offset: 3,
             log_end_offset: 1050,
-            available: group % 2 == 0,
+            available: group.is_multiple_of(2),
             replicas: (1..=replicas as u64)
                 .map(|n| ReplicaProgress {
                     node_id: n,
