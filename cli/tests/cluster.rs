@@ -2,7 +2,8 @@
 //! small fake brokers on loopback speak the binary protocol and answer
 //! `not_leader` pointing at another fake or at a real standalone
 //! es-broker; `es cluster status` against a fake that describes a cluster
-//! and against a real standalone broker.
+//! and against a real standalone broker; and against three real brokers
+//! as a cluster, its partitions counted.
 
 mod common;
 
@@ -224,4 +225,57 @@ fn cluster_status_on_a_standalone_broker_says_so() {
     let err = fails(&broker.es(&["--json", "cluster", "status"]), 1);
     let doc: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
     assert_eq!(doc["error"]["code"], "standalone", "{err}");
+}
+
+#[test]
+fn cluster_status_of_a_real_cluster_counts_its_partitions() {
+    let raft: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = raft
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes: Vec<Broker> = (0..3)
+        .map(|i| {
+            let (id, addr) = ((i + 1).to_string(), format!("127.0.0.1:{}", raft[i]));
+            Broker::start_unready(&[
+                "--node-id",
+                &id,
+                "--peers",
+                &peers,
+                "--raft-addr",
+                &addr,
+                "--raft-insecure",
+                "--raft-heartbeat-ms",
+                "100",
+                "--raft-election-timeout-ms",
+                "800",
+            ])
+        })
+        .collect();
+    wait_until("the topic created once the cluster has a controller", || {
+        let o = nodes[0].es(&[
+            "topic",
+            "create",
+            "t",
+            "--partitions",
+            "4",
+            "--replication-factor",
+            "3",
+        ]);
+        o.status.success().then_some(())
+    });
+    let text = wait_until("every partition led and in sync", || {
+        let o = nodes[1].es(&["cluster", "status"]);
+        let text = stdout(&o);
+        text.contains("partitions: 4, leaderless 0, under-replicated 0")
+            .then_some(text)
+    });
+    assert!(text.starts_with("cluster "), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{}", raft[2])), "{text}");
+    let out = ok(nodes[2].es(&["--json", "cluster", "status"]));
+    let doc = &json_lines(&out)[0];
+    assert_eq!(doc["partitions"]["total"], 4, "{doc}");
+    assert!(doc["partitions"]["leaderless"].is_u64(), "{doc}");
 }
