@@ -1,4 +1,5 @@
-//! Leader reports (the spec's §4.6): every `--raft-heartbeat-ms`, each
+//! Leader reports (the spec's §4.6): every third of
+//! `--raft-election-timeout-ms` (never more often than the heartbeat), each
 //! shard of a cluster node tells the same shard of every peer the state of
 //! the groups it leads (cluster/leader_report.rs, one LeaderReport frame
 //! per peer and round, over the shard's raft connection), and keeps the
@@ -198,13 +199,13 @@ pub fn start(shard: &Rc<Shard>) {
     glommio::spawn_local(report_round(shard.clone())).detach();
 }
 
-/// Every heartbeat interval until shutdown: the groups this shard leads,
+/// Every [`report_interval`] until shutdown: the groups this shard leads,
 /// reported to every peer at once (a peer that does not answer within the
 /// election timeout is left for the next round).
 async fn report_round(shard: Rc<Shard>) {
     let Some(t) = shard.raft.clone() else { return };
     let c = &shard.config.cluster;
-    let every = Duration::from_millis(c.raft_heartbeat_ms);
+    let every = report_interval(c.raft_heartbeat_ms, c.raft_election_timeout_ms);
     let bound = Duration::from_millis(c.raft_election_timeout_ms);
     let me = shard.config.node_id;
     let peers: Vec<NodeId> = c.node_ids().into_iter().filter(|&n| n != me).collect();
@@ -241,6 +242,14 @@ async fn report_round(shard: Rc<Shard>) {
     }
 }
 
+/// How often a shard reports: a third of the election timeout, so that a
+/// report is believed (twice the timeout) across five lost ones; never
+/// more often than the heartbeat. A round walks every replica of the
+/// shard, so it is not run on each heartbeat.
+fn report_interval(heartbeat_ms: u64, election_timeout_ms: u64) -> Duration {
+    Duration::from_millis((election_timeout_ms / 3).max(heartbeat_ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +264,12 @@ mod tests {
             available: true,
             replicas: vec![],
         }
+    }
+
+    #[test]
+    fn reports_go_three_times_an_election_timeout() {
+        assert_eq!(report_interval(150, 1500), Duration::from_millis(500));
+        assert_eq!(report_interval(400, 900), Duration::from_millis(400));
     }
 
     #[test]
