@@ -15,7 +15,10 @@
 //!   partition from the beginning finds every acknowledged record at the
 //!   offset its delivery report gave, each written once;
 //! - ListOffsets on a follower is NOT_LEADER_OR_FOLLOWER; on the leader,
-//!   the high watermark.
+//!   the high watermark;
+//! - a topic of one replica: the nodes without it name that replica as
+//!   leader with epoch -1 (a hint), and kcat bootstrapped from one of them
+//!   produces and consumes through it.
 
 mod cluster;
 mod common;
@@ -441,9 +444,44 @@ fn kafka_clients_follow_partition_leaders_through_a_leader_kill() {
         .unwrap();
     assert_eq!(list_offsets(other, "kc", 0, -1).0, 6, "a follower's ListOffsets");
 
-    // The killed node rejoins; a topic created and deleted through
-    // followers is gone from every node.
+    // The killed node rejoins. A topic of one replica: the other nodes
+    // name that replica as its leader with epoch -1 (a hint), and kcat
+    // bootstrapped from one of them produces there and reads back.
     nodes[gone].restart();
+    let created = py(&["create-rf", survivors[0], "k1", "1", "1"]);
+    assert_eq!(created, vec![serde_json::json!({"created": "k1"})]);
+    let holder = cluster::wait_leader(&nodes.iter().map(Some).collect::<Vec<_>>(), "k1", 0) as usize;
+    let elsewhere = addrs[holder % 3];
+    let hinted = metadata(elsewhere, "k1").partitions[0].clone();
+    assert_eq!((hinted.leader, hinted.epoch), (holder as i32, -1), "{hinted:?}");
+    assert_eq!(hinted.replicas, vec![holder as i32]);
+    let (ok, _, err) = kcat(
+        &["-b", elsewhere, "-P", "-t", "k1", "-p", "0", "-K:"],
+        "a:1\nb:2\n",
+    );
+    assert!(ok, "kcat -P: {err}");
+    let (ok, out, err) = kcat(
+        &[
+            "-b",
+            elsewhere,
+            "-C",
+            "-t",
+            "k1",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k=%s@%o\n",
+        ],
+        "",
+    );
+    assert!(ok, "kcat -C: {err}");
+    assert_eq!(out, "a=1@0\nb=2@1\n");
+
+    // A topic created and deleted through followers is gone from every
+    // node.
     let created = py(&["create-rf", survivors[1], "kd", "2", "2"]);
     assert_eq!(created, vec![serde_json::json!({"created": "kd"})]);
     let deleted = py(&["delete", survivors[0], "kd"]);
