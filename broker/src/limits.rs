@@ -639,6 +639,15 @@ pub const PRODUCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Largest `--produce-timeout-ms`: ten minutes.
 pub const PRODUCE_TIMEOUT_MS_MAX: u64 = 600_000;
 
+/// Leader reports in one LeaderReport frame (cluster/leader_report.rs):
+/// a shard leading more groups sends several frames; at most ~200 bytes
+/// each, so a frame stays under 1 MiB.
+pub const LEADER_REPORTS_PER_FRAME_MAX: usize = 4096;
+/// Peers' leader reports a shard holds, one per group at most: every
+/// partition a cluster may have (a report for a group this node never
+/// heard of still counts; expired ones are dropped first).
+pub const LEADER_REPORTS_HELD_MAX: usize = PARTITIONS_MAX_LIMIT;
+
 const _: () = assert!(RAFT_HEARTBEAT_MS_DEFAULT < RAFT_ELECTION_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(RAFT_ELECTION_TIMEOUT_MS_DEFAULT <= RAFT_ELECTION_TIMEOUT_MS_MAX);
 const _: () = assert!(es_raft::limits::HEARTBEAT_COALESCE_US_DEFAULT <= RAFT_HEARTBEAT_COALESCE_US_MAX);
@@ -648,3 +657,8 @@ const _: () = assert!(RAFT_INFLIGHT_SHARD_BYTES_MIN <= es_raft::limits::INFLIGHT
 const _: () = assert!(es_raft::limits::INFLIGHT_SHARD_BYTES_DEFAULT <= RAFT_INFLIGHT_SHARD_BYTES_LIMIT);
 const _: () = assert!(REPLICA_LAG_MS_DEFAULT <= REPLICA_LAG_MS_MAX);
 const _: () = assert!(PRODUCE_TIMEOUT_MS_DEFAULT <= PRODUCE_TIMEOUT_MS_MAX);
+// A full LeaderReport frame (4 bytes, then per report 42 bytes and 17 per
+// voter) fits a raft frame.
+const _: () = assert!(
+    4 + LEADER_REPORTS_PER_FRAME_MAX * (42 + 17 * CLUSTER_NODES_MAX) <= es_raft::limits::FRAME_BYTES_MAX
+);

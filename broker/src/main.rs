@@ -49,7 +49,8 @@ const LATENCY_BUCKETS_S: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01,
     0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
-/// Buckets for appends per fsync round.
+/// Buckets for appends per fsync round, and produced batches per Raft
+/// entry.
 const PER_ROUND_BUCKETS: &[f64] = &[
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
@@ -155,10 +156,16 @@ fn start(mut config: config::Config) -> Result<(), String> {
                 PER_ROUND_BUCKETS,
             )
         })
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full("es_raft_entry_batches".into()), PER_ROUND_BUCKETS)
+        })
         .map_err(|e| format!("metrics: {e}"))?
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
     metrics_help::install();
+    if config.cluster.enabled() {
+        metrics_help::install_cluster();
+    }
     // A broker killed a moment ago can hold its lock and port a little
     // longer while the kernel tears its io_uring rings down: retry briefly.
     let _lock = retry_at_start(|| lock::lock(&config.data_dir))?;

@@ -1,7 +1,7 @@
 //! The controller group (raft0) on shard 0 of a cluster node: opened at
 //! start over `<data-dir>/raft/__controller` (every node of `--peers` a
 //! voter; a new cluster is initialized by each node alike, which openraft
-//! allows), its control frames routed from the shard's `RaftServer`, and
+//! allows), its control frames passed on by the shard's `NodeControl`, and
 //! this node's addresses registered in it (`RegisterNode`) whenever the
 //! registry holds other ones. Closed at shutdown before the transport.
 
@@ -41,7 +41,7 @@ pub async fn start(shard: &Rc<Shard>) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("opening the controller group: {e}"))?;
-    t.server.set_control_handler(controller.control_handler());
+    t.control.set_behind(controller.control_handler());
     *t.controller.borrow_mut() = Some(controller.clone());
     crate::cluster::health::start(shard, &controller);
     glommio::spawn_local(crate::cluster::identity::follow(

@@ -13,6 +13,15 @@
 //! - `health`: peers' liveness (pings) and the controller's leader, kept
 //!   on shard 0 for the view, `/ready` and the metrics.
 //! - `view`: `GET /v1/cluster` and the binary DescribeCluster.
+//! - `leader_report`: `LeaderReport`, a group's state as its leader
+//!   tells the other nodes, and the LeaderReport frame's codec.
+//! - `reports`: sending this shard's leaders' reports, keeping the peers'
+//!   (`Reports`), and the shard's control handler.
+//! - `leaders`: what a shard knows of its partitions' leaders (its own
+//!   replicas, peers' reports): describe's leader fields and the counts of
+//!   partitions without a leader or under-replicated.
+//! - `replica_observer`: a replica's commit latency and coalescing, into
+//!   the exporter's histograms.
 //! - `assignment`: the controller's replicas and node addresses, as every
 //!   shard reads them.
 //! - `reconciler`: on shard 0, makes the node match the controller's
@@ -22,7 +31,11 @@ pub mod assignment;
 pub mod controller;
 pub mod health;
 pub mod identity;
+pub mod leader_report;
+pub mod leaders;
 pub mod listener;
 pub mod reconciler;
+pub mod replica_observer;
+pub mod reports;
 pub mod transport;
 pub mod view;

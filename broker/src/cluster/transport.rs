@@ -3,9 +3,10 @@
 //! (`ShardNetwork`), its Raft groups by id (`GroupRegistry`), the server
 //! that answers peers' frames (`RaftServer`), their shared byte budget and
 //! counters, and the shard's raft task queue (openraft's tasks run there,
-//! so heartbeats and votes are not starved by fetches: the spec's §4.3).
+//! so heartbeats and votes are not starved by fetches: the spec's §4.3),
+//! and the control handler of its server (peers' leader reports).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -37,6 +38,30 @@ pub struct ShardTransport {
     /// Peers' liveness and the controller's elections (kept on shard 0:
     /// cluster/health.rs).
     pub health: crate::cluster::health::Health,
+    /// The server's control handler: peers' leader reports kept here
+    /// (cluster/reports.rs), the controller's frames passed behind it.
+    pub control: Rc<crate::cluster::reports::NodeControl>,
+    /// Counters of the replicas this shard removed, so that the metrics'
+    /// sums over its replicas never go down.
+    pub retired: RetiredReplicas,
+}
+
+/// What the replicas a shard removed had counted (their `ReplicaStats`).
+#[derive(Debug, Default)]
+pub struct RetiredReplicas {
+    pub elections: Cell<u64>,
+    pub snapshot_bytes_sent: Cell<u64>,
+    pub snapshot_bytes_received: Cell<u64>,
+}
+
+impl RetiredReplicas {
+    /// Adds a replica's counters as it is removed.
+    pub fn retire(&self, stats: &es_raft::ReplicaStats) {
+        let add = |c: &Cell<u64>, n: &Cell<u64>| c.set(c.get().saturating_add(n.get()));
+        add(&self.elections, &stats.elections);
+        add(&self.snapshot_bytes_sent, &stats.snapshot_bytes_sent);
+        add(&self.snapshot_bytes_received, &stats.snapshot_bytes_received);
+    }
 }
 
 impl ShardTransport {
@@ -55,6 +80,8 @@ impl ShardTransport {
         let network = ShardNetwork::new(config, shard, stats.clone(), budget.clone());
         let registry = GroupRegistry::default();
         let server = RaftServer::new(config.clone(), shard, registry.clone(), stats.clone(), budget);
+        let control = Rc::new(crate::cluster::reports::NodeControl::default());
+        server.set_control_handler(control.clone());
         Rc::new(ShardTransport {
             network,
             registry,
@@ -63,6 +90,8 @@ impl ShardTransport {
             accept_refused: RefCell::new(BTreeMap::new()),
             controller: RefCell::new(None),
             health: Default::default(),
+            control,
+            retired: RetiredReplicas::default(),
         })
     }
 

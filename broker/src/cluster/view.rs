@@ -4,18 +4,19 @@
 //! the nodes of `--peers` with the addresses each registered in the
 //! controller and whether this node reaches it now (cluster/health.rs),
 //! and the partitions assigned. Built on shard 0, where the controller
-//! lives (`Op::Cluster`).
-//!
-//! `partitions` holds `total` only: `leaderless` and `under_replicated`
-//! need each partition group's leader and followers' progress, which the
-//! replicated data path keeps; they join the document with it.
+//! lives (`Op::Cluster`), with `partitions.leaderless` and
+//! `partitions.under_replicated` counted by every shard for the
+//! partitions it owns (`Op::PartitionCounts`: cluster/leaders.rs, from its
+//! replicas and the leaders' reports).
 
 use std::rc::Rc;
 
+use futures::future::join_all;
 use serde_json::{json, Value};
 
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
+use crate::cluster::leaders::PartitionCounts;
 use crate::error::{ApiError, ErrorCode};
 use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
@@ -29,11 +30,29 @@ pub async fn describe(shard: &Rc<Shard>, p: &Principal) -> Result<Value, ApiErro
         ));
     }
     p.require(Operation::Describe, Resource::Cluster, "")?;
-    match shard.call(CONTROLLER_SHARD, Op::Cluster).await {
-        Reply::Json(r) => r,
-        Reply::Done(Err(e)) => Err(e),
-        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    let mut doc = match shard.call(CONTROLLER_SHARD, Op::Cluster).await {
+        Reply::Json(r) => r?,
+        Reply::Done(Err(e)) => return Err(e),
+        other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    };
+    let counts = partition_counts(shard).await?;
+    doc["partitions"]["leaderless"] = json!(counts.leaderless);
+    doc["partitions"]["under_replicated"] = json!(counts.under_replicated);
+    Ok(doc)
+}
+
+/// Every shard's partitions counted, summed (also the metrics').
+pub async fn partition_counts(shard: &Rc<Shard>) -> Result<PartitionCounts, ApiError> {
+    let replies = join_all((0..shard.shards).map(|s| shard.call(s, Op::PartitionCounts))).await;
+    let mut all = PartitionCounts::default();
+    for reply in replies {
+        match reply {
+            Reply::PartitionCounts(c) => all.add(c),
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
     }
+    Ok(all)
 }
 
 /// The document, on shard 0 (`Op::Cluster`).

@@ -161,6 +161,16 @@ pub const TLS: &[MetricHelp] = &[
         "Client connections closed because their TLS handshake did not finish within --tls-handshake-timeout-ms, by listener."),
 ];
 
+/// The metrics of a cluster node's replicas kept in the exporter's
+/// registry, exported only with `--peers` (cluster/replica_observer.rs).
+#[rustfmt::skip]
+pub const CLUSTER: &[MetricHelp] = &[
+    m("es_raft_commit_latency_seconds", Histogram, SECONDS, &[], &[],
+        "Produce latency on a partition's leader, from the batch's submission to the Raft group to its entry committed on a majority and applied, in seconds."),
+    m("es_raft_entry_batches", Histogram, COUNT, &[], &[],
+        "Produced batches per Raft entry a leader proposed (concurrent produces coalesced into one entry per round)."),
+];
+
 /// The broker's metrics rendered from live state at each scrape.
 #[rustfmt::skip]
 pub const LIVE: &[MetricHelp] = &[
@@ -200,6 +210,18 @@ pub const LIVE: &[MetricHelp] = &[
         "Raft groups (partition replicas and the controller) registered on the shard."),
     m("es_raft_peer_connected", Gauge, COUNT, &["node"], &[],
         "1 while the peer answered shard 0's ping within --raft-election-timeout-ms (up), else 0 (unreachable)."),
+    m("es_raft_elections_total", Counter, COUNT, &["shard"], &[],
+        "Terms begun in the partition groups this shard holds replicas of, as its replicas saw them (each is an election in that group; a replica removed keeps its count)."),
+    m("es_raft_leader", Gauge, COUNT, &["topic", "partition"], &[],
+        "The leader of each partition this node holds a replica of, as the replica knows it (its node id; 0 while none)."),
+    m("es_raft_term", Gauge, COUNT, &["topic", "partition"], &[],
+        "The current Raft term of each partition replica this node holds."),
+    m("es_raft_snapshot_bytes_total", Counter, BYTES, &["dir"], &["sent", "received"],
+        "Bytes of stored batches this node's replicas streamed to late followers (sent) or received and staged (received) in snapshot transfers."),
+    m("es_under_replicated_partitions", Gauge, COUNT, &[], &[],
+        "Partitions of the cluster whose leader, as this node knows it (its own replicas, the leaders' reports), counts fewer replicas in sync than it has."),
+    m("es_leaderless_partitions", Gauge, COUNT, &[], &[],
+        "Partitions of the cluster without a leader that takes produces, as this node knows them: none known, or one that has not heard from a quorum for twice the election timeout."),
     m("es_raft_controller_leader", Gauge, COUNT, &[], &[],
         "The controller group's leader as this node knows it (its node id; 0 while none)."),
     m("es_raft_controller_term", Gauge, COUNT, &[], &[],
@@ -217,7 +239,12 @@ pub const LIVE: &[MetricHelp] = &[
 /// Every metric the broker exports.
 #[cfg(test)]
 fn all() -> impl Iterator<Item = &'static MetricHelp> {
-    RECORDED.iter().chain(STORAGE_METRICS).chain(TLS).chain(LIVE)
+    RECORDED
+        .iter()
+        .chain(STORAGE_METRICS)
+        .chain(TLS)
+        .chain(CLUSTER)
+        .chain(LIVE)
 }
 
 /// The help of a live metric, by name.
@@ -235,6 +262,15 @@ pub fn install() {
         m.register();
     }
     metrics::gauge!("es_build_info", "version" => BUILD_VERSION, "commit" => BUILD_COMMIT).set(1.0);
+}
+
+/// In cluster mode: help for the replicas' metrics, and their series from
+/// the start.
+pub fn install_cluster() {
+    for m in CLUSTER {
+        m.describe();
+        m.register();
+    }
 }
 
 /// With TLS to clients: help for its metrics, and their series from the

@@ -57,6 +57,14 @@ pub struct RaftSeries {
     /// The controller group and the peers' liveness, on shard 0 once the
     /// controller is open (cluster/health.rs).
     pub controller: Option<ControllerSeries>,
+    /// Terms begun that the shard's replicas saw (those removed included).
+    pub elections: u64,
+    /// Bytes of stored batches the shard's replicas sent and received in
+    /// snapshot transfers (those removed included).
+    pub snapshot_bytes_sent: u64,
+    pub snapshot_bytes_received: u64,
+    /// The partitions the shard owns, counted (cluster/leaders.rs).
+    pub counts: crate::cluster::leaders::PartitionCounts,
 }
 
 /// What shard 0 knows of the controller group and of its peers.
@@ -79,6 +87,8 @@ pub struct PartitionSeries {
     pub partition: u32,
     pub log_start_offset: u64,
     pub high_watermark: u64,
+    /// Cluster mode: the replica's leader (0 while none) and term.
+    pub raft: Option<(u64, u64)>,
 }
 
 /// A group this shard coordinates.
@@ -103,6 +113,7 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
             partition,
             log_start_offset: owned.log.log_start_offset().0,
             high_watermark: owned.log.committed_offset().0,
+            raft: owned.raft.as_ref().map(|r| (r.leader().unwrap_or(0), r.term())),
         })
         .collect();
     let groups = shard
@@ -123,7 +134,24 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
         .collect();
     let raft = shard.raft.as_ref().map(|t| {
         let s = &t.stats;
+        let (mut elections, mut sent, mut received) = (
+            t.retired.elections.get(),
+            t.retired.snapshot_bytes_sent.get(),
+            t.retired.snapshot_bytes_received.get(),
+        );
+        for (_, _, owned) in shard.partitions.borrow().iter() {
+            if let Some(r) = &owned.raft {
+                let st = r.stats();
+                elections += st.elections.get();
+                sent += st.snapshot_bytes_sent.get();
+                received += st.snapshot_bytes_received.get();
+            }
+        }
         RaftSeries {
+            elections,
+            snapshot_bytes_sent: sent,
+            snapshot_bytes_received: received,
+            counts: crate::cluster::leaders::counts(shard),
             connects: s.connects.get(),
             connect_failures: s.connect_failures.get(),
             connections_lost: s.connections_lost.get(),
@@ -280,6 +308,24 @@ fn render_live(out: &mut String, parts: &[ShardSeries], partitions_of: &dyn Fn(&
         }
     }
     {
+        let mut replicas: Vec<(&str, u32, (u64, u64))> = parts
+            .iter()
+            .flat_map(|s| &s.partitions)
+            .filter(|p| exists(&p.topic, p.partition))
+            .filter_map(|p| p.raft.map(|r| (p.topic.as_str(), p.partition, r)))
+            .collect();
+        replicas.sort();
+        let mut f = Family::new(out, "es_raft_leader");
+        for (t, p, (leader, _)) in &replicas {
+            f.sample(&[("topic", t), ("partition", &p.to_string())], leader);
+        }
+        drop(f);
+        let mut f = Family::new(out, "es_raft_term");
+        for (t, p, (_, term)) in &replicas {
+            f.sample(&[("topic", t), ("partition", &p.to_string())], term);
+        }
+    }
+    {
         let mut shards: Vec<&ShardSeries> = parts.iter().collect();
         shards.sort_by_key(|s| s.shard);
         let mut f = Family::new(out, "es_recent_writes_bytes");
@@ -355,7 +401,7 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         .collect();
     shards.sort_by(|a, b| a.0.cmp(&b.0));
     type Read = fn(&RaftSeries) -> u64;
-    let counters: [(&str, Read); 8] = [
+    let counters: [(&str, Read); 9] = [
         ("es_raft_connects_total", |r| r.connects),
         ("es_raft_connect_failures_total", |r| r.connect_failures),
         ("es_raft_connections_lost_total", |r| r.connections_lost),
@@ -364,6 +410,7 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         ("es_raft_frames_received_total", |r| r.frames_received),
         ("es_raft_heartbeats_coalesced_total", |r| r.heartbeats_sent),
         ("es_raft_groups", |r| r.groups),
+        ("es_raft_elections_total", |r| r.elections),
     ];
     for (name, value) in counters {
         let mut f = Family::new(out, name);
@@ -378,6 +425,15 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
                 f.sample(&[("shard", shard), ("reason", reason)], n);
             }
         }
+    }
+    if !shards.is_empty() {
+        let sum = |read: fn(&RaftSeries) -> u64| shards.iter().map(|(_, r)| read(r)).sum::<u64>();
+        let mut f = Family::new(out, "es_raft_snapshot_bytes_total");
+        f.sample(&[("dir", "sent")], sum(|r| r.snapshot_bytes_sent));
+        f.sample(&[("dir", "received")], sum(|r| r.snapshot_bytes_received));
+        drop(f);
+        Family::new(out, "es_under_replicated_partitions").sample(&[], sum(|r| r.counts.under_replicated));
+        Family::new(out, "es_leaderless_partitions").sample(&[], sum(|r| r.counts.leaderless));
     }
     let Some(c) = shards.iter().find_map(|(_, r)| r.controller.as_ref()) else {
         return;

@@ -1,6 +1,6 @@
 //! What a partition is, on its shard: its offsets and, in cluster mode,
-//! its replica's Raft state (describe), and its config applied
-//! (configure).
+//! its replica's Raft state (describe; the leader's account of the group
+//! is cluster/leaders.rs'), and its config applied (configure).
 
 use crate::error::ApiError;
 use crate::shard::message::{PartitionState, ReplicaState};
@@ -49,9 +49,6 @@ pub(super) fn describe(
                 leader: r.leader(),
                 term: r.term(),
                 replicas: r.replicas(),
-                in_sync: r.in_sync(),
-                lag: r.lag(),
-                leads: r.is_leader(),
             });
             Ok(PartitionState {
                 partition: p,

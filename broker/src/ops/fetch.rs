@@ -167,6 +167,18 @@ async fn call(shard: &Rc<Shard>, args: &FetchArgs) -> Result<Fetched, ApiError> 
 
 // On the shard that owns the partition.
 
+/// The log a time lookup reads: standalone, the partition's; in cluster
+/// mode, this node's replica's, read up to its high watermark (committed
+/// entries only, as a fetch from it), or `not_leader` naming the leader
+/// where this node holds none (`leader_not_available` while it opens).
+fn lookup_log(shard: &Shard, topic: &str, partition: u32) -> Result<es_storage::PartitionLog, ApiError> {
+    if shard.config.cluster.enabled() {
+        Ok(super::replica_of(shard, topic, partition)?.0)
+    } else {
+        log_of(shard, topic, partition)
+    }
+}
+
 /// The first offset at or after `timestamp_ms` of a partition this shard
 /// owns (the high watermark when none is).
 pub(super) async fn offset_for_time(
@@ -175,7 +187,7 @@ pub(super) async fn offset_for_time(
     partition: u32,
     timestamp_ms: i64,
 ) -> Result<serde_json::Value, ApiError> {
-    let log = log_of(shard, topic, partition)?;
+    let log = lookup_log(shard, topic, partition)?;
     let hw = log.committed_offset();
     let found = log
         .record_for_timestamp(timestamp_ms, hw)
@@ -188,18 +200,22 @@ pub(super) async fn offset_for_time(
 }
 
 /// The first record with the largest timestamp of a partition this shard
-/// owns, among durable records: `{"offset", "timestamp"}`, both null when
-/// it holds none. When that timestamp's record is written but not yet
-/// durable, waits for it (`KAFKA_MAX_TIMESTAMP_ROUNDS` rounds at most, each
-/// up to `WAIT_MS_MAX`), then answers `unavailable`.
+/// owns, among the records it serves (standalone: durable ones; in
+/// cluster mode, this node's replica's committed ones: `lookup_log`):
+/// `{"offset", "timestamp"}`, both null when it holds none. When that
+/// timestamp's record is written but not yet durable (committed), waits
+/// for it (`KAFKA_MAX_TIMESTAMP_ROUNDS` rounds at most, each up to
+/// `WAIT_MS_MAX`; a replicated suffix cut meanwhile is looked at again),
+/// then answers `unavailable`.
 pub(super) async fn max_timestamp(
     shard: &Shard,
     topic: &str,
     partition: u32,
 ) -> Result<serde_json::Value, ApiError> {
-    let log = log_of(shard, topic, partition)?;
+    let log = lookup_log(shard, topic, partition)?;
     for _ in 0..crate::limits::KAFKA_MAX_TIMESTAMP_ROUNDS {
-        let hw = log.durable_offset();
+        // A standalone log's committed offset is its durable one.
+        let hw = log.committed_offset();
         if let Some((offset, timestamp)) = log.max_timestamp_record(hw).await.map_err(ApiError::storage)? {
             return Ok(serde_json::json!({"offset": offset.0, "timestamp": timestamp}));
         }
@@ -207,7 +223,13 @@ pub(super) async fn max_timestamp(
         if end <= hw {
             return Ok(serde_json::json!({"offset": null, "timestamp": null}));
         }
-        let durable = log.wait_durable(end).fuse();
+        let durable = async {
+            match log.wait_committed(end).await {
+                Err(es_storage::StorageError::Truncated { .. }) => Ok(()),
+                other => other,
+            }
+        }
+        .fuse();
         let guard = glommio::timer::sleep(Duration::from_millis(WAIT_MS_MAX)).fuse();
         let stopping = shard.shutdown.wait_for(1).fuse();
         futures::pin_mut!(durable, guard, stopping);

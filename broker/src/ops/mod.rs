@@ -61,6 +61,8 @@ fn op_kind(op: &Op) -> &'static str {
         Op::AdoptConnection { .. } => "adopt_connection",
         Op::AdoptRaft { .. } => "adopt_raft",
         Op::Cluster => "cluster",
+        Op::LeaderViews { .. } => "leader_views",
+        Op::PartitionCounts => "partition_counts",
         Op::Keys(_) => "keys",
         Op::Series => "series",
         Op::Registry { .. } => "registry",
@@ -139,6 +141,13 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             adopt,
         } => Reply::Done(adopt(&shard, socket, unhandled, principal)),
         Op::Cluster => Reply::Json(crate::cluster::view::view(&shard)),
+        Op::LeaderViews { topic, partitions } => Reply::LeaderViews(
+            partitions
+                .into_iter()
+                .map(|p| (p, crate::cluster::leaders::view(&shard, &topic, p)))
+                .collect(),
+        ),
+        Op::PartitionCounts => Reply::PartitionCounts(crate::cluster::leaders::counts(&shard)),
         Op::AdoptRaft { socket, preamble } => {
             Reply::Done(crate::cluster::listener::adopt(&shard, socket, preamble))
         }

@@ -195,6 +195,7 @@ pub async fn open_replica(
         }
     };
     raft.set_batch_rules(batch_rules(&meta.config));
+    crate::cluster::replica_observer::observe(&raft);
     let inserted = shard
         .partitions
         .borrow_mut()
@@ -228,6 +229,9 @@ pub(super) async fn remove(shard: &Shard, topic: &str, partitions: &[u32]) -> Re
         if let Some(owned) = owned {
             if let Some(raft) = &owned.raft {
                 raft.shutdown().await;
+                if let Some(t) = &shard.raft {
+                    t.retired.retire(raft.stats());
+                }
             }
             // A poisoned log cannot close cleanly; it is being deleted anyway.
             let _ = owned.log.close().await;

@@ -63,6 +63,15 @@ pub enum Op {
         topic: String,
         partitions: Vec<u32>,
     },
+    /// Cluster mode: the leaders of partitions as this shard knows them
+    /// (cluster/leaders.rs); replies `LeaderViews`.
+    LeaderViews {
+        topic: String,
+        partitions: Vec<u32>,
+    },
+    /// Cluster mode: this shard's partitions counted (total, without a
+    /// leader, under-replicated); replies `PartitionCounts`.
+    PartitionCounts,
     /// Controller operations, for shard 0 only.
     CreateTopic(TopicMeta),
     DeleteTopic(String),
@@ -292,12 +301,6 @@ pub struct ReplicaState {
     pub leader: Option<u64>,
     pub term: u64,
     pub replicas: Vec<u64>,
-    /// On the leader: itself and the followers in sync; elsewhere empty.
-    pub in_sync: Vec<u64>,
-    /// On the leader: raft entries each follower is behind its last one.
-    pub lag: std::collections::BTreeMap<u64, u64>,
-    /// Whether this replica leads.
-    pub leads: bool,
 }
 
 #[derive(Debug)]
@@ -318,6 +321,9 @@ pub enum Reply {
     Json(Result<serde_json::Value, ApiError>),
     Classic(Result<crate::groups::classic::ClassicReply, ApiError>),
     Series(Box<crate::operate::metrics_live::ShardSeries>),
+    /// Each partition asked, with its leader if this shard knows one.
+    LeaderViews(Vec<(u32, Option<crate::cluster::leaders::LeaderView>)>),
+    PartitionCounts(crate::cluster::leaders::PartitionCounts),
 }
 
 /// A forwarded operation and where to send its reply.

@@ -107,7 +107,9 @@ fn runs_to_completion(op: &Op) -> bool {
         | Op::ReadBarrier
         | Op::CheckProducer { .. }
         | Op::Leader { .. }
-        | Op::Cluster => false,
+        | Op::Cluster
+        | Op::LeaderViews { .. }
+        | Op::PartitionCounts => false,
         Op::Group { op, .. } => !matches!(op, GroupOp::Commits | GroupOp::Describe),
         Op::Registry { op, .. } => op.is_write(),
         Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),

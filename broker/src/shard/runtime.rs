@@ -284,6 +284,7 @@ async fn serve(shard: &Rc<Shard>, listen: Listen) -> Result<(), String> {
     glommio::spawn_local(crate::operate::allocator::purge_loop(shard.clone())).detach();
     crate::topics::cleanup::spawn(shard.clone());
     crate::cluster::controller::start(shard).await?;
+    crate::cluster::reports::start(shard);
     let (recovered, complete) = match recover(shard).await {
         Ok(true) => (Ok(()), true),
         // Shutdown came first: a clean stop, never ready.

@@ -4,6 +4,7 @@
 //! `Principal`: each checks its grant first, before the topic's existence
 //! (docs/security.md); lists show only what the caller may describe.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -11,6 +12,7 @@ use serde::Deserialize;
 
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
+use crate::cluster::leaders::LeaderView;
 use crate::error::ApiError;
 use crate::limits::TOPIC_PARTITIONS_MAX;
 use crate::shard::message::{Op, PartitionState, Reply};
@@ -153,7 +155,8 @@ async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::
     }
     states.sort_by_key(|s| s.partition);
     let partitions: Vec<_> = if shard.config.cluster.enabled() {
-        replicated_partitions(shard, meta, &states)
+        let leaders = leader_views(shard, meta).await?;
+        replicated_partitions(shard, meta, &states, &leaders)
     } else {
         standalone_partitions(shard, &states)
     };
@@ -183,13 +186,44 @@ fn standalone_partitions(shard: &Shard, states: &[PartitionState]) -> Vec<serde_
         .collect()
 }
 
-/// Cluster mode: each partition as this node's replica knows it (offsets,
-/// leader, term; on the leader, the replicas in sync and each one's lag);
-/// a partition this node holds no replica of shows its replicas only.
+/// Cluster mode: the leader of each partition of `meta` as the shards
+/// that own them know it (cluster/leaders.rs), by partition.
+async fn leader_views(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<BTreeMap<u32, LeaderView>, ApiError> {
+    let calls = by_owner(shard, &meta.name, meta.partitions)
+        .into_iter()
+        .map(|(owner, partitions)| {
+            shard.call(
+                owner,
+                Op::LeaderViews {
+                    topic: meta.name.clone(),
+                    partitions,
+                },
+            )
+        });
+    let mut out = BTreeMap::new();
+    for reply in join_all(calls).await {
+        match reply {
+            Reply::LeaderViews(views) => {
+                out.extend(views.into_iter().filter_map(|(p, v)| Some((p, v?))));
+            }
+            Reply::Done(Err(e)) => return Err(e),
+            other => return Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// Cluster mode: each partition as this node knows it. Offsets are this
+/// node's replica's (what it serves); the leader, its term, the replicas
+/// in sync and each one's lag are the leader's, live on the leader and
+/// from its latest report elsewhere (`as_of_ms_ago` old: the spec's
+/// §4.6). A node without a replica shows the leader's offsets from that
+/// report, or nulls without one.
 fn replicated_partitions(
     shard: &Shard,
     meta: &TopicMeta,
     states: &[PartitionState],
+    leaders: &BTreeMap<u32, LeaderView>,
 ) -> Vec<serde_json::Value> {
     let assignment = shard.catalog.assignment();
     (0..meta.partitions)
@@ -198,55 +232,82 @@ fn replicated_partitions(
                 .replicas(&meta.name, p)
                 .map(|r| r.replicas.clone())
                 .unwrap_or_default();
-            let state = states.iter().find(|s| s.partition == p);
-            let Some((s, r)) = state.and_then(|s| s.replica.as_ref().map(|r| (s, r))) else {
-                return serde_json::json!({
-                    "partition": p,
-                    "replicas": assigned,
-                    "local_replica": false,
-                    "leader": null,
-                    "leader_term": null,
-                    "in_sync_replicas": null,
-                    "replica_status": null,
-                    "log_start_offset": null,
-                    "high_watermark": null,
-                    "log_end_offset": null,
-                });
+            let local = states
+                .iter()
+                .find(|s| s.partition == p)
+                .and_then(|s| s.replica.as_ref().map(|r| (s, r)));
+            let view = leaders.get(&p);
+            let report = view.and_then(|v| v.report.as_ref());
+            let replicas = match (local, report) {
+                (Some((_, r)), _) if !r.replicas.is_empty() => r.replicas.clone(),
+                (_, Some(rep)) if !rep.replicas.is_empty() => {
+                    rep.replicas.iter().map(|x| x.node_id).collect()
+                }
+                _ => assigned,
             };
-            let replicas = if r.replicas.is_empty() {
-                assigned
-            } else {
-                r.replicas.clone()
+            let (in_sync, status) = match report {
+                Some(rep) => {
+                    let in_sync: Vec<u64> = rep
+                        .replicas
+                        .iter()
+                        .filter(|x| x.in_sync)
+                        .map(|x| x.node_id)
+                        .collect();
+                    let status: Vec<_> = rep
+                        .replicas
+                        .iter()
+                        .map(
+                            |x| serde_json::json!({"node_id": x.node_id, "lag": x.lag, "in_sync": x.in_sync}),
+                        )
+                        .collect();
+                    (serde_json::json!(in_sync), serde_json::json!(status))
+                }
+                None => (serde_json::Value::Null, serde_json::Value::Null),
             };
-            let (in_sync, status) = if r.leads {
-                let status: Vec<_> = replicas
-                    .iter()
-                    .map(|id| {
-                        serde_json::json!({
-                            "node_id": id,
-                            "lag": r.lag.get(id).copied().unwrap_or(0),
-                            "in_sync": r.in_sync.contains(id),
-                        })
-                    })
-                    .collect();
-                (serde_json::json!(r.in_sync), serde_json::json!(status))
-            } else {
-                (serde_json::Value::Null, serde_json::Value::Null)
+            let (leader, term) = match (view, local) {
+                (Some(v), _) => (serde_json::json!(v.leader), serde_json::json!(v.term)),
+                (None, Some((_, r))) => (serde_json::json!(r.leader), serde_json::json!(r.term)),
+                (None, None) => (serde_json::Value::Null, serde_json::Value::Null),
             };
-            serde_json::json!({
+            let as_of = report.map(|_| view.map_or(0, |v| v.age.as_millis() as u64));
+            let mut doc = serde_json::json!({
                 "partition": p,
                 "replicas": replicas,
-                "local_replica": true,
-                "leader": r.leader,
-                "leader_term": r.term,
+                "local_replica": local.is_some(),
+                "leader": leader,
+                "leader_term": term,
+                "leader_available": report.map(|r| r.available),
                 "in_sync_replicas": in_sync,
                 "replica_status": status,
-                "log_start_offset": s.log_start_offset,
-                "hot_start_offset": s.hot_start_offset,
-                "cold_start_offset": s.cold_start_offset,
-                "high_watermark": s.high_watermark,
-                "log_end_offset": r.log_end_offset,
-            })
+                "as_of_ms_ago": as_of,
+            });
+            let offsets = match (local, report) {
+                (Some((s, r)), _) => serde_json::json!({
+                    "log_start_offset": s.log_start_offset,
+                    "hot_start_offset": s.hot_start_offset,
+                    "cold_start_offset": s.cold_start_offset,
+                    "high_watermark": s.high_watermark,
+                    "log_end_offset": r.log_end_offset,
+                }),
+                (None, Some(rep)) => serde_json::json!({
+                    "log_start_offset": rep.log_start_offset,
+                    "hot_start_offset": null,
+                    "cold_start_offset": null,
+                    "high_watermark": rep.high_watermark,
+                    "log_end_offset": rep.log_end_offset,
+                }),
+                (None, None) => serde_json::json!({
+                    "log_start_offset": null,
+                    "hot_start_offset": null,
+                    "cold_start_offset": null,
+                    "high_watermark": null,
+                    "log_end_offset": null,
+                }),
+            };
+            if let (Some(d), Some(o)) = (doc.as_object_mut(), offsets.as_object()) {
+                d.extend(o.clone());
+            }
+            doc
         })
         .collect()
 }
