@@ -250,16 +250,16 @@ async fn bounds(shard: &Rc<Shard>, topic: &str, partition: u32) -> Result<(i64, 
         return Err(NOT_LEADER_OR_FOLLOWER);
     };
     if shard.config.cluster.enabled() {
-        leads(state.replica.as_ref())?;
+        leads(shard.config.node_id, state.replica.as_ref())?;
     }
     Ok((state.log_start_offset as i64, state.high_watermark as i64))
 }
 
-/// In a cluster: whether this node's replica (if any) leads its partition,
-/// as a Kafka error when it does not.
-fn leads(replica: Option<&crate::shard::message::ReplicaState>) -> Result<(), i16> {
+/// In a cluster: whether this node's (`me`) replica, if any, leads its
+/// partition, as a Kafka error when it does not.
+fn leads(me: u64, replica: Option<&crate::shard::message::ReplicaState>) -> Result<(), i16> {
     match replica {
-        Some(r) if r.leads => Ok(()),
+        Some(r) if r.leader == Some(me) => Ok(()),
         Some(r) if r.leader.is_none() => Err(LEADER_NOT_AVAILABLE),
         _ => Err(NOT_LEADER_OR_FOLLOWER),
     }

@@ -10,23 +10,26 @@
 //!   Kafka address (`--kafka-advertised-addr`, else `--kafka-addr`);
 //!   `controller_id` the controller group's leader (-1 while none);
 //!   `cluster_id` the id the controller group agreed on;
-//! - per partition, as this node's replica knows it: `leader` and
-//!   `leader_epoch` = the Raft term; `replicas` the group's voters; `isr`
-//!   on the leader the replicas it counts in sync (`--replica-lag-ms`),
-//!   on a follower the leader alone (the one replica known to hold every
-//!   committed record); `offline_replicas` the replicas this node cannot
-//!   reach now. A replica that knows no leader (an election) answers
-//!   LEADER_NOT_AVAILABLE with leader and epoch -1, so a client keeps what
-//!   it knew and asks again;
-//! - a partition this node holds no replica of names its preferred leader
-//!   (its first replica) with epoch -1, the hint a `not_leader` gives over
-//!   HTTP: clients go there, and a client that already knows a leader with
-//!   an epoch keeps it (librdkafka ignores an older epoch);
+//! - per partition, the leader as this node knows it (cluster/leaders.rs:
+//!   its own replica when it leads, else the leader's latest report, else
+//!   the leader its follower names): `leader` and `leader_epoch` = the
+//!   Raft term; `replicas` the group's voters; `isr` the replicas the
+//!   leader counts in sync (`--replica-lag-ms`; the leader alone while
+//!   only this node's follower names it, the one replica known to hold
+//!   every committed record); `offline_replicas` the replicas this node
+//!   cannot reach now. A replica here that knows no leader (an election)
+//!   answers LEADER_NOT_AVAILABLE with leader and epoch -1, so a client
+//!   keeps what it knew and asks again;
+//! - a partition this node holds no replica of and has no leader report
+//!   for (yet) names its preferred leader (its first replica) with epoch
+//!   -1, the hint a `not_leader` gives over HTTP: clients go there, and a
+//!   client that already knows a leader with an epoch keeps it (librdkafka
+//!   ignores an older epoch);
 //! - a topic asked for by name and not known here is looked up again
 //!   after the controller's read barrier, so a topic just created through
 //!   another node is found.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -39,7 +42,8 @@ use super::codec::s;
 use super::handler::{this_broker, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::Principal;
-use crate::shard::message::{Op, PartitionState, Reply};
+use crate::cluster::leaders::LeaderView;
+use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::admin;
 use crate::topics::controller::by_owner;
@@ -196,18 +200,19 @@ impl Cluster {
             .map(|(owner, partitions)| {
                 shard.call(
                     owner,
-                    Op::Describe {
+                    Op::LeaderViews {
                         topic: meta.name.clone(),
                         partitions,
                     },
                 )
             });
-        let mut states: Vec<PartitionState> = Vec::new();
+        let mut views: BTreeMap<u32, LeaderView> = BTreeMap::new();
         for reply in join_all(calls).await {
-            if let Reply::Described(Ok(s)) = reply {
-                states.extend(s);
+            if let Reply::LeaderViews(v) = reply {
+                views.extend(v.into_iter().filter_map(|(p, v)| Some((p, v?))));
             }
         }
+        let me = shard.config.node_id;
         let assignment = shard.catalog.assignment();
         (0..meta.partitions)
             .map(|p| {
@@ -215,26 +220,27 @@ impl Cluster {
                     .replicas(&meta.name, p)
                     .map(|r| r.replicas.clone())
                     .unwrap_or_default();
-                let replica = states
-                    .iter()
-                    .find(|s| s.partition == p)
-                    .and_then(|s| s.replica.as_ref());
-                let (leader, epoch, replicas, isr) = match replica {
-                    Some(r) => {
-                        let replicas = if r.replicas.is_empty() {
-                            assigned
-                        } else {
-                            r.replicas.clone()
+                let (leader, epoch, replicas, isr) = match views.get(&p) {
+                    Some(v) => {
+                        let (replicas, isr) = match &v.report {
+                            Some(r) if !r.replicas.is_empty() => (
+                                r.replicas.iter().map(|x| x.node_id).collect(),
+                                r.replicas
+                                    .iter()
+                                    .filter(|x| x.in_sync)
+                                    .map(|x| x.node_id)
+                                    .collect(),
+                            ),
+                            // Only this node's follower names the leader:
+                            // the one replica known to hold every commit.
+                            _ => (assigned, vec![v.leader]),
                         };
-                        match r.leader {
-                            Some(l) => {
-                                let isr = if r.leads { r.in_sync.clone() } else { vec![l] };
-                                (Some(l), epoch_of(r.term), replicas, isr)
-                            }
-                            None => (None, -1, replicas, Vec::new()),
-                        }
+                        (Some(v.leader), epoch_of(v.term), replicas, isr)
                     }
-                    // No replica here: its preferred leader, as a hint.
+                    // A replica here that knows no leader: an election.
+                    None if assigned.contains(&me) => (None, -1, assigned, Vec::new()),
+                    // No replica here and no report from a leader yet: the
+                    // preferred leader, as a hint.
                     None => (assigned.first().copied(), -1, assigned, Vec::new()),
                 };
                 let offline: Vec<u64> = replicas
