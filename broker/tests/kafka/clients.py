@@ -245,7 +245,7 @@ def create_rf(boot, topic, partitions, rf):
     f = a.create_topics([NewTopic(topic, num_partitions=int(partitions),
                                   replication_factor=int(rf))])[topic]
     try:
-        f.result(30)
+        f.result(120)  # a hang guard: the verdict is the outcome
         out({"created": topic})
     except Exception as e:
         out({"error": e.args[0].name()})
@@ -256,7 +256,7 @@ def delete(boot, topic):
     from confluent_kafka.admin import AdminClient
     a = AdminClient({"bootstrap.servers": boot})
     try:
-        a.delete_topics([topic])[topic].result(30)
+        a.delete_topics([topic])[topic].result(120)  # a hang guard
         out({"deleted": topic})
     except Exception as e:
         out({"error": e.args[0].name()})
