@@ -90,6 +90,7 @@ pub fn view(shard: &Shard) -> Result<Value, ApiError> {
                 "raft_addr": raft_addr,
                 "http_addr": registered.map(|n| n.http_addr.clone()),
                 "binary_addr": registered.map(|n| n.binary_addr.clone()),
+                "kafka_addr": registered.and_then(|n| n.kafka_addr.clone()),
                 "registered": registered.is_some(),
                 "state": if up { "up" } else { "unreachable" },
                 "last_seen_ms_ago": last_seen_ms,

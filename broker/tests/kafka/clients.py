@@ -238,6 +238,58 @@ def offsets(boot, topic, ts):
     c.close()
 
 
+def create_rf(boot, topic, partitions, rf):
+    """AdminClient.create_topics with a replication factor: the outcome."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": boot})
+    f = a.create_topics([NewTopic(topic, num_partitions=int(partitions),
+                                  replication_factor=int(rf))])[topic]
+    try:
+        f.result(120)  # a hang guard: the verdict is the outcome
+        out({"created": topic})
+    except Exception as e:
+        out({"error": e.args[0].name()})
+
+
+def delete(boot, topic):
+    """AdminClient.delete_topics: the outcome."""
+    from confluent_kafka.admin import AdminClient
+    a = AdminClient({"bootstrap.servers": boot})
+    try:
+        a.delete_topics([topic])[topic].result(120)  # a hang guard
+        out({"deleted": topic})
+    except Exception as e:
+        out({"error": e.args[0].name()})
+
+
+def produce_stream(boot, topic, partitions, *extra):
+    """Produces v<i> to partition i % partitions, one record every few
+    milliseconds, printing each delivery report as it comes, until SIGTERM;
+    then flushes and prints how many were left undelivered."""
+    from confluent_kafka import Producer
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    p = Producer(conf(boot, ("acks=all", "linger.ms=5") + extra))
+
+    def report(err, msg):
+        if err is not None:
+            out({"error": str(err), "code": err.code(), "v": msg.value().decode()})
+        else:
+            out({"p": msg.partition(), "o": msg.offset(), "v": msg.value().decode()})
+
+    i = 0
+    while not stop:
+        try:
+            p.produce(topic, value=f"v{i}".encode(), partition=i % int(partitions),
+                      on_delivery=report)
+            i += 1
+        except BufferError:
+            pass
+        p.poll(0.004)
+    left = p.flush(120)
+    out({"done": True, "sent": i, "undelivered": left})
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"produce": lambda: produce(args[0], args[1], int(args[2]), int(args[3]), *args[4:]),
@@ -247,5 +299,8 @@ if __name__ == "__main__":
      "group-member": lambda: group_member(*args),
      "admin": lambda: admin(*args),
      "create": lambda: create(*args),
+     "create-rf": lambda: create_rf(*args),
+     "delete": lambda: delete(*args),
+     "produce-stream": lambda: produce_stream(*args),
      "kafka-python": lambda: kp(*args),
      "throttle": lambda: throttle(*args)}[cmd]()

@@ -8,6 +8,13 @@
 //! watermark). ListOffsets answers the log start (-2), the high watermark
 //! (-1), the first record with the largest timestamp (-3), or the first
 //! record at or after a timestamp, with that record's timestamp.
+//!
+//! In a cluster a Fetch is served by any replica up to the high watermark
+//! it knows (committed records only; Kafka clients fetch from the leader,
+//! as `preferred_read_replica` is always -1); a node without a replica
+//! answers NOT_LEADER_OR_FOLLOWER. ListOffsets is answered by the
+//! partition's leader only (others: NOT_LEADER_OR_FOLLOWER, or
+//! LEADER_NOT_AVAILABLE during an election).
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -22,11 +29,14 @@ use kafka_protocol::messages::*;
 
 use super::connection::Answer;
 use super::fetch_response::{self, PartitionOut, TopicOut};
-use super::handler::{code, INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
+use super::handler::{
+    code, partition_code, INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+};
+use super::metadata::LEADER_NOT_AVAILABLE;
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::quota::Direction;
 use crate::auth::Principal;
-use crate::error::ApiError;
 use crate::limits::{FETCH_RECORDS_MAX, WAIT_MS_MAX};
 use crate::ops::fetch::{Charger, FetchQuery};
 use crate::shard::message::{FetchForm, FetchedData, Op, Reply};
@@ -169,7 +179,7 @@ async fn read(
     if !p.allows(Operation::Read, Resource::Topic, topic) {
         return Part::error(TOPIC_AUTHORIZATION_FAILED);
     }
-    let meta = match admin::lookup(shard, topic) {
+    let meta = match admin::lookup_synced(shard, topic).await {
         Ok(m) => m,
         Err(e) => return Part::error(code(&e)),
     };
@@ -193,7 +203,7 @@ async fn read(
     let (fetched, charge) = match crate::ops::fetch::fetch(shard, &meta, partition as u64, q, &charger).await
     {
         Ok(f) => f,
-        Err(e) => return Part::error(code(&e)),
+        Err(e) => return Part::error(partition_code(shard, &e)),
     };
     let FetchedData::Batches { parts, .. } = fetched.data else {
         return Part::error(-1);
@@ -220,20 +230,48 @@ async fn read(
     }
 }
 
-/// A partition's log start offset and high watermark.
-async fn bounds(shard: &Rc<Shard>, topic: &str, partition: u32) -> Result<(i64, i64), ApiError> {
+/// A partition's log start offset and high watermark. In a cluster, on
+/// its leader only: a follower or a node without a replica answers
+/// NOT_LEADER_OR_FOLLOWER, a replica that knows no leader
+/// LEADER_NOT_AVAILABLE (a follower's high watermark may lag the
+/// leader's, and Kafka clients ask the leader).
+async fn bounds(shard: &Rc<Shard>, topic: &str, partition: u32) -> Result<(i64, i64), i16> {
     let op = Op::Describe {
         topic: topic.to_string(),
         partitions: vec![partition],
     };
-    match shard.call(shard.owner(topic, partition), op).await {
-        Reply::Described(Ok(states)) => states
-            .first()
-            .map(|s| (s.log_start_offset as i64, s.high_watermark as i64))
-            .ok_or_else(|| ApiError::internal("no partition state")),
-        Reply::Described(Err(e)) | Reply::Done(Err(e)) => Err(e),
-        other => Err(ApiError::internal(format!("unexpected reply {other:?}"))),
+    let state = match shard.call(shard.owner(topic, partition), op).await {
+        Reply::Described(Ok(states)) => states.into_iter().next(),
+        Reply::Described(Err(e)) | Reply::Done(Err(e)) => return Err(partition_code(shard, &e)),
+        _ => return Err(-1),
+    };
+    let Some(state) = state else {
+        // In a cluster: no replica here.
+        return Err(NOT_LEADER_OR_FOLLOWER);
+    };
+    if shard.config.cluster.enabled() {
+        leads(shard.config.node_id, state.replica.as_ref())?;
     }
+    Ok((state.log_start_offset as i64, state.high_watermark as i64))
+}
+
+/// In a cluster: whether this node's (`me`) replica, if any, leads its
+/// partition, as a Kafka error when it does not.
+fn leads(me: u64, replica: Option<&crate::shard::message::ReplicaState>) -> Result<(), i16> {
+    match replica {
+        Some(r) if r.leader == Some(me) => Ok(()),
+        Some(r) if r.leader.is_none() => Err(LEADER_NOT_AVAILABLE),
+        _ => Err(NOT_LEADER_OR_FOLLOWER),
+    }
+}
+
+/// In a cluster: `Ok` when this node leads `partition`, else its Kafka
+/// error (see [`bounds`]).
+async fn leader_here(shard: &Rc<Shard>, topic: &str, partition: u32) -> Result<(), i16> {
+    if !shard.config.cluster.enabled() {
+        return Ok(());
+    }
+    bounds(shard, topic, partition).await.map(drop)
 }
 
 pub async fn list_offsets(shard: &Rc<Shard>, p: &Principal, req: ListOffsetsRequest) -> ListOffsetsResponse {
@@ -279,14 +317,14 @@ async fn offset_for(
     if !p.allows(Operation::Describe, Resource::Topic, topic) {
         return Err(TOPIC_AUTHORIZATION_FAILED);
     }
-    let meta = admin::lookup(shard, topic).map_err(|e| code(&e))?;
+    let meta = admin::lookup_synced(shard, topic).await.map_err(|e| code(&e))?;
     if partition < 0 || partition as u32 >= meta.partitions {
         return Err(UNKNOWN_TOPIC_OR_PARTITION);
     }
     let partition = partition as u32;
     let op = match ts {
         -2 | -1 => {
-            let (start, hw) = bounds(shard, topic, partition).await.map_err(|e| code(&e))?;
+            let (start, hw) = bounds(shard, topic, partition).await?;
             return Ok((if ts == -2 { start } else { hw }, -1));
         }
         MAX_TIMESTAMP => Op::MaxTimestamp {
@@ -300,12 +338,13 @@ async fn offset_for(
             timestamp_ms: t,
         },
     };
+    leader_here(shard, topic, partition).await?;
     match shard.call(shard.owner(topic, partition), op).await {
         Reply::Json(Ok(v)) => Ok(match v.get("timestamp").and_then(|t| t.as_i64()) {
             Some(found) => (v["offset"].as_i64().unwrap_or(-1), found),
             None => (-1, -1),
         }),
-        Reply::Json(Err(e)) | Reply::Done(Err(e)) => Err(code(&e)),
+        Reply::Json(Err(e)) | Reply::Done(Err(e)) => Err(partition_code(shard, &e)),
         _ => Err(-1),
     }
 }

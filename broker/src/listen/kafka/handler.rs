@@ -1,5 +1,5 @@
-//! Kafka requests to es operations: the dispatch by API, ApiVersions and
-//! Metadata here, the rest in a file per noun (produce, fetch, topics,
+//! Kafka requests to es operations: the dispatch by API and ApiVersions
+//! here, the rest in a file per noun (metadata, produce, fetch, topics,
 //! groups). Each answers a Kafka response with per-topic and
 //! per-partition error codes from the broker's ErrorCode table (its
 //! `kafka` column, error.rs); `throttle_time_ms` carries the quota's
@@ -8,16 +8,11 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Encodable;
 
-use super::codec::{self, s, Body, Req};
+use super::codec::{self, Body, Req};
 use super::connection::{Answer, Conn};
-use crate::auth::grants::{Operation, Resource};
-use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::shard::Shard;
 
@@ -32,8 +27,23 @@ pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 /// INVALID_REQUEST.
 pub const INVALID_REQUEST: i16 = 42;
 
+/// NOT_LEADER_OR_FOLLOWER.
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
 /// The Kafka code of an error about a topic.
 pub fn code(e: &ApiError) -> i16 {
+    e.code.kafka()
+}
+
+/// The Kafka code of an error about one partition: in a cluster, a
+/// partition this node cannot serve now (`unavailable`: closing, shutting
+/// down) is NOT_LEADER_OR_FOLLOWER, which clients answer by asking for
+/// metadata again and retrying, where standalone it is
+/// KAFKA_STORAGE_ERROR.
+pub fn partition_code(shard: &Shard, e: &ApiError) -> i16 {
+    if shard.config.cluster.enabled() && e.code == ErrorCode::Unavailable {
+        return NOT_LEADER_OR_FOLLOWER;
+    }
     e.code.kafka()
 }
 
@@ -77,10 +87,10 @@ pub async fn handle(shard: &Rc<Shard>, conn: &Rc<Conn>, req: Req) -> (Answer, Du
             let body = ApiVersionsResponse::default().with_api_keys(codec::api_keys());
             (answer(key, v, cid, &body), Duration::ZERO)
         }
-        Body::Metadata(m) => (
-            answer(key, v, cid, &metadata(shard, &principal, m, v)),
-            Duration::ZERO,
-        ),
+        Body::Metadata(m) => {
+            let body = Box::pin(super::metadata::metadata(shard, &principal, m, v)).await;
+            (answer(key, v, cid, &body), Duration::ZERO)
+        }
         Body::Produce(p) => Box::pin(super::produce::produce(shard, &principal, p, v, cid)).await,
         Body::Fetch(f) => Box::pin(super::fetch::fetch(shard, &principal, f, v, cid)).await,
         Body::ListOffsets(l) => {
@@ -95,15 +105,10 @@ pub async fn handle(shard: &Rc<Shard>, conn: &Rc<Conn>, req: Req) -> (Answer, Du
             let body = Box::pin(super::topics::delete(shard, &principal, d)).await;
             (answer(key, v, cid, &body), Duration::ZERO)
         }
-        Body::DescribeConfigs(d) => (
-            answer(
-                key,
-                v,
-                cid,
-                &super::topics::describe_configs(shard, &principal, d),
-            ),
-            Duration::ZERO,
-        ),
+        Body::DescribeConfigs(d) => {
+            let body = Box::pin(super::topics::describe_configs(shard, &principal, d)).await;
+            (answer(key, v, cid, &body), Duration::ZERO)
+        }
         Body::InitProducerId(i) => {
             let body = Box::pin(super::topics::init_producer_id(shard, &principal, i)).await;
             (answer(key, v, cid, &body), Duration::ZERO)
@@ -159,57 +164,4 @@ pub fn this_broker(shard: &Shard) -> (i32, String, i32) {
         .advertised()
         .unwrap_or_else(|| ("127.0.0.1".into(), 9092));
     (shard.config.node_id as i32, host, port)
-}
-
-fn metadata(shard: &Shard, p: &Principal, req: MetadataRequest, version: i16) -> MetadataResponse {
-    let (node, host, port) = this_broker(shard);
-    let broker = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(node))
-        .with_host(s(host))
-        .with_port(port);
-    let catalog = shard.catalog.snapshot();
-    let all = req.topics.as_ref().is_none_or(|t| version == 0 && t.is_empty());
-    let names: Vec<String> = if all {
-        catalog
-            .values()
-            .filter(|m| p.allows(Operation::Describe, Resource::Topic, &m.name))
-            .map(|m| m.name.clone())
-            .collect()
-    } else {
-        req.topics
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.to_string()))
-            .collect()
-    };
-    let topics = names
-        .into_iter()
-        .map(|name| {
-            let t = MetadataResponseTopic::default()
-                .with_name(Some(TopicName(s(name.as_str()))))
-                .with_is_internal(name.starts_with('_'));
-            if !p.allows(Operation::Describe, Resource::Topic, &name) {
-                return t.with_error_code(TOPIC_AUTHORIZATION_FAILED);
-            }
-            let Some(meta) = catalog.get(&name) else {
-                return t.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
-            };
-            let partitions = (0..meta.partitions as i32)
-                .map(|i| {
-                    MetadataResponsePartition::default()
-                        .with_partition_index(i)
-                        .with_leader_id(BrokerId(node))
-                        .with_leader_epoch(0)
-                        .with_replica_nodes(vec![BrokerId(node)])
-                        .with_isr_nodes(vec![BrokerId(node)])
-                })
-                .collect();
-            t.with_partitions(partitions)
-        })
-        .collect();
-    MetadataResponse::default()
-        .with_brokers(vec![broker])
-        .with_cluster_id(Some(s(shard.config.kafka.cluster_id.as_str())))
-        .with_controller_id(BrokerId(node))
-        .with_topics(topics)
 }

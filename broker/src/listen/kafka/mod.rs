@@ -10,7 +10,9 @@
 //!   concurrently; `codec.rs`: frames to requests, the advertised versions;
 //! - `records.rs`: RecordBatch v2 to es batches and back;
 //!   `fetch_response.rs`: the Fetch response, batches converted in place;
-//! - `handler.rs` (dispatch, ApiVersions, Metadata), `produce.rs`,
+//! - `handler.rs` (dispatch, ApiVersions), `metadata.rs` (brokers,
+//!   controller, partition leaders; a cluster's as its nodes know them),
+//!   `produce.rs`,
 //!   `fetch.rs` (with ListOffsets), `topics.rs` (CreateTopics,
 //!   DeleteTopics, DescribeConfigs, InitProducerId), `groups.rs` (the
 //!   classic consumer group protocol), `sasl.rs` (SASL/PLAIN).
@@ -21,6 +23,7 @@ mod fetch;
 mod fetch_response;
 mod groups;
 mod handler;
+mod metadata;
 mod produce;
 mod records;
 mod sasl;

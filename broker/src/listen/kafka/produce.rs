@@ -6,6 +6,16 @@
 //! topic, partition, records) before any is appended, and answered on
 //! its own; one bad record refuses its partition's batch whole. The
 //! answer waits for each batch to be fsynced; acks=0 gets none.
+//!
+//! In a cluster each partition's batch goes through its replica's Raft
+//! group (ops/produce.rs `replicated_append`): answered once committed on
+//! a majority, whatever `acks` says (1 and all alike; 0 still gets no
+//! answer). A partition this node does not lead is refused on its own
+//! with NOT_LEADER_OR_FOLLOWER (nothing proposed), a leaderless one with
+//! LEADER_NOT_AVAILABLE, one whose outcome is unknown (proposed, then
+//! leadership lost) with REQUEST_TIMED_OUT: clients refresh their
+//! metadata and retry each, an idempotent producer with the same
+//! sequence (written once).
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -16,7 +26,7 @@ use kafka_protocol::messages::*;
 
 use super::codec::s;
 use super::connection::Answer;
-use super::handler::{answer, code, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
+use super::handler::{answer, partition_code, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION};
 use super::records;
 use crate::auth::grants::{Operation, Resource};
 use crate::auth::quota::Direction;
@@ -78,7 +88,7 @@ pub async fn produce(
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for pd in t.partition_data {
             let index = pd.index;
-            match prepare(shard, p, &name, pd, limit) {
+            match prepare(shard, p, &name, pd, limit).await {
                 Ok((owner, partition, converted)) => {
                     throttle =
                         throttle.max(quotas.charge(p, Direction::Produce, converted.batch.len() as u64));
@@ -128,20 +138,20 @@ fn partition_response(index: i32, (error, message, base): Outcome) -> PartitionP
 
 /// Checks one partition's produce and converts its records: where it
 /// goes and the es batch, or its refusal.
-fn prepare(
-    shard: &Shard,
+async fn prepare(
+    shard: &Rc<Shard>,
     p: &Principal,
     topic: &str,
     pd: produce_request::PartitionProduceData,
     limit: usize,
 ) -> Result<(usize, u32, records::Converted), Outcome> {
-    let refuse = |e: ApiError| (code(&e), Some(e.message), -1);
+    let refuse = |e: ApiError| (partition_code(shard, &e), Some(e.message), -1);
     if !p.allows(Operation::Write, Resource::Topic, topic) {
         let e = p.require(Operation::Write, Resource::Topic, topic).unwrap_err();
         return Err((TOPIC_AUTHORIZATION_FAILED, Some(e.message), -1));
     }
     crate::listen::listener::test_panic_hook(topic);
-    let meta = admin::lookup(shard, topic).map_err(refuse)?;
+    let meta = admin::lookup_synced(shard, topic).await.map_err(refuse)?;
     if pd.index < 0 || pd.index as u32 >= meta.partitions {
         return Err((
             UNKNOWN_TOPIC_OR_PARTITION,
@@ -171,10 +181,11 @@ fn prepare(
 /// Where in its page the partition's log is expected to end when a batch
 /// of about `len` bytes is placed: the converted batch is built there, so
 /// that it is written as it lies. Known only for a partition of this
-/// shard; 0 otherwise (the batch is then copied once more, as any batch
-/// placed elsewhere than expected).
+/// shard, standalone; 0 otherwise (the batch is then copied once more, as
+/// any batch placed elsewhere than expected; in a cluster the replica's
+/// Raft log places it).
 fn in_page(shard: &Shard, owner: usize, topic: &str, partition: u32, len: usize) -> usize {
-    if owner != shard.id {
+    if owner != shard.id || shard.config.cluster.enabled() {
         return 0;
     }
     shard
@@ -206,7 +217,7 @@ async fn append(
     };
     match shard.call(owner, op).await {
         Reply::Produced(Ok(base)) => (0, None, base as i64),
-        Reply::Produced(Err(e)) | Reply::Done(Err(e)) => (code(&e), Some(e.message), -1),
+        Reply::Produced(Err(e)) | Reply::Done(Err(e)) => (partition_code(shard, &e), Some(e.message), -1),
         other => (-1, Some(format!("unexpected reply {other:?}")), -1),
     }
 }

@@ -557,7 +557,10 @@ pub fn to_kafka(batch: &[u8], compacted: bool, out: &mut Vec<u8>) -> Result<(), 
     let start = out.len();
     out.extend_from_slice(&(h.base_offset.0 as i64).to_be_bytes());
     out.extend_from_slice(&[0; 4]); // batch length, below
-    out.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+                                    // Partition leader epoch: the Raft term of the batch's entry (0 for a
+                                    // standalone log's batches).
+    let epoch = h.raft.map_or(0, |r| super::metadata::epoch_of(r.term));
+    out.extend_from_slice(&epoch.to_be_bytes());
     out.push(2); // magic
     out.extend_from_slice(&[0; 4]); // crc, below
     out.extend_from_slice(&0i16.to_be_bytes()); // attributes: none, CreateTime

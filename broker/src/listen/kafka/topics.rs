@@ -99,15 +99,27 @@ fn checked(
             format!("partitions must be in 1..={TOPIC_PARTITIONS_MAX}"),
         ));
     }
-    if t.replication_factor != -1 && t.replication_factor != 1 {
-        return Err((
-            INVALID_REPLICATION_FACTOR,
-            format!(
-                "replication factor {} is not possible on a single node: use 1",
-                t.replication_factor
-            ),
-        ));
-    }
+    let cluster = shard.config.cluster.enabled();
+    let nodes = shard.config.cluster.node_ids().len();
+    // -1: the broker's default (in a cluster `--default-replication-factor`,
+    // else three or every node when fewer).
+    let replication_factor = match t.replication_factor {
+        -1 => None,
+        1 if !cluster => Some(1),
+        rf if cluster && rf >= 1 && rf as usize <= nodes => Some(rf),
+        rf if cluster => {
+            return Err((
+                INVALID_REPLICATION_FACTOR,
+                format!("replication factor {rf} must be in 1..={nodes} (the cluster's nodes)"),
+            ))
+        }
+        rf => {
+            return Err((
+                INVALID_REPLICATION_FACTOR,
+                format!("replication factor {rf} is not possible on a single node: use 1"),
+            ))
+        }
+    };
     if !t.assignments.is_empty() {
         return Err((
             INVALID_REQUEST,
@@ -124,7 +136,11 @@ fn checked(
             format!("topic {name:?} already exists"),
         ));
     }
-    Ok(serde_json::json!({"name": name, "partitions": partitions, "config": config}))
+    let mut body = serde_json::json!({"name": name, "partitions": partitions, "config": config});
+    if let Some(rf) = replication_factor {
+        body["replication_factor"] = rf.into();
+    }
+    Ok(body)
 }
 
 pub async fn create(
@@ -138,7 +154,8 @@ pub async fn create(
         let done = match checked(shard, p, &t) {
             Ok(body) if req.validate_only => Ok(body),
             Ok(body) => match serde_json::from_value::<admin::CreateTopic>(body.clone()) {
-                Ok(c) => admin::create(shard, p, c).await.map(|_| body).map_err(refused),
+                // What was made: the replication factor the default gave.
+                Ok(c) => admin::create(shard, p, c).await.map_err(refused),
                 Err(e) => Err((INVALID_REQUEST, e.to_string())),
             },
             Err(r) => Err(r),
@@ -148,7 +165,7 @@ pub async fn create(
             // v5 and later say what was made.
             Ok(body) if version >= 5 => r
                 .with_num_partitions(body["partitions"].as_i64().unwrap_or(1) as i32)
-                .with_replication_factor(1),
+                .with_replication_factor(body["replication_factor"].as_i64().unwrap_or(-1) as i16),
             Ok(_) => r,
             Err((c, m)) => r.with_error_code(c).with_error_message(Some(s(m))),
         });
@@ -182,40 +199,40 @@ pub async fn delete(shard: &Rc<Shard>, p: &Principal, req: DeleteTopicsRequest) 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
-pub fn describe_configs(
-    shard: &Shard,
+pub async fn describe_configs(
+    shard: &Rc<Shard>,
     p: &Principal,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
-    let results = req
-        .resources
-        .into_iter()
-        .map(|r| {
-            let out = DescribeConfigsResult::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone());
-            match r.resource_type {
-                RESOURCE_BROKER => out,
-                RESOURCE_TOPIC => {
-                    let name = r.resource_name.as_str();
-                    if !p.allows(Operation::Describe, Resource::Topic, name) {
-                        return out.with_error_code(TOPIC_AUTHORIZATION_FAILED);
-                    }
-                    match admin::lookup(shard, name) {
-                        Ok(meta) => {
-                            out.with_configs(topic_configs(&meta.config, r.configuration_keys.as_deref()))
-                        }
-                        Err(e) => out
-                            .with_error_code(code(&e))
-                            .with_error_message(Some(s(e.message))),
-                    }
+    let mut results = Vec::with_capacity(req.resources.len());
+    for r in req.resources {
+        let out = DescribeConfigsResult::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        results.push(match r.resource_type {
+            RESOURCE_BROKER => out,
+            RESOURCE_TOPIC => {
+                let name = r.resource_name.as_str();
+                if !p.allows(Operation::Describe, Resource::Topic, name) {
+                    results.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                    continue;
                 }
-                _ => out
-                    .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(s("es describes topic and broker configs only"))),
+                // In a cluster, a topic just created through another node
+                // is found after the controller's read barrier.
+                match admin::lookup_synced(shard, name).await {
+                    Ok(meta) => {
+                        out.with_configs(topic_configs(&meta.config, r.configuration_keys.as_deref()))
+                    }
+                    Err(e) => out
+                        .with_error_code(code(&e))
+                        .with_error_message(Some(s(e.message))),
+                }
             }
-        })
-        .collect();
+            _ => out
+                .with_error_code(INVALID_REQUEST)
+                .with_error_message(Some(s("es describes topic and broker configs only"))),
+        });
+    }
     DescribeConfigsResponse::default().with_results(results)
 }
 
