@@ -98,6 +98,10 @@ pub struct GroupStore {
     log: RefCell<Log>,
     batcher: FsyncBatcher,
     count: Arc<GroupCount>,
+    /// Cluster mode: since when (ms since the Unix epoch) this node has
+    /// coordinated groups without a break, as the offsets cleanup saw it
+    /// (`coordinator::clean_offsets`); `None` while it does not.
+    pub coordinating_since_ms: std::cell::Cell<Option<i64>>,
 }
 
 impl GroupStore {
@@ -137,6 +141,7 @@ impl GroupStore {
             }),
             batcher,
             count,
+            coordinating_since_ms: std::cell::Cell::new(None),
         }
     }
 
@@ -332,6 +337,69 @@ impl GroupStore {
             |_, buf| group_log::encode_members(buf, group, at_ms, members),
             |_| Effect::None,
         ));
+    }
+
+    /// Cluster mode: sets `group`'s offsets to what the controller group
+    /// holds for it as of its log index `index` (`None`: none, the group
+    /// was deleted there). Ignored if the group already holds a newer
+    /// index. `reserved`: a place in `--groups-max` was reserved for it
+    /// (a commit that created it); `at_ms` starts its retention when the
+    /// offsets changed. Memory never runs ahead of the controller: this is
+    /// only called with what it applied.
+    pub fn adopt(
+        &self,
+        group: &str,
+        index: u64,
+        offsets: Option<Vec<(String, u32, u64)>>,
+        at_ms: i64,
+        reserved: bool,
+    ) {
+        let mut groups = self.groups.borrow_mut();
+        let exists = groups.contains_key(group);
+        if reserved && exists {
+            self.count.release();
+        }
+        let Some(offsets) = offsets else {
+            let remove = match groups.get_mut(group) {
+                Some(g) if g.controller_index <= index => {
+                    g.controller_index = index;
+                    g.committed.clear();
+                    g.members.is_empty()
+                }
+                _ => false,
+            };
+            if remove {
+                groups.remove(group);
+                self.count.release();
+            } else if reserved && !exists {
+                self.count.release();
+            }
+            return;
+        };
+        if !exists {
+            if !reserved {
+                self.count.add();
+            }
+            let g = Group::new(group);
+            groups.insert(g.name.clone(), g);
+        }
+        let Some(g) = groups.get_mut(group) else { return };
+        if g.controller_index > index {
+            return;
+        }
+        g.controller_index = index;
+        let mut next = crate::groups::committed::Committed::default();
+        for (t, p, o) in offsets {
+            next.set(&t, p, o);
+        }
+        if next != g.committed {
+            g.committed = next;
+            g.idle_since_ms = g.idle_since_ms.max(at_ms);
+        }
+        if g.is_vacant() {
+            groups.remove(group);
+            self.count.release();
+        }
     }
 
     /// Appends the record `encode` writes of `data`, whose effect, once it

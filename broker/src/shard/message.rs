@@ -93,6 +93,16 @@ pub enum Op {
     },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
+    /// Cluster mode, on shard 0: a change of a group's offsets proposed
+    /// to the controller group (groups/offset_store.rs); replies `Offsets`.
+    GroupOffsets(GroupOffsetsOp),
+    /// Cluster mode, from shard 0 to a group's shard: the offsets of
+    /// groups as the controller applied them at `index` (`None`: the group
+    /// has none, deleted); replies `Done`.
+    AdoptOffsets {
+        index: u64,
+        groups: Vec<(String, Option<Vec<(String, u32, u64)>>)>,
+    },
     /// This shard's part of a `/metrics` scrape (operate/metrics_live.rs); replies
     /// `Series`.
     Series,
@@ -300,6 +310,18 @@ pub struct ReplicaState {
     pub leads: bool,
 }
 
+/// A change of a group's offsets for the controller group (cluster mode).
+#[derive(Debug)]
+pub enum GroupOffsetsOp {
+    Commit {
+        group: String,
+        offsets: Vec<(crate::groups::assignor::TopicPartition, u64)>,
+    },
+    Delete {
+        group: String,
+    },
+}
+
 #[derive(Debug)]
 pub enum Reply {
     Produced(Result<u64, ApiError>),
@@ -317,6 +339,9 @@ pub enum Reply {
     Live(Vec<(i64, i16, i64)>),
     Json(Result<serde_json::Value, ApiError>),
     Classic(Result<crate::groups::classic::ClassicReply, ApiError>),
+    /// `Op::GroupOffsets`: the controller index applied by the answer, and
+    /// the group's offsets `(topic, partition, offset)`.
+    Offsets(Result<(u64, Vec<(String, u32, u64)>), ApiError>),
     Series(Box<crate::operate::metrics_live::ShardSeries>),
 }
 
