@@ -6,10 +6,14 @@
 //! survivors) holds it, the member rejoins (its id is unknown there) and
 //! goes on from its commit; after a second failover, to a node that was
 //! down for the first commit, every commit is still there; and a group is
-//! listed, described and deleted at the coordinator.
+//! listed, described and deleted at the coordinator. A Kafka consumer
+//! (confluent-kafka) bootstrapped at a node that does not coordinate is
+//! sent to the coordinator by FindCoordinator, and its commits land
+//! there.
 
 mod cluster;
 mod common;
+mod kafka_common;
 
 use std::net::SocketAddr;
 
@@ -194,4 +198,42 @@ fn commits_go_to_the_controller_leader_and_survive_its_failover() {
     let now = coordinator_of(&all, None);
     let (status, v) = commits(&nodes[now as usize - 1]);
     assert_eq!(status, 404, "{v}");
+}
+
+#[test]
+fn a_kafka_consumer_group_commits_at_the_controller_leader() {
+    let kafka: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    let nodes = cluster::start_each(3, |i| vec!["--kafka-addr".into(), kafka[i].clone()]);
+    let (status, body) = cluster::create(&nodes[0], TOPIC, 1, Some(3));
+    assert_eq!(status, 201, "{body}");
+    let running: Vec<Option<&Broker>> = nodes.iter().map(Some).collect();
+    let values: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    wait_for("10 records produced at the partition's leader", || {
+        let l = cluster::wait_leader(&running, TOPIC, 0) as usize - 1;
+        matches!(cluster::produce(&nodes[l], TOPIC, 0, &values), Ok((200, _)))
+    });
+    let all: Vec<&Broker> = nodes.iter().collect();
+    let coordinator = coordinator_of(&all, None) as usize - 1;
+    let elsewhere = (coordinator + 1) % 3;
+    // Every node must know each node's Kafka address before a client asks.
+    wait_for("every node registered with its Kafka listener", || {
+        nodes.iter().all(|b| {
+            b.try_get("/v1/cluster")
+                .is_ok_and(|(s, v)| s == 200 && v["nodes"].as_array().is_some_and(|n| n.len() == 3))
+        })
+    });
+
+    let member = kafka_common::Running::start(&["group-member", &kafka[elsewhere], "kg", TOPIC]);
+    member.until(|l| l["o"].as_u64() == Some(9));
+    let at = nodes[coordinator].client();
+    wait_for("the Kafka consumer's commits at the coordinator", || {
+        let (status, v) = at.get("/v1/groups/kg/commits");
+        status == 200 && offset_in(&v) == Some(10)
+    });
+    let (status, v) = nodes[elsewhere].get("/v1/groups/kg/commits");
+    assert_eq!(status, 421, "{v}");
+    member.signal("-TERM");
+    member.wait();
 }

@@ -256,9 +256,6 @@ impl Workload {
             )?;
         }
         for i in 0..2 {
-            if ctx.cluster() {
-                break;
-            }
             let c = ctx.clone();
             spawn(format!("c{i}"), Box::new(move || consumer::run(&c, i)))?;
         }
