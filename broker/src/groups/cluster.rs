@@ -20,7 +20,7 @@ use es_raft::controller::{ClusterState, Controller};
 use futures::FutureExt;
 
 use crate::error::ApiError;
-use crate::groups::offset_store::flatten;
+use crate::groups::offset_store::{flatten, Adopted};
 use crate::ops::produce::now_ms;
 use crate::shard::message::{Op, Reply};
 use crate::shard::placement::ShardId;
@@ -86,8 +86,7 @@ pub fn follow(shard: Rc<Shard>, controller: Controller) {
 /// Sends each shard the groups of `now` that differ from `before`; `true`
 /// once every shard took them.
 async fn hand_out(shard: &Rc<Shard>, index: u64, before: &ClusterState, now: &ClusterState) -> bool {
-    type Changes = Vec<(String, Option<Vec<(String, u32, u64)>>)>;
-    let mut per_shard: BTreeMap<ShardId, Changes> = BTreeMap::new();
+    let mut per_shard: BTreeMap<ShardId, Vec<Adopted>> = BTreeMap::new();
     for (name, offsets) in &now.groups.0 {
         if before.groups.get(name) != Some(offsets) {
             per_shard
@@ -118,7 +117,7 @@ async fn hand_out(shard: &Rc<Shard>, index: u64, before: &ClusterState, now: &Cl
 }
 
 /// `Op::AdoptOffsets`, on a group's shard.
-pub fn adopt(shard: &Shard, index: u64, groups: Vec<(String, Option<Vec<(String, u32, u64)>>)>) {
+pub fn adopt(shard: &Shard, index: u64, groups: Vec<Adopted>) {
     let now = now_ms();
     for (name, offsets) in groups {
         shard.groups.adopt(&name, index, offsets, now, false);

@@ -26,6 +26,13 @@ use crate::groups::assignor::TopicPartition;
 use crate::shard::message::{GroupOffsetsOp, Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 
+/// A group's offsets as the controller holds them: `(topic, partition,
+/// offset)`, sorted.
+pub type Offsets = Vec<(String, u32, u64)>;
+
+/// A group's offsets as applied by the controller (`None`: deleted).
+pub type Adopted = (String, Option<Offsets>);
+
 /// Where `shard`'s groups keep their offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetStore {
@@ -104,10 +111,7 @@ impl OffsetStore {
 /// `op` run by the controller group, from the group's shard: the
 /// controller's log index it was applied at (or a later one) and the
 /// group's offsets it answered.
-async fn on_controller(
-    shard: &Rc<Shard>,
-    op: GroupOffsetsOp,
-) -> Result<(u64, Vec<(String, u32, u64)>), ApiError> {
+async fn on_controller(shard: &Rc<Shard>, op: GroupOffsetsOp) -> Result<(u64, Offsets), ApiError> {
     match shard.call(CONTROLLER_SHARD, Op::GroupOffsets(op)).await {
         Reply::Offsets(r) => r,
         Reply::Done(Err(e)) => Err(e),
@@ -118,10 +122,7 @@ async fn on_controller(
 /// `Op::GroupOffsets`, on shard 0: proposes the change to the controller
 /// group and answers once it is applied, with the index applied here by
 /// then and the group's offsets as the controller answered them.
-pub async fn run_on_controller(
-    shard: &Rc<Shard>,
-    op: GroupOffsetsOp,
-) -> Result<(u64, Vec<(String, u32, u64)>), ApiError> {
+pub async fn run_on_controller(shard: &Rc<Shard>, op: GroupOffsetsOp) -> Result<(u64, Offsets), ApiError> {
     use crate::topics::controller::{controller_error, refused};
     let c = crate::cluster::reconciler::controller(shard)?;
     let answer = match op {
@@ -139,7 +140,7 @@ pub async fn run_on_controller(
 }
 
 /// The `[{"topic", "partition", "offset"}]` of a controller answer.
-fn offsets_of(answer: &serde_json::Value) -> Vec<(String, u32, u64)> {
+fn offsets_of(answer: &serde_json::Value) -> Offsets {
     answer["offsets"]
         .as_array()
         .into_iter()
@@ -155,7 +156,7 @@ fn offsets_of(answer: &serde_json::Value) -> Vec<(String, u32, u64)> {
 }
 
 /// A group's offsets as the controller's state holds them, flattened.
-pub fn flatten(c: &ControllerCommitted) -> Vec<(String, u32, u64)> {
+pub fn flatten(c: &ControllerCommitted) -> Offsets {
     c.iter()
         .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| (t.clone(), *p, *o)))
         .collect()

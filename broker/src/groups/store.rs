@@ -350,7 +350,7 @@ impl GroupStore {
         &self,
         group: &str,
         index: u64,
-        offsets: Option<Vec<(String, u32, u64)>>,
+        offsets: Option<crate::groups::offset_store::Offsets>,
         at_ms: i64,
         reserved: bool,
     ) {

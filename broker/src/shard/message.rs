@@ -101,7 +101,7 @@ pub enum Op {
     /// has none, deleted); replies `Done`.
     AdoptOffsets {
         index: u64,
-        groups: Vec<(String, Option<Vec<(String, u32, u64)>>)>,
+        groups: Vec<crate::groups::offset_store::Adopted>,
     },
     /// This shard's part of a `/metrics` scrape (operate/metrics_live.rs); replies
     /// `Series`.
@@ -341,7 +341,7 @@ pub enum Reply {
     Classic(Result<crate::groups::classic::ClassicReply, ApiError>),
     /// `Op::GroupOffsets`: the controller index applied by the answer, and
     /// the group's offsets `(topic, partition, offset)`.
-    Offsets(Result<(u64, Vec<(String, u32, u64)>), ApiError>),
+    Offsets(Result<(u64, crate::groups::offset_store::Offsets), ApiError>),
     Series(Box<crate::operate::metrics_live::ShardSeries>),
 }
 
