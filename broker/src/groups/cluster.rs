@@ -120,6 +120,6 @@ async fn hand_out(shard: &Rc<Shard>, index: u64, before: &ClusterState, now: &Cl
 pub fn adopt(shard: &Shard, index: u64, groups: Vec<Adopted>) {
     let now = now_ms();
     for (name, offsets) in groups {
-        shard.groups.adopt(&name, index, offsets, now, false);
+        crate::groups::offset_store::adopt(&shard.groups, &name, index, offsets, now, false);
     }
 }

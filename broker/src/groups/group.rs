@@ -43,7 +43,7 @@ pub struct Group {
     /// first commit writes it).
     pub owner_durable: bool,
     /// Cluster mode: the controller log index of the offsets held (the
-    /// newest applied here from the controller group, `store::adopt`).
+    /// newest applied here from the controller group, `offset_store::adopt`).
     pub controller_index: u64,
 }
 

@@ -10,7 +10,7 @@
 //!   committed and applied it (so it is fsynced on a majority of nodes and
 //!   survives the loss of any minority of them); a deletion a `DeleteGroup`.
 //!   The groups in memory take the offsets raft0 applied, never more
-//!   (`GroupStore::adopt`): on the coordinator from the proposal's answer,
+//!   ([`adopt`]): on the coordinator from the proposal's answer,
 //!   on every node from the applied state (groups/cluster.rs `follow`), so
 //!   a node that becomes the coordinator already holds every commit.
 //!
@@ -23,6 +23,8 @@ use es_raft::controller::Committed as ControllerCommitted;
 
 use crate::error::ApiError;
 use crate::groups::assignor::TopicPartition;
+use crate::groups::group::Group;
+use crate::groups::store::GroupStore;
 use crate::shard::message::{GroupOffsetsOp, Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 
@@ -78,7 +80,7 @@ impl OffsetStore {
                     },
                 )
                 .await?;
-                shard.groups.adopt(group, index, Some(held), at_ms, reserved);
+                adopt(&shard.groups, group, index, Some(held), at_ms, reserved);
                 if owner.is_some() {
                     if let Some(g) = shard.groups.groups_mut().get_mut(group) {
                         g.owner = owner;
@@ -101,10 +103,73 @@ impl OffsetStore {
                     },
                 )
                 .await?;
-                shard.groups.adopt(group, index, None, at_ms, false);
+                adopt(&shard.groups, group, index, None, at_ms, false);
                 Ok(())
             }
         }
+    }
+}
+
+/// Cluster mode: sets `group`'s offsets to what the controller group
+/// holds for it as of its log index `index` (`None`: none, the group
+/// was deleted there). Ignored if the group already holds a newer
+/// index. `reserved`: a place in `--groups-max` was reserved for it
+/// (a commit that created it); `at_ms` starts its retention when the
+/// offsets changed. Memory never runs ahead of the controller: this is
+/// only called with what it applied.
+pub fn adopt(
+    store: &GroupStore,
+    group: &str,
+    index: u64,
+    offsets: Option<Offsets>,
+    at_ms: i64,
+    reserved: bool,
+) {
+    let mut groups = store.groups_mut();
+    let exists = groups.contains_key(group);
+    if reserved && exists {
+        store.count().release();
+    }
+    let Some(offsets) = offsets else {
+        let remove = match groups.get_mut(group) {
+            Some(g) if g.controller_index <= index => {
+                g.controller_index = index;
+                g.committed.clear();
+                g.members.is_empty()
+            }
+            _ => false,
+        };
+        if remove {
+            groups.remove(group);
+            store.count().release();
+        } else if reserved && !exists {
+            store.count().release();
+        }
+        return;
+    };
+    if !exists {
+        if !reserved {
+            store.count().add();
+        }
+        let g = Group::new(group);
+        groups.insert(g.name.clone(), g);
+    }
+    let Some(g) = groups.get_mut(group) else { return };
+    if g.controller_index > index {
+        return;
+    }
+    g.controller_index = index;
+    let mut next = crate::groups::committed::Committed::default();
+    for (t, p, o) in offsets {
+        next.set(&t, p, o);
+    }
+    if next != g.committed {
+        g.committed = next;
+        g.idle_since_ms = g.idle_since_ms.max(at_ms);
+    }
+    if g.is_vacant() {
+        groups.remove(group);
+        store.count().release();
     }
 }
 

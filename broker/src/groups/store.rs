@@ -339,69 +339,6 @@ impl GroupStore {
         ));
     }
 
-    /// Cluster mode: sets `group`'s offsets to what the controller group
-    /// holds for it as of its log index `index` (`None`: none, the group
-    /// was deleted there). Ignored if the group already holds a newer
-    /// index. `reserved`: a place in `--groups-max` was reserved for it
-    /// (a commit that created it); `at_ms` starts its retention when the
-    /// offsets changed. Memory never runs ahead of the controller: this is
-    /// only called with what it applied.
-    pub fn adopt(
-        &self,
-        group: &str,
-        index: u64,
-        offsets: Option<crate::groups::offset_store::Offsets>,
-        at_ms: i64,
-        reserved: bool,
-    ) {
-        let mut groups = self.groups.borrow_mut();
-        let exists = groups.contains_key(group);
-        if reserved && exists {
-            self.count.release();
-        }
-        let Some(offsets) = offsets else {
-            let remove = match groups.get_mut(group) {
-                Some(g) if g.controller_index <= index => {
-                    g.controller_index = index;
-                    g.committed.clear();
-                    g.members.is_empty()
-                }
-                _ => false,
-            };
-            if remove {
-                groups.remove(group);
-                self.count.release();
-            } else if reserved && !exists {
-                self.count.release();
-            }
-            return;
-        };
-        if !exists {
-            if !reserved {
-                self.count.add();
-            }
-            let g = Group::new(group);
-            groups.insert(g.name.clone(), g);
-        }
-        let Some(g) = groups.get_mut(group) else { return };
-        if g.controller_index > index {
-            return;
-        }
-        g.controller_index = index;
-        let mut next = crate::groups::committed::Committed::default();
-        for (t, p, o) in offsets {
-            next.set(&t, p, o);
-        }
-        if next != g.committed {
-            g.committed = next;
-            g.idle_since_ms = g.idle_since_ms.max(at_ms);
-        }
-        if g.is_vacant() {
-            groups.remove(group);
-            self.count.release();
-        }
-    }
-
     /// Appends the record `encode` writes of `data`, whose effect, once it
     /// is durable, is `effect(data)`.
     fn append<T>(
