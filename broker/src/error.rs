@@ -72,6 +72,10 @@ pub enum ErrorCode {
     NotLeader,
     LeaderNotAvailable,
     OutcomeUnknown,
+    // Cluster mode's consumer groups (groups/cluster.rs): the coordinator
+    // of every group is the controller group's leader node.
+    NotCoordinator,
+    CoordinatorNotAvailable,
     // Refused by cluster mode's topic creation (topics/controller.rs).
     ReplicationFactorTooLarge,
 }
@@ -159,6 +163,11 @@ impl ErrorCode {
             // Proposed, result unknown: Kafka's clients treat
             // REQUEST_TIMED_OUT the same way (retry only if idempotent).
             C::OutcomeUnknown => ("outcome_unknown", 503, 7),
+            // Group requests go to the controller leader's node: Kafka's
+            // NOT_COORDINATOR makes its clients find the coordinator again,
+            // COORDINATOR_NOT_AVAILABLE wait and ask again.
+            C::NotCoordinator => ("not_coordinator", 421, 16),
+            C::CoordinatorNotAvailable => ("coordinator_not_available", 503, 15),
             C::ReplicationFactorTooLarge => ("replication_factor_too_large", 400, 38),
         };
         Row {
@@ -318,6 +327,40 @@ impl ApiError {
             message,
             details: Some(details),
         }
+    }
+
+    /// 421 `not_coordinator`: group requests go to the coordinator, the
+    /// controller group's leader node, named in `error.coordinator` (its
+    /// addresses, or null while not registered). The message names it too.
+    pub fn not_coordinator(coordinator: Option<LeaderInfo>) -> ApiError {
+        let message = match &coordinator {
+            Some(l) => format!(
+                "this broker does not coordinate consumer groups; node {} does \
+                 (http {}, binary {}): send the request there",
+                l.node_id, l.http_addr, l.binary_addr
+            ),
+            None => "this broker does not coordinate consumer groups, and the coordinator's \
+                     addresses are not known yet; retry after a backoff or at another broker"
+                .to_string(),
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("coordinator".into(), leader_json(coordinator.as_ref()));
+        ApiError {
+            code: ErrorCode::NotCoordinator,
+            message,
+            details: Some(details),
+        }
+    }
+
+    /// 503 `coordinator_not_available`: the controller group has no leader
+    /// now (an election, or too few nodes up); nothing was done. Retry
+    /// after a backoff.
+    pub fn coordinator_not_available() -> ApiError {
+        ApiError::new(
+            ErrorCode::CoordinatorNotAvailable,
+            "the cluster has no group coordinator now (the controller group is electing a leader, \
+             or too few nodes are up); retry after a backoff",
+        )
     }
 
     /// 503 `leader_not_available`: an election is in progress, or this
@@ -488,6 +531,8 @@ mod tests {
         C::NotLeader,
         C::LeaderNotAvailable,
         C::OutcomeUnknown,
+        C::NotCoordinator,
+        C::CoordinatorNotAvailable,
         C::ReplicationFactorTooLarge,
     ];
 
@@ -545,6 +590,23 @@ mod tests {
         let none = super::ApiError::not_leader(None);
         assert_eq!(none.body()["error"]["leader"], serde_json::Value::Null);
         assert!(none.body()["error"].as_object().unwrap().contains_key("leader"));
+    }
+
+    #[test]
+    fn not_coordinator_names_the_coordinator_in_the_body_and_the_message() {
+        let e = super::ApiError::not_coordinator(Some(leader(3)));
+        assert_eq!(e.code.http_status(), 421);
+        assert_eq!(e.code.kafka(), 16, "NOT_COORDINATOR");
+        assert_eq!(
+            e.body()["error"]["coordinator"],
+            serde_json::json!({"node_id": 3, "http_addr": "127.0.0.1:8103", "binary_addr": "127.0.0.1:9103"})
+        );
+        assert!(e.message.contains("node 3") && e.message.contains("127.0.0.1:9103"));
+        let none = super::ApiError::not_coordinator(None);
+        assert_eq!(none.body()["error"]["coordinator"], serde_json::Value::Null);
+        let unavailable = super::ApiError::coordinator_not_available();
+        assert_eq!(unavailable.code.http_status(), 503);
+        assert_eq!(unavailable.code.kafka(), 15, "COORDINATOR_NOT_AVAILABLE");
     }
 
     #[test]

@@ -73,10 +73,10 @@ pub fn run(global: &Global, cmd: GroupCommand) -> Result<()> {
 }
 
 fn request(session: &Session, kind: Kind, body: Value, group: &str, topic: &str) -> Result<Value> {
+    // In a cluster, at the group coordinator (`not_coordinator` followed).
     session
-        .client
-        .admin(kind, body)
-        .map_err(|e| group_error(&session.addr, group, topic, e))
+        .admin_routed(kind, body)
+        .map_err(|(addr, e)| group_error(&addr, group, topic, e))
 }
 
 fn reset(session: &Session, json: bool, args: ResetArgs) -> Result<()> {

@@ -61,12 +61,12 @@ pub fn run(global: &Global, args: ConsumeArgs, group: String) -> Result<()> {
     let session = Session::open(global, false)?;
     session.describe(&args.topic)?;
     let stop = on_signals()?;
-    let member = Member::new(
-        session.client.clone(),
-        &group,
-        &args.topic,
-        args.session_timeout_ms,
-    );
+    // The member talks to the group coordinator (in a cluster the
+    // controller leader's node).
+    let (coordinator, _) = session
+        .coordinator()
+        .map_err(|(addr, e)| group_error(&addr, &group, &args.topic, e))?;
+    let member = Member::new(coordinator, &group, &args.topic, args.session_timeout_ms);
     let first = member
         .join()
         .map_err(|e| group_error(&session.addr, &group, &args.topic, e))?;

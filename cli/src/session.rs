@@ -108,15 +108,35 @@ impl Session {
     }
 
     /// A JSON request, sent where the cluster says it belongs: a
-    /// `not_leader` naming a leader is followed (at most REDIRECTS_MAX
+    /// `not_leader` (`not_coordinator`) naming a leader is followed (at most REDIRECTS_MAX
     /// times), `leader_not_available` waited out (at most LEADER_WAITS_MAX
     /// times, backing off). The error comes with the address that gave it.
     pub fn admin_routed(&self, kind: Kind, body: Value) -> std::result::Result<Value, (String, ClientError)> {
+        self.routed(kind, body).map(|(_, _, v)| v)
+    }
+
+    /// A connection to the cluster's group coordinator (`not_coordinator`
+    /// followed, `coordinator_not_available` waited out, as
+    /// [`admin_routed`](Session::admin_routed) does), and its address: where
+    /// a group member sends its join, heartbeats and commits. Standalone,
+    /// this session's connection.
+    pub fn coordinator(&self) -> std::result::Result<(Arc<Client>, String), (String, ClientError)> {
+        self.routed(Kind::ListGroups, serde_json::json!({}))
+            .map(|(c, a, _)| (c, a))
+    }
+
+    /// [`admin_routed`](Session::admin_routed), with the connection that
+    /// answered and its address.
+    fn routed(
+        &self,
+        kind: Kind,
+        body: Value,
+    ) -> std::result::Result<(Arc<Client>, String, Value), (String, ClientError)> {
         let (mut client, mut addr) = (self.client.clone(), self.addr.clone());
         let (mut redirects, mut waits) = (0, 0);
         loop {
             let e = match client.admin(kind, body.clone()) {
-                Ok(v) => return Ok(v),
+                Ok(v) => return Ok((client, addr, v)),
                 Err(e) => e,
             };
             match next_step(&e) {

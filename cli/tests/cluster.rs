@@ -1,6 +1,7 @@
 //! `es` with several brokers and a cluster's answers, without a cluster:
 //! small fake brokers on loopback speak the binary protocol and answer
-//! `not_leader` pointing at another fake or at a real standalone
+//! `not_leader` (or a group request `not_coordinator`) pointing at another
+//! fake or at a real standalone
 //! es-broker; `es cluster status` against a fake that describes a cluster
 //! and against a real standalone broker; and against three real brokers
 //! as a cluster, its partitions counted.
@@ -125,6 +126,29 @@ fn a_request_follows_not_leader_to_the_leader() {
     assert!(stdout(&out).contains("at-the-leader"), "{}", stdout(&out));
     assert_eq!(at_follower.load(Ordering::SeqCst), 1);
     assert_eq!(at_leader.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_group_request_follows_not_coordinator_to_the_coordinator() {
+    let (coordinator, at_coordinator) = fake(|_| {
+        Response::AdminOk(json!({"groups": [
+            {"name": "at-the-coordinator", "members": 1, "generation": 3, "topics": ["t"]}
+        ]}))
+    });
+    let to = coordinator.clone();
+    let (other, at_other) = fake(move |_| {
+        let details = json!({"coordinator": {"node_id": 2, "http_addr": "127.0.0.1:1", "binary_addr": to}});
+        Response::error_with_details(
+            "not_coordinator",
+            "node 2 coordinates groups",
+            details.as_object().cloned(),
+            2,
+        )
+    });
+    let out = ok(run_es(&["--broker", &other, "group", "list"], b"", &[]));
+    assert!(stdout(&out).contains("at-the-coordinator"), "{}", stdout(&out));
+    assert_eq!(at_other.load(Ordering::SeqCst), 1);
+    assert_eq!(at_coordinator.load(Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -71,6 +71,13 @@ impl ErrorCode {
     /// Cluster mode: proposed, but whether it was written is unknown; only
     /// an idempotent producer may retry it (same sequence).
     pub const OUTCOME_UNKNOWN: &'static str = "outcome_unknown";
+    /// Cluster mode: group requests go to the coordinator (the controller
+    /// leader's node); the details (version 2) name it,
+    /// `{"coordinator": {...}}` or null. Nothing was done.
+    pub const NOT_COORDINATOR: &'static str = "not_coordinator";
+    /// Cluster mode: no group coordinator now (the controller group is
+    /// electing); nothing was done: retry after a backoff.
+    pub const COORDINATOR_NOT_AVAILABLE: &'static str = "coordinator_not_available";
     /// The request names something that does not exist (`DescribeCluster`
     /// on a standalone broker).
     pub const NOT_FOUND: &'static str = "not_found";

@@ -27,6 +27,8 @@ pub struct Assignment {
     pub applied_index: u64,
     /// Registered nodes' client addresses.
     pub nodes: BTreeMap<NodeId, LeaderInfo>,
+    /// Registered nodes' Kafka listeners (`HOST:PORT`), of those with one.
+    pub kafka: BTreeMap<NodeId, String>,
     /// Per topic, per partition.
     pub topics: BTreeMap<String, Vec<Replicas>>,
 }
@@ -48,6 +50,11 @@ impl Assignment {
                 )
             })
             .collect();
+        let kafka = state
+            .nodes
+            .iter()
+            .filter_map(|(&id, n)| Some((id, n.kafka_addr.clone()?)))
+            .collect();
         let topics = state
             .topics
             .iter()
@@ -66,6 +73,7 @@ impl Assignment {
         Assignment {
             applied_index: index,
             nodes,
+            kafka,
             topics,
         }
     }

@@ -51,6 +51,7 @@ pub async fn start(shard: &Rc<Shard>) -> Result<(), String> {
     .detach();
     crate::cluster::reconciler::spawn(shard.clone(), controller.clone());
     crate::producers::cluster::follow(shard.clone(), controller.clone());
+    crate::groups::cluster::follow(shard.clone(), controller.clone());
     glommio::spawn_local(register(shard.clone(), controller)).detach();
     Ok(())
 }

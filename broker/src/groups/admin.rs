@@ -59,6 +59,7 @@ pub async fn call(
 ) -> Result<serde_json::Value, ApiError> {
     authorize(p, group, &op)?;
     crate::topics::topic::validate_group_name(group)?;
+    crate::groups::cluster::check(shard)?;
     let owner = shard.group_owner(group);
     json(
         shard
@@ -76,6 +77,7 @@ pub async fn call(
 
 /// Every group of every shard `p` may describe, sorted by name.
 pub async fn list(shard: &Rc<Shard>, p: &Principal) -> Result<serde_json::Value, ApiError> {
+    crate::groups::cluster::check(shard)?;
     let replies = join_all((0..shard.shards).map(|s| shard.call(s, Op::ListGroups))).await;
     let mut groups = Vec::new();
     for r in replies {

@@ -185,6 +185,7 @@ pub async fn run(
     op: ClassicOp,
     caller: &Principal,
 ) -> Result<ClassicReply, ApiError> {
+    crate::groups::cluster::check(shard)?;
     let groups = &shard.classic_groups;
     match op {
         ClassicOp::Join(args) => {

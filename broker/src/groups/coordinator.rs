@@ -1,6 +1,8 @@
 //! The group coordinator: runs group operations on the shard that owns the
-//! group (`placement::shard_of_group`), keeps committed offsets durable in
-//! the shard's groups log (groups/store.rs: fsynced before the reply),
+//! group (`placement::shard_of_group`) — in a cluster on the controller
+//! leader's node only (groups/cluster.rs) — keeps committed offsets
+//! durable through its `OffsetStore` (the shard's groups log standalone,
+//! the controller group in a cluster: durable before the reply),
 //! expires members whose session timed out, and, on the cleanup tick, the
 //! offsets of groups left empty for `--group-offsets-retention-ms`.
 
@@ -12,6 +14,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::groups::assignor::TopicPartition;
 use crate::groups::group::Group;
+use crate::groups::offset_store::OffsetStore;
 use crate::limits::{
     EXPIRE_BATCH_GROUPS, EXPIRY_CHECK_MS, SESSION_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_MAX,
     SESSION_TIMEOUT_MS_MIN,
@@ -107,6 +110,7 @@ pub async fn run(
     caller: &Principal,
 ) -> Result<serde_json::Value, ApiError> {
     crate::topics::topic::validate_group_name(name)?;
+    crate::groups::cluster::check(shard)?;
     let now = Instant::now();
     let store = &shard.groups;
     match op {
@@ -155,7 +159,9 @@ pub async fn run(
                 (joined, first)
             };
             match &joined {
-                Ok(_) if first_with_offsets => store.append_members(name, now_ms(), true),
+                Ok(_) if first_with_offsets && OffsetStore::of(shard) == OffsetStore::Log => {
+                    store.append_members(name, now_ms(), true)
+                }
                 Ok(_) => {}
                 // A group created for this join holds nothing.
                 Err(_) => store.forget_if_vacant(name),
@@ -191,6 +197,11 @@ pub async fn run(
                 return Err(group_not_found(name));
             }
             let owner: Rc<str> = Rc::from(owner.as_str());
+            if OffsetStore::of(shard) == OffsetStore::Controller {
+                return Err(ApiError::invalid(
+                    "a group's owner cannot be changed in cluster mode yet (owners are not replicated)",
+                ));
+            }
             // An empty commit that carries the owner: durable, then applied.
             store
                 .append_commit(name, now_ms(), false, Vec::new(), (false, Some(owner.clone())))
@@ -248,7 +259,7 @@ pub async fn run(
                     ));
                 }
             }
-            store.append_delete(name, now_ms()).await?;
+            OffsetStore::of(shard).delete(shard, name, now_ms()).await?;
             Ok(serde_json::json!({"name": name, "deleted": true}))
         }
     }
@@ -270,7 +281,9 @@ fn emptied(shard: &Rc<Shard>, name: &str) {
         }
     };
     if offsets {
-        store.append_members(name, now_ms(), false);
+        if OffsetStore::of(shard) == OffsetStore::Log {
+            store.append_members(name, now_ms(), false);
+        }
     } else {
         store.forget_if_vacant(name);
     }
@@ -325,8 +338,8 @@ pub async fn commit(
     if creates {
         store.count().reserve(name)?;
     }
-    if let Err(e) = store
-        .append_commit(name, now_ms(), members, offsets, (creates, owner.clone()))
+    if let Err(e) = OffsetStore::of(shard)
+        .commit(shard, name, now_ms(), members, offsets, (creates, owner.clone()))
         .await
     {
         // Not applied: the place reserved for the group is free again.
@@ -348,7 +361,8 @@ pub async fn commit(
 }
 
 /// Summaries of the groups this shard coordinates.
-pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
+pub fn list(shard: &Shard) -> Result<Vec<serde_json::Value>, ApiError> {
+    crate::groups::cluster::check(shard)?;
     let mut out: Vec<serde_json::Value> = shard
         .groups
         .groups()
@@ -374,7 +388,7 @@ pub fn list(shard: &Shard) -> Vec<serde_json::Value> {
             "protocol": "kafka",
         }));
     }
-    out
+    Ok(out)
 }
 
 /// Expires members whose session timed out, on every group of this shard.
@@ -414,19 +428,40 @@ type Pruned = (Rc<str>, Vec<TopicPartition>);
 /// `--group-offsets-retention-ms` are deleted, and offsets of partitions
 /// that no longer exist (a topic deleted) are dropped from the others.
 /// Returns how many groups expired.
+///
+/// In a cluster only the coordinator expires groups, counting each
+/// group's idle time from when this node became the coordinator at the
+/// earliest (members and their last activity are not replicated); the
+/// controller group drops a deleted topic's offsets itself.
 pub async fn clean_offsets(shard: &Rc<Shard>, now_ms: i64) -> usize {
     let retention_ms = shard.config.group_offsets_retention_ms;
+    let store = OffsetStore::of(shard);
+    let since = &shard.groups.coordinating_since_ms;
+    if store == OffsetStore::Controller {
+        if crate::groups::cluster::check(shard).is_err() {
+            since.set(None);
+            return 0;
+        }
+        if since.get().is_none() {
+            since.set(Some(now_ms));
+        }
+    }
+    let floor = since.get().unwrap_or(i64::MIN);
+    let retention = i64::try_from(retention_ms).unwrap_or(i64::MAX);
+    let expired_at =
+        |g: &Group| g.offsets_expired(now_ms, retention_ms) && now_ms.saturating_sub(floor) > retention;
     let topics = shard.catalog.snapshot();
     let exists = |t: &str, p: u32| topics.get(t).is_some_and(|m| p < m.partitions);
     let (expired, pruned): (Vec<Rc<str>>, Vec<Pruned>) = {
         let groups = shard.groups.groups();
         let expired = groups
             .values()
-            .filter(|g| !g.committed.is_empty() && g.offsets_expired(now_ms, retention_ms))
+            .filter(|g| !g.committed.is_empty() && expired_at(g))
             .map(|g| g.name.clone())
             .collect::<Vec<_>>();
         let pruned = groups
             .values()
+            .filter(|_| store == OffsetStore::Log)
             .filter(|g| !g.offsets_expired(now_ms, retention_ms))
             .filter_map(|g| {
                 let gone: Vec<TopicPartition> = g
@@ -451,9 +486,14 @@ pub async fn clean_offsets(shard: &Rc<Shard>, now_ms: i64) -> usize {
                 .groups
                 .groups()
                 .get(&**name)
-                .is_some_and(|g| !g.committed.is_empty() && g.offsets_expired(now_ms, retention_ms));
+                .is_some_and(|g| !g.committed.is_empty() && expired_at(g));
             if still {
-                pending.push((name.clone(), lock, shard.groups.append_delete(name, now_ms)));
+                // Standalone, appended now: one fsync for the whole batch.
+                let deleted: futures::future::LocalBoxFuture<'_, Result<(), ApiError>> = match store {
+                    OffsetStore::Log => Box::pin(shard.groups.append_delete(name, now_ms)),
+                    OffsetStore::Controller => Box::pin(store.delete(shard, name, now_ms)),
+                };
+                pending.push((name.clone(), lock, deleted));
             }
         }
         for (name, lock, appended) in pending {

@@ -42,6 +42,9 @@ pub struct Group {
     /// Whether the groups log holds `owner` (a join sets it in memory; the
     /// first commit writes it).
     pub owner_durable: bool,
+    /// Cluster mode: the controller log index of the offsets held (the
+    /// newest applied here from the controller group, `offset_store::adopt`).
+    pub controller_index: u64,
 }
 
 impl Group {
@@ -56,6 +59,7 @@ impl Group {
             idle_since_ms: 0,
             owner: None,
             owner_durable: false,
+            controller_index: 0,
         }
     }
 

@@ -98,6 +98,10 @@ pub struct GroupStore {
     log: RefCell<Log>,
     batcher: FsyncBatcher,
     count: Arc<GroupCount>,
+    /// Cluster mode: since when (ms since the Unix epoch) this node has
+    /// coordinated groups without a break, as the offsets cleanup saw it
+    /// (`coordinator::clean_offsets`); `None` while it does not.
+    pub coordinating_since_ms: std::cell::Cell<Option<i64>>,
 }
 
 impl GroupStore {
@@ -137,6 +141,7 @@ impl GroupStore {
             }),
             batcher,
             count,
+            coordinating_since_ms: std::cell::Cell::new(None),
         }
     }
 

@@ -56,6 +56,8 @@ fn op_kind(op: &Op) -> &'static str {
         Op::Group { .. } => "group",
         Op::Classic { .. } => "classic_group",
         Op::ListGroups => "list_groups",
+        Op::GroupOffsets(_) => "group_offsets",
+        Op::AdoptOffsets { .. } => "adopt_offsets",
         Op::OffsetForTime { .. } => "offset_for_time",
         Op::MaxTimestamp { .. } => "max_timestamp",
         Op::AdoptConnection { .. } => "adopt_connection",
@@ -119,13 +121,21 @@ async fn run(shard: Rc<Shard>, op: Op) -> Reply {
             debug_assert_eq!(shard.group_owner(&group), shard.id, "routed to its coordinator");
             Reply::Json(Box::pin(crate::groups::coordinator::run(&shard, &group, op, &caller)).await)
         }
+        Op::GroupOffsets(op) => {
+            assert_eq!(shard.id, CONTROLLER_SHARD, "controller operations run on shard 0");
+            Reply::Offsets(Box::pin(crate::groups::offset_store::run_on_controller(&shard, op)).await)
+        }
+        Op::AdoptOffsets { index, groups } => {
+            crate::groups::cluster::adopt(&shard, index, groups);
+            Reply::Done(Ok(()))
+        }
         Op::Classic { group, op, caller } => {
             Reply::Classic(Box::pin(crate::groups::classic::run(&shard, &group, op, &caller)).await)
         }
         Op::Series => Reply::Series(Box::new(crate::operate::metrics_live::snapshot(&shard))),
-        Op::ListGroups => Reply::Json(Ok(
-            serde_json::json!({"groups": crate::groups::coordinator::list(&shard)}),
-        )),
+        Op::ListGroups => Reply::Json(
+            crate::groups::coordinator::list(&shard).map(|groups| serde_json::json!({ "groups": groups })),
+        ),
         Op::OffsetForTime {
             topic,
             partition,

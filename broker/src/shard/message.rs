@@ -102,6 +102,16 @@ pub enum Op {
     },
     /// The groups a shard coordinates; replies `Json({"groups": [...]})`.
     ListGroups,
+    /// Cluster mode, on shard 0: a change of a group's offsets proposed
+    /// to the controller group (groups/offset_store.rs); replies `Offsets`.
+    GroupOffsets(GroupOffsetsOp),
+    /// Cluster mode, from shard 0 to a group's shard: the offsets of
+    /// groups as the controller applied them at `index` (`None`: the group
+    /// has none, deleted); replies `Done`.
+    AdoptOffsets {
+        index: u64,
+        groups: Vec<crate::groups::offset_store::Adopted>,
+    },
     /// This shard's part of a `/metrics` scrape (operate/metrics_live.rs); replies
     /// `Series`.
     Series,
@@ -303,6 +313,18 @@ pub struct ReplicaState {
     pub replicas: Vec<u64>,
 }
 
+/// A change of a group's offsets for the controller group (cluster mode).
+#[derive(Debug)]
+pub enum GroupOffsetsOp {
+    Commit {
+        group: String,
+        offsets: Vec<(crate::groups::assignor::TopicPartition, u64)>,
+    },
+    Delete {
+        group: String,
+    },
+}
+
 #[derive(Debug)]
 pub enum Reply {
     Produced(Result<u64, ApiError>),
@@ -320,6 +342,9 @@ pub enum Reply {
     Live(Vec<(i64, i16, i64)>),
     Json(Result<serde_json::Value, ApiError>),
     Classic(Result<crate::groups::classic::ClassicReply, ApiError>),
+    /// `Op::GroupOffsets`: the controller index applied by the answer, and
+    /// the group's offsets `(topic, partition, offset)`.
+    Offsets(Result<(u64, crate::groups::offset_store::Offsets), ApiError>),
     Series(Box<crate::operate::metrics_live::ShardSeries>),
     /// Each partition asked, with its leader if this shard knows one.
     LeaderViews(Vec<(u32, Option<crate::cluster::leaders::LeaderView>)>),

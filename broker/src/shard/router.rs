@@ -114,6 +114,8 @@ fn runs_to_completion(op: &Op) -> bool {
         Op::Registry { op, .. } => op.is_write(),
         Op::Classic { op, .. } => !matches!(op, crate::groups::classic::ClassicOp::Describe),
         Op::Produce { .. }
+        | Op::GroupOffsets(_)
+        | Op::AdoptOffsets { .. }
         | Op::Open { .. }
         | Op::OpenReplica { .. }
         | Op::Remove { .. }

@@ -16,6 +16,11 @@ pub fn start(n: usize) -> Vec<Broker> {
 
 /// [`start`] with more flags for every node.
 pub fn start_with(n: usize, extra: &[&str]) -> Vec<Broker> {
+    start_each(n, |_| extra.iter().map(|a| a.to_string()).collect())
+}
+
+/// [`start`] with more flags for each node: `extra(i)` for node `i + 1`.
+pub fn start_each(n: usize, extra: impl Fn(usize) -> Vec<String>) -> Vec<Broker> {
     let raft: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let peers = raft
         .iter()
@@ -46,7 +51,8 @@ pub fn start_with(n: usize, extra: &[&str]) -> Vec<Broker> {
                 "--raft-election-timeout-ms",
                 "800",
             ];
-            args.extend_from_slice(extra);
+            let more = extra(i);
+            args.extend(more.iter().map(String::as_str));
             Broker::start_with(&args)
         })
         .collect();

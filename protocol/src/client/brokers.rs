@@ -73,8 +73,10 @@ pub enum Next {
     Fail,
 }
 
-/// What `e` calls for: a `not_leader` naming its leader is a redirect; one
-/// naming none, or `leader_not_available`, a wait; anything else (a
+/// What `e` calls for: a `not_leader` naming its leader (or a
+/// `not_coordinator` naming the group coordinator) is a redirect; one
+/// naming none, or `leader_not_available` (`coordinator_not_available`),
+/// a wait; anything else (a
 /// `not_leader` for several partitions, `outcome_unknown`, a lost
 /// connection) goes back to the caller.
 pub fn next_step(e: &ClientError) -> Next {
@@ -82,11 +84,17 @@ pub fn next_step(e: &ClientError) -> Next {
         return Next::Fail;
     };
     match code.as_str() {
-        ErrorCode::LEADER_NOT_AVAILABLE => Next::Wait,
+        ErrorCode::LEADER_NOT_AVAILABLE | ErrorCode::COORDINATOR_NOT_AVAILABLE => Next::Wait,
         ErrorCode::NOT_LEADER => match details.as_ref().and_then(|d| d.get("leader")) {
             Some(serde_json::Value::Null) => Next::Wait,
             Some(v) => Leader::from_json(v).map_or(Next::Fail, Next::Redirect),
             // No details (a version 1 answer) or a per-partition map.
+            None => Next::Fail,
+        },
+        // A group request: the same, at the group coordinator.
+        ErrorCode::NOT_COORDINATOR => match details.as_ref().and_then(|d| d.get("coordinator")) {
+            Some(serde_json::Value::Null) => Next::Wait,
+            Some(v) => Leader::from_json(v).map_or(Next::Fail, Next::Redirect),
             None => Next::Fail,
         },
         _ => Next::Fail,
@@ -372,6 +380,24 @@ mod tests {
                 http_addr: "h".into(),
                 binary_addr: "b:1".into()
             })
+        );
+        assert_eq!(
+            next_step(&broker(
+                "not_coordinator",
+                serde_json::json!({ "coordinator": leader })
+            )),
+            Next::Redirect(Leader::from_json(&leader).unwrap())
+        );
+        assert_eq!(
+            next_step(&broker(
+                "not_coordinator",
+                serde_json::json!({ "coordinator": null })
+            )),
+            Next::Wait
+        );
+        assert_eq!(
+            next_step(&broker("coordinator_not_available", serde_json::Value::Null)),
+            Next::Wait
         );
         let spanning = serde_json::json!({"leaders": {"0": leader}});
         assert_eq!(next_step(&broker("not_leader", spanning)), Next::Fail);

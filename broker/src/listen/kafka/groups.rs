@@ -1,4 +1,5 @@
-//! The classic consumer group APIs: FindCoordinator (this broker),
+//! The classic consumer group APIs: FindCoordinator (this broker; in a
+//! cluster the controller leader's node, groups/cluster.rs),
 //! JoinGroup, SyncGroup, Heartbeat, LeaveGroup and DescribeGroups
 //! (groups/classic.rs, on the group's shard), OffsetCommit and
 //! OffsetFetch (the es groups log: `es group describe` shows their lag),
@@ -233,10 +234,38 @@ pub async fn handle(
     }
 }
 
+/// The coordinator of every group: this broker standalone; in a cluster
+/// the controller leader's Kafka listener, or COORDINATOR_NOT_AVAILABLE
+/// while there is none (or it is not registered yet).
+fn coordinator(shard: &Shard) -> Result<(i32, String, i32), i16> {
+    if shard.raft.is_none() {
+        return Ok(this_broker(shard));
+    }
+    let unavailable = crate::error::ErrorCode::CoordinatorNotAvailable.kafka();
+    let leader = shard.state.controller_leader().ok_or(unavailable)?;
+    if leader == shard.config.node_id {
+        return Ok(this_broker(shard));
+    }
+    let assignment = shard.catalog.assignment();
+    let addr = assignment.kafka.get(&leader).ok_or(unavailable)?;
+    let (host, port) = addr.rsplit_once(':').ok_or(unavailable)?;
+    let port = port.parse::<u16>().map_err(|_| unavailable)?;
+    Ok((leader as i32, host.to_string(), i32::from(port)))
+}
+
 fn find_coordinator(shard: &Shard, f: FindCoordinatorRequest, v: i16) -> FindCoordinatorResponse {
-    let (node, host, port) = this_broker(shard);
-    let error = if f.key_type != 0 { INVALID_REQUEST } else { 0 };
-    let message = (error != 0).then(|| s("transactions are not supported"));
+    let (error, (node, host, port)) = match (f.key_type, coordinator(shard)) {
+        (0, Ok(at)) => (0, at),
+        (0, Err(code)) => (code, (-1, String::new(), -1)),
+        _ => (INVALID_REQUEST, this_broker(shard)),
+    };
+    let message = match error {
+        0 => None,
+        INVALID_REQUEST => Some(s("transactions are not supported")),
+        _ => Some(s(
+            "no group coordinator now: the cluster's controller has no leader",
+        )),
+    };
     if v >= 4 {
         let coordinators = f
             .coordinator_keys
