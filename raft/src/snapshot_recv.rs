@@ -319,6 +319,10 @@ impl SnapshotReceiver {
             )
             .await
             .map_err(|e| failed(format!("install: {e}")))?;
+        crate::replica_stats::bump(&self.stats.snapshots_installed);
+        if start.is_some() {
+            crate::replica_stats::bump(&self.stats.whole_log_installs);
+        }
         Ok(resp.vote)
     }
 }

@@ -6,9 +6,10 @@
 //! control batches included, from the page cache) in chunks of
 //! `chunk_bytes`, at most `SNAPSHOT_CHUNKS_IN_FLIGHT` unanswered,
 //! throttled to `bytes_per_sec`; then says done, and the follower
-//! installs. The entries read may lie below the leader's purge point:
-//! retention may delete their segment meanwhile, and the read then fails
-//! (the transfer with it; openraft retries).
+//! installs. The entries read may lie below the leader's purge point: a
+//! read hold (`PartitionLog::hold_from`) keeps retention off them while
+//! the transfer lives, so a late follower is never starved by a retention
+//! faster than its transfer.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -81,13 +82,19 @@ impl SnapshotSource {
         };
         let group = link.group();
         let transfer: u64 = rand::random();
+        // Retention keeps off what this transfer may read until it ends: a
+        // transfer cut short by a deleted segment would start over, and
+        // with retention faster than the stream, never finish.
+        let log = self.store.log();
+        let log_start = log.hot_start_offset();
+        let _hold = log.hold_from(log_start);
         let offer = Offer {
             group,
             transfer,
             vote,
             last: Some(last),
             end_offset,
-            log_start: self.store.log().hot_start_offset().0,
+            log_start: log_start.0,
         };
         let (_, p) = link
             .call(RaftKind::SnapshotOffer, |out| {

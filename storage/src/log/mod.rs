@@ -32,6 +32,7 @@ pub(crate) mod fsync;
 mod open;
 pub(crate) mod partition;
 pub(crate) mod recovery;
+pub(crate) mod read_hold;
 pub(crate) mod reset;
 mod rewind;
 pub(crate) mod segment;
