@@ -79,7 +79,9 @@ fn a_follower_down_while_retention_deletes_catches_up_by_snapshot() {
         .unwrap_or_else(|| (1..=3).find(|&i| i != leader).unwrap());
     let li = leader as usize - 1;
     let values = |tag: &str, n: usize| -> Vec<String> {
-        (0..n).map(|i| format!("{tag}-{i:04}-{}", "v".repeat(80))).collect()
+        (0..n)
+            .map(|i| format!("{tag}-{i:04}-{}", "v".repeat(80)))
+            .collect()
     };
     produce_ok(&nodes[li], topic, &values("before", 10));
     for b in &nodes {

@@ -320,6 +320,22 @@ impl LogStore {
         Ok(())
     }
 
+    /// Empties the log and starts it again at `offset`, the next entry
+    /// placed being `first_index`: a controller image installed in place of
+    /// entries this log does not hold (`snapshot_image.rs`).
+    pub(crate) async fn restart_at(&self, offset: u64, first_index: u64) -> StorageResult<()> {
+        let m = Manifest {
+            after: None,
+            start: Some(crate::snapshot::Start {
+                offset,
+                index: first_index,
+            }),
+            staged: None,
+            descriptor: Vec::new(),
+        };
+        self.reset(&m).await
+    }
+
     /// Cuts every entry from `index` on (the store's `truncate`).
     async fn cut(&self, index: u64) -> StorageResult<()> {
         self.0.cuts.set(self.0.cuts.get() + 1);

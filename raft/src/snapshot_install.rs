@@ -350,7 +350,10 @@ mod tests {
         assert_eq!(Manifest::decode(&none.encode()), Some(none));
         let whole = Manifest {
             after: None,
-            start: Some(Start { offset: 900, index: 41 }),
+            start: Some(Start {
+                offset: 900,
+                index: 41,
+            }),
             staged: Some("8.stage".into()),
             descriptor: br#"{"end_offset":950}"#.to_vec(),
         };

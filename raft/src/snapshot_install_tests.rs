@@ -325,9 +325,16 @@ async fn assert_whole(root: &Path, leader: &[(u64, Bytes)], manifest: &Manifest,
         (Some(6), Some(11)),
         "{what}: the store holds entries 6..=11"
     );
-    assert_eq!(store.meta().snapshot(), Some(manifest.descriptor.clone()), "{what}");
+    assert_eq!(
+        store.meta().snapshot(),
+        Some(manifest.descriptor.clone()),
+        "{what}"
+    );
     assert_eq!(read_manifest(&store.meta()).await.unwrap(), None, "{what}");
-    assert!(incoming_names(root).await.is_empty(), "{what}: nothing staged left");
+    assert!(
+        incoming_names(root).await.is_empty(),
+        "{what}: nothing staged left"
+    );
     // The log takes the next entry after them.
     let log = store.log();
     place(&log, 12, &[(2, "next".to_string())]).await;
@@ -364,7 +371,11 @@ fn a_whole_log_install_stopped_inside_the_reset_or_placing_recovers_to_the_new_l
         let root = root.path().to_path_buf();
         run(async move {
             let (leader, store, manifest, end) = setup_whole(&root).await;
-            let stop = if case == "half placed" { Step::Cut } else { Step::Committed };
+            let stop = if case == "half placed" {
+                Step::Cut
+            } else {
+                Step::Committed
+            };
             store.install(&manifest, end, Some(stop)).await.unwrap();
             if case == "half placed" {
                 let log = store.log();
@@ -391,7 +402,8 @@ fn a_whole_log_install_stopped_inside_the_reset_or_placing_recovers_to_the_new_l
                 "newest gone" => {
                     let newest = logs.last().unwrap().with_extension("");
                     for ext in ["log", "index"] {
-                        let _ = std::fs::remove_file(newest.with_extension(ext)); // blocking-ok: a test's crash
+                        let _ = std::fs::remove_file(newest.with_extension(ext));
+                        // blocking-ok: a test's crash
                     }
                 }
                 "all gone" => {

@@ -260,7 +260,11 @@ fn a_replica_whose_whole_log_is_below_the_leaders_start_installs_everything() {
         start,
         "its log starts where the leader's does"
     );
-    wait_same_log_as_leader(&c, late, "the late replica's log to be the leader's from its start");
+    wait_same_log_as_leader(
+        &c,
+        late,
+        "the late replica's log to be the leader's from its start",
+    );
     assert_eq!(
         c.node(leader).call(|_| async move { part().log().holds() }),
         0,

@@ -383,9 +383,19 @@ impl SegmentSet {
     /// [`take_after`](SegmentSet::take_after)) by `fresh`, a new empty
     /// active segment at any base; returns the segment it replaces.
     pub fn replace_only(&mut self, fresh: Segment) -> Segment {
-        assert_eq!(self.map.len(), 1, "a reset keeps one segment until it is replaced");
-        assert!(fresh.created && !fresh.sealed && fresh.is_empty(), "a reset's segment is new and active");
-        let old = std::mem::take(&mut self.map).into_values().next().expect("just checked");
+        assert_eq!(
+            self.map.len(),
+            1,
+            "a reset keeps one segment until it is replaced"
+        );
+        assert!(
+            fresh.created && !fresh.sealed && fresh.is_empty(),
+            "a reset's segment is new and active"
+        );
+        let old = std::mem::take(&mut self.map)
+            .into_values()
+            .next()
+            .expect("just checked");
         let base = fresh.base;
         self.map.insert(base, fresh);
         self.check_around(base);
