@@ -172,7 +172,11 @@ impl PartitionRaft {
                 return Err(e);
             }
         };
-        registry.insert_with_receiver(group, this.0.raft.clone(), this.0.receiver.clone());
+        registry.insert_with_receiver(
+            group,
+            this.0.raft.clone(),
+            crate::transport::registry::Receiver::Log(this.0.receiver.clone()),
+        );
         if let Some(members) = initialize {
             let empty = {
                 let m = this.0.raft.metrics();

@@ -46,6 +46,7 @@ pub mod proposer;
 pub mod replica_stats;
 pub mod runtime;
 pub mod snapshot;
+pub mod snapshot_image;
 pub mod snapshot_install;
 pub mod snapshot_recv;
 pub mod snapshot_send;

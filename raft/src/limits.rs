@@ -188,6 +188,40 @@ pub const RECOVERY_BYTES_PER_SEC_DEFAULT: u64 = 100 << 20;
 /// be durable: the writer's queue stays bounded while a large run goes in.
 pub const SNAPSHOT_INSTALL_DURABLE_EVERY_BYTES: usize = 8 << 20;
 
+/// Bytes of one producer in a partition snapshot's idempotent window image
+/// at most: `[id, epoch, [[seq, count, base] x5]]` as JSON numbers (i64 20
+/// characters, i16 6, i32 11, u32 10, u64 20) with their punctuation.
+pub const PRODUCER_IMAGE_BYTES_PER_PRODUCER: usize = 280;
+/// Bytes of a snapshot descriptor in a SnapshotDone frame at most: a
+/// partition's (a few fields and the idempotent window's image, which
+/// `PRODUCER_WINDOW_PRODUCERS_MAX` bounds) or a controller image's
+/// length and checksum (the image itself travels in chunks).
+pub const SNAPSHOT_DESCRIPTOR_BYTES_MAX: usize = 4 << 20;
+/// Bytes of a controller snapshot image a follower gathers at most, in
+/// memory, before it installs it (the controller's state: topics,
+/// assignment, nodes, producer ids, group offsets, as JSON).
+pub const CONTROLLER_SNAPSHOT_BYTES_MAX: usize = 512 << 20;
+/// Entries of the controller log kept behind its last snapshot when it is
+/// purged (the purge runs after each snapshot, every
+/// `CONTROLLER_SNAPSHOT_EVERY_DEFAULT` entries): a node briefly behind
+/// catches up from the log, one away longer by snapshot.
+pub const CONTROLLER_LOG_KEEP_ENTRIES: u64 = 1000;
+/// The controller log's segment size, in bytes: small, so that what a
+/// purge frees is deleted soon (the log is commands of at most an
+/// entry's bound each).
+pub const CONTROLLER_SEGMENT_BYTES: u64 = 4 << 20;
+
+// The largest partition descriptor (its window full, with room for the
+// other fields) fits a SnapshotDone frame.
+const _: () = assert!(
+    PRODUCER_WINDOW_PRODUCERS_MAX * PRODUCER_IMAGE_BYTES_PER_PRODUCER + (64 << 10)
+        <= SNAPSHOT_DESCRIPTOR_BYTES_MAX
+);
+const _: () = assert!(SNAPSHOT_DESCRIPTOR_BYTES_MAX + FRAME_FIELDS_BYTES <= FRAME_BYTES_MAX);
+// A segment holds a few commands at least.
+const _: () = assert!(CONTROLLER_SEGMENT_BYTES >= 2 * ENTRY_BODY_BYTES_MAX as u64);
+// A controller image is sent in chunks no larger than a chunk's bound.
+const _: () = assert!(CONTROLLER_SNAPSHOT_BYTES_MAX >= SNAPSHOT_CHUNK_BYTES_MAX);
 // A chunk frame (its batches and a few fields) fits a frame.
 const _: () = assert!(SNAPSHOT_CHUNK_LIMIT_BYTES + 64 <= FRAME_BYTES_MAX);
 const _: () = assert!(SNAPSHOT_CHUNK_BYTES_DEFAULT <= SNAPSHOT_CHUNK_BYTES_MAX);

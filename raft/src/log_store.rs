@@ -256,7 +256,10 @@ impl LogStore {
         // Nothing staged: this log holds the snapshot's entries, and what
         // follows them stays (openraft cut a conflicting tail already).
         if m.staged.is_some() {
-            self.cut(m.after.map_or(0, |a| a.index + 1)).await?;
+            match m.start {
+                Some(_) => self.reset(m).await?,
+                None => self.cut(m.after.map_or(0, |a| a.index + 1)).await?,
+            }
         }
         if stop(Step::Cut) {
             return Ok(());
@@ -303,6 +306,34 @@ impl LogStore {
             .borrow()
             .get(&id.index)
             .is_some_and(|l| l.term == id.leader_id.term)
+    }
+
+    /// Resets the log to start where a whole-log install's staged entries
+    /// do: every entry goes (snapshot_install.rs).
+    async fn reset(&self, m: &Manifest) -> StorageResult<()> {
+        self.0.cuts.set(self.0.cuts.get() + 1);
+        self.0.cutting_from.set(Some(0));
+        let reset = snapshot_install::cut(&self.0.log, m).await;
+        self.0.cutting_from.set(None);
+        reset?;
+        self.0.table.borrow_mut().clear();
+        Ok(())
+    }
+
+    /// Empties the log and starts it again at `offset`, the next entry
+    /// placed being `first_index`: a controller image installed in place of
+    /// entries this log does not hold (`snapshot_image.rs`).
+    pub(crate) async fn restart_at(&self, offset: u64, first_index: u64) -> StorageResult<()> {
+        let m = Manifest {
+            after: None,
+            start: Some(crate::snapshot::Start {
+                offset,
+                index: first_index,
+            }),
+            staged: None,
+            descriptor: Vec::new(),
+        };
+        self.reset(&m).await
     }
 
     /// Cuts every entry from `index` on (the store's `truncate`).

@@ -173,6 +173,7 @@ impl PartitionSm {
         let window = window_of(&staged.descriptor)?;
         let manifest = Manifest {
             after: staged.after,
+            start: staged.start,
             staged: staged.staged,
             descriptor: staged.descriptor,
         };

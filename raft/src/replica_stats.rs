@@ -64,6 +64,11 @@ pub struct ReplicaStats {
     pub snapshot_bytes_received: Cell<u64>,
     /// Snapshot transfers this replica finished as the sender.
     pub snapshots_sent: Cell<u64>,
+    /// Snapshots this replica installed from a leader's transfer, and of
+    /// those, how many replaced its whole log (its applied end was below
+    /// the leader's first hot offset).
+    pub snapshots_installed: Cell<u64>,
+    pub whole_log_installs: Cell<u64>,
     observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
 }
 

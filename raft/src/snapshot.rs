@@ -19,6 +19,15 @@ pub enum EsSnapshot {
     Staged(StagedSuffix),
 }
 
+/// Where a whole-log install starts the log again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    /// The offset of the first staged batch.
+    pub offset: u64,
+    /// The index of the first staged entry.
+    pub index: u64,
+}
+
 /// A snapshot received from a leader: its descriptor and the entries this
 /// replica lacked, staged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +38,10 @@ pub struct StagedSuffix {
     /// The last entry this replica keeps: the staged entries follow it
     /// (`None`: they replace the whole log).
     pub after: Option<LogId>,
+    /// Where the staged entries start when they replace the whole log (the
+    /// leader's first hot offset and the index of its first entry there):
+    /// the log is reset to start there (`PartitionLog::reset_to`).
+    pub start: Option<Start>,
     /// The staged file's name in `incoming/`; `None`: nothing was streamed
     /// (this replica held the snapshot's entries).
     pub staged: Option<String>,

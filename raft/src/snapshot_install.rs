@@ -42,6 +42,7 @@ use crate::limits::SNAPSHOT_INSTALL_DURABLE_EVERY_BYTES;
 use crate::log_store::body_of;
 use crate::membership;
 use crate::meta::RaftMeta;
+use crate::snapshot::Start;
 use crate::types::{log_id, LogId, NodeId, StorageResult};
 
 /// The install's commit point, in the replica's metadata directory.
@@ -61,6 +62,10 @@ fn io(e: impl std::fmt::Display) -> StorageError<NodeId> {
 pub struct Manifest {
     /// The last entry kept (`None`: the log is replaced whole).
     pub after: Option<LogId>,
+    /// The log is reset to start here before the staged entries are placed
+    /// (the cut is "all": `PartitionLog::reset_to`); `None`: cut after
+    /// `after`.
+    pub start: Option<Start>,
     /// The staged file's name in `incoming/` (`None`: nothing streamed).
     pub staged: Option<String>,
     /// The snapshot's descriptor, saved at step 5.
@@ -71,6 +76,7 @@ impl Manifest {
     fn encode(&self) -> Vec<u8> {
         json!({
             "after": self.after.map(|a| [a.leader_id.term, a.index]),
+            "start": self.start.map(|s| [s.offset, s.index]),
             "staged": self.staged,
             "descriptor": String::from_utf8_lossy(&self.descriptor),
         })
@@ -87,6 +93,19 @@ impl Manifest {
                 Some(log_id(a.first()?.as_u64()?, a.get(1)?.as_u64()?))
             }
         };
+        let start = match v.get("start") {
+            None | Some(Value::Null) => None,
+            Some(s) => {
+                let s = s.as_array()?;
+                Some(Start {
+                    offset: s.first()?.as_u64()?,
+                    index: s.get(1)?.as_u64()?,
+                })
+            }
+        };
+        if start.is_some() && after.is_some() {
+            return None;
+        }
         let staged = match v.get("staged")? {
             Value::Null => None,
             s => Some(s.as_str()?.to_string()),
@@ -101,6 +120,7 @@ impl Manifest {
         let descriptor = v.get("descriptor")?.as_str()?.as_bytes().to_vec();
         Some(Manifest {
             after,
+            start,
             staged,
             descriptor,
         })
@@ -232,6 +252,21 @@ pub(crate) async fn place_staged(
     result
 }
 
+/// Step 3: cuts the log after the entry kept, or, when the install
+/// replaces the whole log, resets it to start where the staged entries do.
+pub(crate) async fn cut(log: &PartitionLog, m: &Manifest) -> StorageResult<()> {
+    match m.start {
+        Some(s) => log
+            .reset_to(es_storage::Offset(s.offset), s.index)
+            .await
+            .map_err(io),
+        None => log
+            .truncate_from(m.after.map_or(0, |a| a.index + 1))
+            .await
+            .map_err(io),
+    }
+}
+
 /// Step 6: the manifest and everything staged go.
 pub(crate) async fn finish(meta: &RaftMeta) -> StorageResult<()> {
     meta.remove(MANIFEST).await?;
@@ -279,8 +314,7 @@ pub(crate) async fn recover(log: &PartitionLog, meta: &RaftMeta) -> StorageResul
         log.resume_entries(last);
     }
     if let Some(name) = &m.staged {
-        let from = m.after.map_or(0, |a| a.index + 1);
-        log.truncate_from(from).await.map_err(io)?;
+        cut(log, &m).await?;
         place_staged(log, &staged_path(meta.dir(), name), m.after, |_, _| {}).await?;
     }
     meta.save_snapshot(m.descriptor.clone()).await?;
@@ -302,16 +336,35 @@ mod tests {
     fn a_manifest_round_trips_and_a_foreign_name_is_refused() {
         let m = Manifest {
             after: Some(log_id(3, 17)),
+            start: None,
             staged: Some("7.stage".into()),
             descriptor: br#"{"end_offset":5}"#.to_vec(),
         };
         assert_eq!(Manifest::decode(&m.encode()), Some(m.clone()));
         let none = Manifest {
             after: None,
+            start: None,
             staged: None,
             descriptor: Vec::new(),
         };
         assert_eq!(Manifest::decode(&none.encode()), Some(none));
+        let whole = Manifest {
+            after: None,
+            start: Some(Start {
+                offset: 900,
+                index: 41,
+            }),
+            staged: Some("8.stage".into()),
+            descriptor: br#"{"end_offset":950}"#.to_vec(),
+        };
+        assert_eq!(Manifest::decode(&whole.encode()), Some(whole));
+        let both = Manifest {
+            after: Some(log_id(1, 2)),
+            start: Some(Start { offset: 9, index: 3 }),
+            staged: Some("8.stage".into()),
+            descriptor: Vec::new(),
+        };
+        assert_eq!(Manifest::decode(&both.encode()), None);
         let bad = Manifest {
             staged: Some("../x".into()),
             ..m

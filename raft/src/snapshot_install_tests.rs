@@ -133,6 +133,7 @@ async fn setup(root: &Path) -> (Vec<(u64, Bytes)>, LogStore, Manifest, u64) {
         .unwrap();
     let manifest = Manifest {
         after: Some(log_id(1, 4)),
+        start: None,
         staged: Some("9.stage".into()),
         descriptor: br#"{"test":"descriptor"}"#.to_vec(),
     };
@@ -273,4 +274,146 @@ fn an_install_with_nothing_staged_keeps_the_log_and_what_follows() {
         assert_eq!(store.meta().snapshot(), Some(nothing.descriptor.clone()));
         store.close().await.unwrap();
     });
+}
+
+/// A whole-log install: the follower holds entries 0..3 and a tail of its
+/// own; the leader's log starts at entry 6 (retention there deleted the
+/// rest), and entries 6..12 are staged to replace the follower's log
+/// whole. Returns the leader's batches from entry 6, the store and the
+/// manifest.
+async fn setup_whole(root: &Path) -> (Vec<(u64, Bytes)>, LogStore, Manifest, u64) {
+    let (all, store, _, end) = setup(&root.join("w")).await;
+    // The same layout under `w/`; move it where reopen() looks.
+    crash(store).await;
+    for d in ["f-log", "f-raft"] {
+        std::fs::rename(root.join("w").join(d), root.join(d)).unwrap(); // blocking-ok: a test's setup
+    }
+    let store = reopen(root).await;
+    store.set_committed(all[3].0 + 3);
+    let from = all[6..].to_vec();
+    let staged: Vec<u8> = from.iter().flat_map(|(_, b)| b.to_vec()).collect();
+    let dir = root.join("f-raft").join(INCOMING);
+    es_storage::create_dir_all(&dir).await.unwrap();
+    es_storage::write_file_atomic(&dir, "9.stage", staged)
+        .await
+        .unwrap();
+    let manifest = Manifest {
+        after: None,
+        start: Some(crate::snapshot::Start {
+            offset: from[0].0,
+            index: 6,
+        }),
+        staged: Some("9.stage".into()),
+        descriptor: br#"{"test":"whole"}"#.to_vec(),
+    };
+    (from, store, manifest, end)
+}
+
+/// Checks that the store at `root` holds the leader's log from entry 6 on,
+/// and that nothing of the install is left.
+async fn assert_whole(root: &Path, leader: &[(u64, Bytes)], manifest: &Manifest, what: &str) {
+    let store = reopen(root).await;
+    assert_eq!(batches(&store.log()).await, leader, "{what}: the leader's log");
+    assert_eq!(
+        store.log().hot_start_offset().0,
+        leader[0].0,
+        "{what}: the log starts at the leader's first hot offset"
+    );
+    let ids = store.log_ids();
+    assert_eq!(
+        (ids.first().map(|l| l.index), ids.last().map(|l| l.index)),
+        (Some(6), Some(11)),
+        "{what}: the store holds entries 6..=11"
+    );
+    assert_eq!(
+        store.meta().snapshot(),
+        Some(manifest.descriptor.clone()),
+        "{what}"
+    );
+    assert_eq!(read_manifest(&store.meta()).await.unwrap(), None, "{what}");
+    assert!(
+        incoming_names(root).await.is_empty(),
+        "{what}: nothing staged left"
+    );
+    // The log takes the next entry after them.
+    let log = store.log();
+    place(&log, 12, &[(2, "next".to_string())]).await;
+    store.close().await.unwrap();
+}
+
+#[test]
+fn a_whole_log_install_stopped_after_any_step_recovers_to_the_new_log() {
+    for step in [
+        None,
+        Some(Step::Committed),
+        Some(Step::Cut),
+        Some(Step::Placed),
+        Some(Step::Described),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().to_path_buf();
+        run(async move {
+            let (leader, store, manifest, end) = setup_whole(&root).await;
+            store.install(&manifest, end, step).await.expect("install");
+            crash(store).await;
+            assert_whole(&root, &leader, &manifest, &format!("after {step:?}")).await;
+        });
+    }
+}
+
+#[test]
+fn a_whole_log_install_stopped_inside_the_reset_or_placing_recovers_to_the_new_log() {
+    // What a crash inside step 3 can leave: the newest segment gone (a
+    // prefix left), every segment gone, the new empty segment alone, or
+    // some of the staged entries placed after it.
+    for case in ["newest gone", "all gone", "half placed"] {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().to_path_buf();
+        run(async move {
+            let (leader, store, manifest, end) = setup_whole(&root).await;
+            let stop = if case == "half placed" {
+                Step::Cut
+            } else {
+                Step::Committed
+            };
+            store.install(&manifest, end, Some(stop)).await.unwrap();
+            if case == "half placed" {
+                let log = store.log();
+                for (i, (_, b)) in leader[..2].iter().enumerate() {
+                    let index = 6 + i as u64;
+                    log.append_entry(
+                        2,
+                        index,
+                        EntryBody::Batches(vec![BatchBuf::from(b.to_vec())], Stamping::Verify),
+                    )
+                    .unwrap();
+                    log.wait_durable_index(index).await.unwrap();
+                }
+            }
+            crash(store).await;
+            let dir = root.join("f-log");
+            let mut logs: Vec<_> = std::fs::read_dir(&dir) // blocking-ok: a test's crash
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log" || x == "index"))
+                .collect();
+            logs.sort();
+            match case {
+                "newest gone" => {
+                    let newest = logs.last().unwrap().with_extension("");
+                    for ext in ["log", "index"] {
+                        // blocking-ok: a test's crash
+                        let _ = std::fs::remove_file(newest.with_extension(ext));
+                    }
+                }
+                "all gone" => {
+                    for p in &logs {
+                        std::fs::remove_file(p).unwrap(); // blocking-ok: a test's crash
+                    }
+                }
+                _ => {}
+            }
+            assert_whole(&root, &leader, &manifest, case).await;
+        });
+    }
 }

@@ -22,7 +22,7 @@ use openraft::Raft;
 use crate::log_store::LogStore;
 use crate::partition_sm::{read_descriptor, PartitionSm};
 use crate::replica_stats::ReplicaStats;
-use crate::snapshot::{EsSnapshot, StagedSuffix};
+use crate::snapshot::{EsSnapshot, StagedSuffix, Start};
 use crate::snapshot_install::{clear_incoming, INCOMING};
 use crate::transport::codec::ErrorBody;
 use crate::transport::error::code;
@@ -36,6 +36,11 @@ struct Transfer {
     last: LogId,
     end_offset: u64,
     after: Option<LogId>,
+    /// The run replaces the whole log, from this offset (the leader's
+    /// first hot offset at the offer).
+    whole_from: Option<u64>,
+    /// The first entry staged.
+    first: Option<LogId>,
     /// The next chunk's seq.
     seq: u64,
     /// The offset the next batch must start at.
@@ -111,6 +116,8 @@ impl SnapshotReceiver {
                 last,
                 end_offset: o.end_offset,
                 after: Some(last),
+                whole_from: None,
+                first: None,
                 seq: 0,
                 next_offset: o.end_offset,
                 at: Some((last, true)),
@@ -120,15 +127,22 @@ impl SnapshotReceiver {
             });
             return Ok(OfferReply::Nothing);
         }
-        let from_offset = self.sm.committed_offset();
+        let mut from_offset = self.sm.committed_offset();
+        let mut after = applied;
+        let mut whole_from = None;
         if from_offset < o.log_start {
-            // The leader's log starts past what this replica applied: the
-            // whole log would have to be replaced (not built: the transfer
-            // is refused, openraft retries, the replica stays as it is).
-            return Err(failed(format!(
-                "the leader's log starts at offset {}, past this replica's applied end {from_offset}: replacing a whole log is not supported",
-                o.log_start
-            )));
+            // The leader's log starts past what this replica applied
+            // (retention there deleted what it would need): the leader's
+            // log from its first hot offset replaces this one whole.
+            after = None;
+            from_offset = o.log_start;
+            whole_from = Some(o.log_start);
+            tracing::info!(
+                group = o.group,
+                applied_end = self.sm.committed_offset(),
+                leader_start = o.log_start,
+                "the leader's log starts past this replica's: the whole log will be replaced"
+            );
         }
         let name = format!("{}.stage", o.transfer);
         let dir = self.incoming();
@@ -147,19 +161,18 @@ impl SnapshotReceiver {
             vote: o.vote,
             last,
             end_offset: o.end_offset,
-            after: applied,
+            after,
+            whole_from,
+            first: None,
             seq: 0,
             next_offset: from_offset,
-            at: applied.map(|a| (a, true)),
+            at: after.map(|a| (a, true)),
             file: Some(Rc::new(file)),
             name,
             written: 0,
         });
         let _ = self.turn.send((o.transfer, 0));
-        Ok(OfferReply::Stream {
-            after: applied,
-            from_offset,
-        })
+        Ok(OfferReply::Stream { after, from_offset })
     }
 
     /// A chunk: checked and appended to the staged file in seq order.
@@ -238,6 +251,7 @@ impl SnapshotReceiver {
                 ));
             }
             t.next_offset = h.next_offset().0;
+            t.first.get_or_insert(id);
             t.at = Some((id, r.entry_end));
             at += h.batch_len as usize;
         }
@@ -281,9 +295,18 @@ impl SnapshotReceiver {
                 let _ = f.close().await;
             }
         }
+        let start = match (t.whole_from, t.first) {
+            (Some(offset), Some(first)) => Some(Start {
+                offset,
+                index: first.index,
+            }),
+            (Some(_), None) => return Err(refuse("a whole-log transfer with nothing staged".into())),
+            _ => None,
+        };
         let staged = StagedSuffix {
             descriptor: d.descriptor.to_vec(),
             after: t.after,
+            start,
             staged: (!t.name.is_empty()).then_some(t.name),
         };
         let resp = raft
@@ -296,6 +319,10 @@ impl SnapshotReceiver {
             )
             .await
             .map_err(|e| failed(format!("install: {e}")))?;
+        crate::replica_stats::bump(&self.stats.snapshots_installed);
+        if start.is_some() {
+            crate::replica_stats::bump(&self.stats.whole_log_installs);
+        }
         Ok(resp.vote)
     }
 }

@@ -6,9 +6,10 @@
 //! control batches included, from the page cache) in chunks of
 //! `chunk_bytes`, at most `SNAPSHOT_CHUNKS_IN_FLIGHT` unanswered,
 //! throttled to `bytes_per_sec`; then says done, and the follower
-//! installs. The entries read may lie below the leader's purge point:
-//! retention may delete their segment meanwhile, and the read then fails
-//! (the transfer with it; openraft retries).
+//! installs. The entries read may lie below the leader's purge point: a
+//! read hold (`PartitionLog::hold_from`) keeps retention off them while
+//! the transfer lives, so a late follower is never starved by a retention
+//! faster than its transfer.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use es_storage::Offset;
 use futures::stream::{FuturesOrdered, StreamExt};
 use openraft::storage::Snapshot;
 
-use crate::limits::{SNAPSHOT_CHUNKS_IN_FLIGHT, SNAPSHOT_CHUNK_LIMIT_BYTES};
+use crate::limits::{SNAPSHOT_CHUNKS_IN_FLIGHT, SNAPSHOT_CHUNK_LIMIT_BYTES, SNAPSHOT_DESCRIPTOR_BYTES_MAX};
 use crate::log_store::LogStore;
 use crate::partition_sm::read_descriptor;
 use crate::replica_stats::{bump, ReplicaStats};
@@ -33,7 +34,12 @@ use crate::types::{EsRaft, LogId, Vote};
 
 /// What a leader streams snapshots from, and how fast.
 pub struct SnapshotSource {
+    /// The log a partition's snapshot streams from (the controller's: where
+    /// its image's entries end).
     store: LogStore,
+    /// The snapshot is an image (the controller's), streamed whole in
+    /// chunks (`snapshot_image.rs`).
+    image: bool,
     chunk_bytes: usize,
     bytes_per_sec: u64,
     stats: Rc<ReplicaStats>,
@@ -57,10 +63,44 @@ impl SnapshotSource {
     ) -> SnapshotSource {
         SnapshotSource {
             store,
+            image: false,
             chunk_bytes: chunk_bytes.max(1),
             bytes_per_sec,
             stats,
         }
+    }
+
+    /// Streams snapshot images (the controller's, whose log is `store`) in
+    /// chunks of `chunk_bytes`, at most `bytes_per_sec` (0: unlimited).
+    pub(crate) fn for_images(
+        store: LogStore,
+        chunk_bytes: usize,
+        bytes_per_sec: u64,
+        stats: Rc<ReplicaStats>,
+    ) -> SnapshotSource {
+        SnapshotSource {
+            store,
+            image: true,
+            chunk_bytes: chunk_bytes.max(1),
+            bytes_per_sec,
+            stats,
+        }
+    }
+
+    pub(crate) fn store(&self) -> &LogStore {
+        &self.store
+    }
+
+    pub(crate) fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+
+    pub(crate) fn bytes_per_sec(&self) -> u64 {
+        self.bytes_per_sec
+    }
+
+    pub(crate) fn stats(&self) -> &Rc<ReplicaStats> {
+        &self.stats
     }
 
     /// Sends `snapshot` over `link`; the follower's vote after it installed
@@ -71,7 +111,17 @@ impl SnapshotSource {
         vote: Vote,
         snapshot: &Snapshot<EsRaft>,
     ) -> Result<Vote, TransportError> {
+        if self.image {
+            return crate::snapshot_image::send(self, link, vote, snapshot).await;
+        }
+        let store = &self.store;
         let image = snapshot.snapshot.image();
+        if image.len() > SNAPSHOT_DESCRIPTOR_BYTES_MAX {
+            return Err(TransportError::Malformed(format!(
+                "a snapshot descriptor of {} bytes",
+                image.len()
+            )));
+        }
         let (meta, end_offset) = read_descriptor(image)
             .ok_or_else(|| TransportError::Malformed("the snapshot's descriptor does not parse".into()))?;
         let Some(last) = meta.last_log_id else {
@@ -81,13 +131,19 @@ impl SnapshotSource {
         };
         let group = link.group();
         let transfer: u64 = rand::random();
+        // Retention keeps off what this transfer may read until it ends: a
+        // transfer cut short by a deleted segment would start over, and
+        // with retention faster than the stream, never finish.
+        let log = store.log();
+        let log_start = log.hot_start_offset();
+        let _hold = log.hold_from(log_start);
         let offer = Offer {
             group,
             transfer,
             vote,
             last: Some(last),
             end_offset,
-            log_start: self.store.log().hot_start_offset().0,
+            log_start: log_start.0,
         };
         let (_, p) = link
             .call(RaftKind::SnapshotOffer, |out| {
@@ -99,7 +155,8 @@ impl SnapshotSource {
             OfferReply::HigherVote(v) => return Ok(v),
             OfferReply::Nothing => {}
             OfferReply::Stream { after, from_offset } => {
-                self.stream(link, transfer, after, from_offset, last).await?;
+                self.stream(store, link, transfer, after, from_offset, last)
+                    .await?;
             }
         }
         let done = Done {
@@ -123,13 +180,14 @@ impl SnapshotSource {
     /// Streams the entries after `after` through `last`, from `from_offset`.
     async fn stream(
         &self,
+        store: &LogStore,
         link: &GroupLink,
         transfer: u64,
         after: Option<LogId>,
         from_offset: u64,
         last: LogId,
     ) -> Result<(), TransportError> {
-        let log = self.store.log();
+        let log = store.log();
         let first = after.map_or(0, |a| a.index + 1);
         let mut cursor = Some(log.entry_cursor(Offset(from_offset)).await.map_err(storage)?);
         let mut in_flight = FuturesOrdered::new();

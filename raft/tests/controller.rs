@@ -46,8 +46,9 @@ fn config(id: NodeId, peers: &BTreeMap<NodeId, SocketAddr>) -> TransportConfig {
 /// from 1 s: generous for a loaded 2-core box, so that no election happens
 /// without a fault); a short proposal bound so that a command without a
 /// quorum is answered soon.
-fn ctl_config(snapshot_every: u64) -> ControllerConfig {
+fn ctl_config(snapshot_every: u64, keep_entries: u64) -> ControllerConfig {
     ControllerConfig {
+        keep_entries,
         heartbeat_ms: 100,
         election_timeout_ms: 1000,
         propose_timeout: Duration::from_secs(3),
@@ -63,10 +64,17 @@ struct Cluster {
     addrs: BTreeMap<NodeId, SocketAddr>,
     nodes: BTreeMap<NodeId, Node>,
     snapshot_every: u64,
+    keep_entries: u64,
 }
 
 impl Cluster {
     fn new(snapshot_every: u64) -> Cluster {
+        Cluster::purging(snapshot_every, 1_000_000)
+    }
+
+    /// A cluster whose controllers purge their logs `keep_entries` behind
+    /// each snapshot.
+    fn purging(snapshot_every: u64, keep_entries: u64) -> Cluster {
         let root = tempfile::tempdir().unwrap();
         let addrs = IDS.iter().map(|&id| (id, free_addr())).collect();
         let mut c = Cluster {
@@ -74,6 +82,7 @@ impl Cluster {
             addrs,
             nodes: BTreeMap::new(),
             snapshot_every,
+            keep_entries,
         };
         for id in IDS {
             c.start(id);
@@ -93,7 +102,7 @@ impl Cluster {
     fn start(&mut self, id: NodeId) {
         let node = Node::start(config(id, &self.addrs), self.addrs[&id]);
         let dir = self.dir(id);
-        let cfg = ctl_config(self.snapshot_every);
+        let cfg = ctl_config(self.snapshot_every, self.keep_entries);
         node.call(move |ctx| async move {
             let voters: BTreeSet<NodeId> = IDS.into();
             let c = Controller::open(ctx.id, &dir, voters, &ctx.net, &ctx.registry, cfg)
@@ -573,5 +582,68 @@ fn producer_ids_and_group_commits_are_replicated_and_survive_restart_and_leader_
     let after = c.wait_same_state();
     assert_eq!(after.groups.get("g").unwrap()["t"][&0], 6);
     assert_eq!(after.producers.next_id, 4);
+    c.stop_all();
+}
+
+/// Controller snapshots (the spec's §5.5, docs/design/raft-snapshots.md):
+/// the controllers snapshot every 5 entries and purge their logs 2 behind;
+/// a node away while many topics are created and deleted comes back past
+/// the leader's purge point, gets the state's image streamed in chunks and
+/// installs it: its state is the others', and the group goes on with it.
+#[test]
+fn a_node_away_past_the_purge_point_catches_up_by_a_controller_snapshot() {
+    let mut c = Cluster::purging(5, 2);
+    let leader = c.wait_leader();
+    wait_until("the cluster uuid", || c.state(leader).cluster_uuid.is_some());
+    let away = follower_of(leader);
+    c.wait_applied(c.applied_index(leader));
+    let away_index = c.applied_index(away);
+    c.stop(away);
+    for i in 0..40 {
+        let name = format!("t{i}");
+        c.propose(leader, create(&name, 2, Some(2)))
+            .expect("proposed")
+            .expect("created");
+        if i % 3 == 0 {
+            c.propose(leader, ControllerCommand::DeleteTopic { name })
+                .expect("proposed")
+                .expect("deleted");
+        }
+    }
+    let purged = |c: &Cluster, id: NodeId| {
+        c.node(id)
+            .call(|_| async move { ctl().metrics().borrow().purged.map_or(0, |p| p.index) })
+    };
+    wait_until("the leader's log purged past the node away", || {
+        purged(&c, leader) > away_index + 10
+    });
+    let before = c.state(leader);
+
+    c.start(away);
+    let leader = c.wait_leader();
+    let want = c.state(leader);
+    assert!(want.topics.len() >= before.topics.len());
+    wait_until("the node away to hold the others' state", || {
+        c.state(away) == want
+    });
+    let stats = c.node(away).call(|_| async move {
+        let s = ctl().snapshot_stats();
+        (s.snapshots_installed.get(), s.snapshot_bytes_received.get())
+    });
+    assert!(
+        stats.0 >= 1 && stats.1 > 0,
+        "the node away installed a streamed snapshot: {stats:?}"
+    );
+    assert!(want.topics.contains_key("t1") && !want.topics.contains_key("t0"));
+
+    // The group goes on with it, and it survives a restart.
+    let r = c.propose(away, create("after", 1, Some(3))).expect("proposed");
+    let index = r.expect("created")["created_index"].as_u64().unwrap();
+    c.wait_applied(index);
+    c.stop(away);
+    c.start(away);
+    c.wait_applied(index);
+    let state = c.wait_same_state();
+    assert!(state.topics.contains_key("after"));
     c.stop_all();
 }

@@ -197,3 +197,89 @@ fn a_divergent_uncommitted_tail_is_replaced_by_the_leaders_log() {
     wait_hw(&c, &IDS, hw + 2);
     c.stop_all();
 }
+
+/// The leader's retention pass as the broker runs it in cluster mode: the
+/// retention cut (here: keep nothing but the active segment), a purge up
+/// to it, then cleanup. Returns the leader's first hot offset after it.
+fn retention_on(c: &Cluster, id: NodeId) -> u64 {
+    c.node(id).call(|_| async move {
+        let log = part().log().clone();
+        let mut config = log_config();
+        config.cleanup.retention_bytes = Some(1);
+        log.set_config(config).expect("retention config");
+        let cut = log.retention_cut(i64::MAX / 2).expect("a retention cut");
+        part().retain_below(cut.0).await.expect("purge").expect("a purge");
+        // The purge lands through openraft; cleanup waits for the limit.
+        while log.cleanup_limit() < cut {
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let (_, r) = log.cleanup(i64::MAX / 2).await;
+        r.expect("cleanup");
+        log.hot_start_offset().0
+    })
+}
+
+fn hot_start(node: &Node) -> u64 {
+    node.call(|_| async move { part().log().hot_start_offset().0 })
+}
+
+#[test]
+fn a_replica_whose_whole_log_is_below_the_leaders_start_installs_everything() {
+    let mut c = Cluster::new();
+    let leader = c.leader();
+    let late = IDS.into_iter().find(|&i| i != leader).unwrap();
+    let other = IDS.into_iter().find(|&i| i != leader && i != late).unwrap();
+    for i in 0..4 {
+        produce_acked(c.node(leader), format!("e{i}"), 3);
+    }
+    wait_hw(&c, &IDS, 12);
+    c.stop(late);
+    for i in 0..40 {
+        produce_acked(c.node(leader), format!("f{i}"), 3);
+    }
+    let hw = 12 + 120;
+    wait_hw(&c, &[leader, other], hw);
+    let start = retention_on(&c, leader);
+    assert!(
+        start > 12,
+        "retention deleted past the late replica's end: the leader's log starts at {start}"
+    );
+
+    c.start(late);
+    wait_hw(&c, &[late], hw);
+    let installs = c.node(late).call(|_| async move {
+        let s = part().stats().clone();
+        (s.snapshots_installed.get(), s.whole_log_installs.get())
+    });
+    assert!(
+        installs.0 >= 1 && installs.1 >= 1,
+        "the late replica installed its whole log by snapshot: {installs:?}"
+    );
+    assert_eq!(
+        hot_start(c.node(late)),
+        start,
+        "its log starts where the leader's does"
+    );
+    wait_same_log_as_leader(
+        &c,
+        late,
+        "the late replica's log to be the leader's from its start",
+    );
+    assert_eq!(
+        c.node(leader).call(|_| async move { part().log().holds() }),
+        0,
+        "the transfer's read hold is released"
+    );
+
+    // The group produces on, the late replica takes part, and what it
+    // installed survives a restart.
+    let leader = c.leader();
+    assert_eq!(produce_acked(c.node(leader), "after".into(), 2), hw);
+    wait_hw(&c, &IDS, hw + 2);
+    c.stop(late);
+    c.start(late);
+    wait_hw(&c, &[late], hw + 2);
+    assert_eq!(hot_start(c.node(late)), start);
+    wait_same_log_as_leader(&c, late, "the restarted replica's log to be the leader's");
+    c.stop_all();
+}

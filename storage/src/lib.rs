@@ -63,6 +63,7 @@ pub use log::entries::{EntryBody, PlacedEntry, Stamping};
 pub use log::faults::{FaultPoint, NoSpaceAt};
 pub use log::fsync::{FsyncBatcher, FsyncStats, SyncFuture, SyncTarget};
 pub use log::partition::{Appended, OpenReport, PartitionLog};
+pub use log::read_hold::ReadHold;
 pub use log::recovery::{accept_data_loss, set_accept_data_loss, Lost, Quarantined, Trimmed};
 pub use log::watermark::{WaitError, Watermark};
 pub use log::write_failure::{is_no_space, os_error, out_of_descriptors, storage_out_of_descriptors};

@@ -11,7 +11,10 @@
 //! In cluster mode purge is retention (the spec's §5.2): a replica's
 //! cleanup touches only what its Raft group purged (`PartitionRaft::
 //! retain_below` raises the log's cleanup limit), so each pass first asks
-//! the group to purge what it may (`retain`).
+//! the group to purge up to its own retention cut (`retain`). Every
+//! replica, leader and followers, does so on its own; a replica that was
+//! away longer than retention gets the leader's log by snapshot
+//! (docs/design/raft-snapshots.md).
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -87,7 +90,7 @@ async fn pass(shard: &Rc<Shard>) {
         }
         let replica = shard.partitions.borrow().replica(&topic, partition);
         if let Some(raft) = replica {
-            retain(&topic, partition, &raft).await;
+            retain(&topic, partition, &raft, &log).await;
         }
         let (report, result) = log.cleanup(now_ms()).await;
         record(&topic, partition, &report);
@@ -101,19 +104,21 @@ async fn pass(shard: &Rc<Shard>) {
     }
 }
 
-/// Cluster mode: lets retention reach what every replica holds. A purged
-/// entry can no longer be sent to a follower from the log, only in a
-/// snapshot, and snapshots are not sent between replicas yet: so the cut
-/// is capped at the least offset every replica matched, which only the
-/// leader knows (`PartitionRaft::matched_offset_min`). A follower purges
-/// nothing, and keeps its segments until it leads or snapshot transfer
-/// lands; retention (the topic's `retention_ms` / `retention_bytes`) then
-/// decides, below the purge point, what goes.
-async fn retain(topic: &str, partition: u32, raft: &es_raft::PartitionRaft) {
-    let Some(cap) = raft.matched_offset_min() else {
+/// Cluster mode: purges this replica's Raft log up to its retention cut
+/// (`PartitionLog::retention_cut`: what the topic's `retention_ms` /
+/// `retention_bytes` would delete now), snapshot first, so that cleanup
+/// may then delete it: purge ≤ snapshot ≤ applied ≤ committed. Each
+/// replica purges at its own cut; a follower that was away longer than
+/// retention then needs entries the leader purged and gets them by
+/// snapshot. On a leader the purge also reaches the least offset every
+/// replica matched (`PartitionRaft::matched_offset_min`), which no
+/// replica needs from the log any more: what compaction works below.
+async fn retain(topic: &str, partition: u32, raft: &es_raft::PartitionRaft, log: &es_storage::PartitionLog) {
+    let cut = log.retention_cut(now_ms()).map(|o| o.0);
+    let Some(target) = cut.max(raft.matched_offset_min()) else {
         return;
     };
-    if let Err(e) = raft.retain_below(cap).await {
+    if let Err(e) = raft.retain_below(target).await {
         tracing::warn!(%topic, partition, error = %e, "purge before cleanup failed; retention waits");
     }
 }

@@ -33,11 +33,18 @@ use crate::controller::machine::{AppliedState, ControllerSm};
 use crate::controller::state::ClusterState;
 use crate::controller::store::ControllerStore;
 use crate::entry::{Applied, Proposal};
-use crate::limits::{CONTROLLER_FORWARD_MARGIN_MS, ENTRY_BODY_BYTES_MAX};
+use crate::limits::{
+    CONTROLLER_FORWARD_MARGIN_MS, ENTRY_BODY_BYTES_MAX, RECOVERY_BYTES_PER_SEC_DEFAULT,
+    SNAPSHOT_CHUNK_BYTES_DEFAULT,
+};
 use crate::log_store::LogStore;
+use crate::replica_stats::ReplicaStats;
 use crate::runtime::GlommioRuntime;
+use crate::snapshot_image::ImageReceiver;
+use crate::snapshot_send::SnapshotSource;
 use crate::transport::codec::{self, ProposeReply, ReadIndexReply};
 use crate::transport::frame::RaftKind;
+use crate::transport::registry::Receiver;
 use crate::transport::{GroupRegistry, ShardNetwork, TransportError};
 use crate::types::{EsRaft, NodeId, CONTROLLER_GROUP};
 
@@ -50,6 +57,9 @@ pub(super) struct Inner {
     pub(super) raft: Raft<EsRaft>,
     pub(super) sm: ControllerSm,
     store: ControllerStore,
+    /// Snapshot transfer counters (`snapshots_sent`, `snapshots_installed`,
+    /// bytes each way).
+    stats: Rc<ReplicaStats>,
     network: ShardNetwork,
     registry: GroupRegistry,
     pub(super) config: ControllerConfig,
@@ -125,15 +135,28 @@ impl Controller {
         let raft_config = config
             .raft_config()
             .map_err(|e| format!("controller config: {e}"))?;
-        let log = LogStore::open(&log_dir, dir, config.log.clone(), es_storage::FsyncBatcher::new())
-            .await
-            .map_err(|e| format!("controller log {}: {e}", dir.display()))?;
+        let log = LogStore::open(
+            &log_dir,
+            dir,
+            config.log_config(),
+            es_storage::FsyncBatcher::new(),
+        )
+        .await
+        .map_err(|e| format!("controller log {}: {e}", dir.display()))?;
         let sm = ControllerSm::new(log.meta()).map_err(|e| format!("controller state: {e}"))?;
+        let stats = Rc::new(ReplicaStats::default());
+        let receiver = Rc::new(ImageReceiver::new(log.clone(), stats.clone()));
+        let source = SnapshotSource::for_images(
+            log.clone(),
+            SNAPSHOT_CHUNK_BYTES_DEFAULT,
+            RECOVERY_BYTES_PER_SEC_DEFAULT,
+            stats.clone(),
+        );
         let store = ControllerStore::new(log);
         let raft = Raft::new(
             node_id,
             Arc::new(raft_config),
-            network.group(CONTROLLER_GROUP),
+            network.group_with_snapshots(CONTROLLER_GROUP, Rc::new(source)),
             store.clone(),
             sm.clone(),
         )
@@ -151,12 +174,13 @@ impl Controller {
                 Err(e) => return Err(format!("initializing the controller group: {e}")),
             }
         }
-        registry.insert(CONTROLLER_GROUP, raft.clone());
+        registry.insert_with_receiver(CONTROLLER_GROUP, raft.clone(), Receiver::Image(receiver));
         let c = Controller(Rc::new(Inner {
             node_id,
             raft,
             sm,
             store,
+            stats,
             network: network.clone(),
             registry: registry.clone(),
             config,
@@ -165,6 +189,16 @@ impl Controller {
         }));
         c.start_bootstrap();
         Ok(c)
+    }
+
+    /// The group's snapshot transfer counters.
+    pub fn snapshot_stats(&self) -> Rc<ReplicaStats> {
+        self.0.stats.clone()
+    }
+
+    /// The group's openraft metrics (snapshot, purged, applied), as a watch.
+    pub fn metrics(&self) -> crate::group::MetricsWatch {
+        self.0.raft.metrics()
     }
 
     /// The state as of the last applied entry.

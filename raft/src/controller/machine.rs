@@ -8,9 +8,11 @@
 //! membership, saved durably in the group's metadata (`snapshot` file,
 //! `RaftMeta`), built when openraft's policy asks (every
 //! `snapshot_every` entries). At open, the state machine starts from it and
-//! openraft re-applies the log after it. The log is never purged (see
-//! `Controller`'s config): a follower always catches up by AppendEntries,
-//! as snapshot transfer frames are not built yet.
+//! openraft re-applies the log after it. After each snapshot the log is
+//! purged up to `keep_entries` behind it (`ControllerConfig`); a follower
+//! behind the purge point gets the image streamed
+//! (`snapshot_image.rs`) and installs it here, replacing the whole state
+//! at once (the broker's catalog follows the published state).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -97,6 +99,11 @@ fn read_image(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, ClusterS
     };
     let state = serde_json::from_value(v.get("state")?.clone()).ok()?;
     Some((meta, state))
+}
+
+/// The snapshot meta of a controller image, if it is one.
+pub(crate) fn read_image_meta(bytes: &[u8]) -> Option<SnapshotMeta<NodeId, EmptyNode>> {
+    read_image(bytes).map(|(m, _)| m)
 }
 
 /// The command an entry's payload carries, decoded.

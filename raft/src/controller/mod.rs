@@ -35,6 +35,7 @@ pub use command::{refusal, ControllerCommand, Refusal};
 pub use config::ControllerConfig;
 pub use error::ControllerError;
 pub use handle::{new_uuid, Controller};
+pub(crate) use machine::read_image_meta;
 pub use machine::{AppliedState, ControllerSm};
 pub use offsets::{offsets_json, Committed, GroupOffsets};
 pub use producers::{Issued, ProducerRegistry};

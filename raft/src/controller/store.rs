@@ -129,10 +129,27 @@ impl RaftLogStorage<EsRaft> for ControllerStore {
     }
 
     async fn purge(&mut self, upto: LogId) -> StorageResult<()> {
-        // Not reached while the controller keeps its whole log
-        // (`max_in_snapshot_log_to_keep` is u64::MAX: snapshot transfer is
-        // not built yet); the partition log's purge when it is.
-        self.0.purge(upto).await
+        // The partition log's purge (the purged id saved, the cleanup
+        // limit raised); then, off openraft's path, cleanup deletes the
+        // closed segments wholly below it (`ControllerConfig::log_config`).
+        self.0.purge(upto).await?;
+        let log = self.0.log();
+        glommio::spawn_local(async move {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let (report, result) = log.cleanup(now).await;
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "controller log cleanup failed; the next purge tries again");
+            } else if report.segments_deleted > 0 {
+                tracing::info!(
+                    segments = report.segments_deleted,
+                    "controller log segments deleted behind its snapshot"
+                );
+            }
+        })
+        .detach();
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use openraft::Raft;
 
+use crate::snapshot_image::ImageReceiver;
 use crate::snapshot_recv::SnapshotReceiver;
 use crate::transport::codec::ErrorBody;
 use crate::transport::error::code;
@@ -16,9 +17,17 @@ use crate::types::{EsRaft, GroupId};
 
 enum Slot {
     Opening,
-    /// A group, and where its snapshot transfers are received (a
-    /// partition replica's; none for the controller's).
-    Ready(Raft<EsRaft>, Option<Rc<SnapshotReceiver>>),
+    /// A group, and where its snapshot transfers are received.
+    Ready(Raft<EsRaft>, Option<Receiver>),
+}
+
+/// Where a group's snapshot transfers are received.
+#[derive(Clone)]
+pub(crate) enum Receiver {
+    /// A partition replica's: the run of the leader's log it lacks.
+    Log(Rc<SnapshotReceiver>),
+    /// The controller's: its state's image.
+    Image(Rc<ImageReceiver>),
 }
 
 /// The shard's groups; clones share them.
@@ -39,12 +48,7 @@ impl GroupRegistry {
 
     /// Routes `group`'s frames to `raft`, its snapshot transfers to
     /// `receiver`.
-    pub(crate) fn insert_with_receiver(
-        &self,
-        group: GroupId,
-        raft: Raft<EsRaft>,
-        receiver: Rc<SnapshotReceiver>,
-    ) {
+    pub(crate) fn insert_with_receiver(&self, group: GroupId, raft: Raft<EsRaft>, receiver: Receiver) {
         self.0
             .borrow_mut()
             .insert(group, Slot::Ready(raft, Some(receiver)));
@@ -75,7 +79,7 @@ impl GroupRegistry {
 
     /// [`get`](Self::get), with the group's snapshot receiver; a group that
     /// receives no snapshots answers `unsupported`.
-    pub(crate) fn receiver(&self, group: GroupId) -> Result<(Raft<EsRaft>, Rc<SnapshotReceiver>), ErrorBody> {
+    pub(crate) fn receiver(&self, group: GroupId) -> Result<(Raft<EsRaft>, Receiver), ErrorBody> {
         match self.get_with_receiver(group)? {
             (r, Some(rx)) => Ok((r, rx)),
             (_, None) => Err(ErrorBody {
@@ -85,10 +89,7 @@ impl GroupRegistry {
         }
     }
 
-    fn get_with_receiver(
-        &self,
-        group: GroupId,
-    ) -> Result<(Raft<EsRaft>, Option<Rc<SnapshotReceiver>>), ErrorBody> {
+    fn get_with_receiver(&self, group: GroupId) -> Result<(Raft<EsRaft>, Option<Receiver>), ErrorBody> {
         match self.0.borrow().get(&group) {
             Some(Slot::Ready(r, rx)) => Ok((r.clone(), rx.clone())),
             Some(Slot::Opening) => Err(ErrorBody {

@@ -36,6 +36,7 @@ use crate::transport::error::{code, TransportError};
 use crate::transport::frame::{self, RaftKind};
 use crate::transport::preamble::{check_cluster, Preamble, PREAMBLE_BYTES};
 use crate::transport::registry::GroupRegistry;
+use crate::transport::registry::Receiver;
 use crate::transport::snapshot_codec;
 use crate::transport::stats::TransportStats;
 use crate::transport::stream::{read_frame, PeerStream, ReadError};
@@ -385,20 +386,26 @@ async fn answer(
             }
             RaftKind::SnapshotOffer => {
                 let o = snapshot_codec::decode_offer(payload).map_err(malformed)?;
-                let (_, rx) = registry.receiver(o.group)?;
-                let r = rx.offer(o).await?;
+                let r = match registry.receiver(o.group)?.1 {
+                    Receiver::Log(rx) => rx.offer(o).await?,
+                    Receiver::Image(rx) => rx.offer(o)?,
+                };
                 snapshot_codec::encode_offer_reply(&mut out, &r);
             }
             RaftKind::SnapshotChunk => {
                 let c = snapshot_codec::decode_chunk(payload).map_err(malformed)?;
-                let (_, rx) = registry.receiver(c.group)?;
-                let seq = rx.chunk(c).await?;
+                let seq = match registry.receiver(c.group)?.1 {
+                    Receiver::Log(rx) => rx.chunk(c).await?,
+                    Receiver::Image(rx) => rx.chunk(c)?,
+                };
                 snapshot_codec::encode_chunk_reply(&mut out, seq);
             }
             RaftKind::SnapshotDone => {
                 let d = snapshot_codec::decode_done(payload).map_err(malformed)?;
-                let (raft, rx) = registry.receiver(d.group)?;
-                let vote = rx.done(&raft, d).await?;
+                let vote = match registry.receiver(d.group)? {
+                    (raft, Receiver::Log(rx)) => rx.done(&raft, d).await?,
+                    (raft, Receiver::Image(rx)) => rx.done(&raft, d).await?,
+                };
                 snapshot_codec::encode_done_reply(&mut out, &vote);
             }
             other => {

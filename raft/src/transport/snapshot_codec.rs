@@ -25,7 +25,7 @@
 
 use bytes::Bytes;
 
-use crate::limits::{ENTRY_BODY_BYTES_MAX, FRAME_BYTES_MAX};
+use crate::limits::{FRAME_BYTES_MAX, SNAPSHOT_DESCRIPTOR_BYTES_MAX};
 use crate::transport::error::TransportError;
 use crate::transport::wire::{malformed, put_log_id, put_u32, put_u64, put_u8, put_vote, Cur};
 use crate::types::{GroupId, LogId, Vote};
@@ -121,7 +121,7 @@ pub fn encode_chunk_reply(out: &mut Vec<u8>, seq: u64) {
 }
 
 /// A SnapshotDone payload (the descriptor at most
-/// [`ENTRY_BODY_BYTES_MAX`]: the caller checks).
+/// [`SNAPSHOT_DESCRIPTOR_BYTES_MAX`]: the caller checks).
 pub fn encode_done(out: &mut Vec<u8>, d: &Done) {
     put_u64(out, d.group);
     put_u64(out, d.transfer);
@@ -196,7 +196,7 @@ pub fn decode_chunk_reply(payload: Bytes) -> Result<u64, TransportError> {
 
 fn body(c: &mut Cur, what: &str) -> Result<Bytes, TransportError> {
     let n = c.u32(what)? as usize;
-    if n > ENTRY_BODY_BYTES_MAX {
+    if n > SNAPSHOT_DESCRIPTOR_BYTES_MAX {
         return Err(malformed(format!("{what}: {n} bytes")));
     }
     c.take_bytes(n, what)
@@ -355,9 +355,19 @@ mod tests {
         put_u64(&mut b, 1);
         put_u64(&mut b, 1);
         put_vote(&mut b, &Vote::default());
+        let head = b.clone();
+        use crate::limits::ENTRY_BODY_BYTES_MAX;
+        put_u32(&mut b, (SNAPSHOT_DESCRIPTOR_BYTES_MAX + 1) as u32);
+        b.resize(b.len() + SNAPSHOT_DESCRIPTOR_BYTES_MAX + 1, b'x');
+        assert!(decode_done(Bytes::from(b)).is_err());
+        // A descriptor past an entry's bound (a full idempotent window)
+        // is taken.
+        let mut b = head;
         put_u32(&mut b, (ENTRY_BODY_BYTES_MAX + 1) as u32);
         b.resize(b.len() + ENTRY_BODY_BYTES_MAX + 1, b'x');
-        put_u32(&mut b, 0);
-        assert!(decode_done(Bytes::from(b)).is_err());
+        assert_eq!(
+            decode_done(Bytes::from(b)).unwrap().descriptor.len(),
+            ENTRY_BODY_BYTES_MAX + 1
+        );
     }
 }

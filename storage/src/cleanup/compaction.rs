@@ -254,7 +254,7 @@ impl PartitionLog {
 fn closed_segments(shared: &LogState) -> (Vec<Input>, Offset) {
     let segments = shared.segments();
     let last = segments.active().base;
-    let limit = shared.cleanup_limit.get();
+    let limit = shared.cleanup_bound();
     let mut out = Vec::new();
     for seg in segments.iter() {
         let base = seg.base;

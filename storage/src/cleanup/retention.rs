@@ -55,6 +55,36 @@ pub(crate) fn expired(max_timestamp_ms: i64, retention_ms: Option<u64>, now_ms: 
 }
 
 impl PartitionLog {
+    /// The retention cut at `now_ms`, whatever the cleanup limit: the end
+    /// of the last closed segment retention would remove (or move) now,
+    /// oldest first, were nothing held back; `None` when it would remove
+    /// none or the policy does not delete. A replicated log's cleanup pass
+    /// purges its Raft log up to it before retention runs.
+    pub fn retention_cut(&self, now_ms: i64) -> Option<Offset> {
+        let shared = self.shared();
+        let policy = shared.config.borrow().cleanup.clone();
+        if !policy.delete {
+            return None;
+        }
+        let segments = shared.segments();
+        let mut total = segments.written_bytes();
+        let mut cut = None;
+        let mut it = segments.iter().peekable();
+        while let Some(seg) = it.next() {
+            if it.peek().is_none() || !seg.sealed {
+                break;
+            }
+            let go = expired(seg.max_timestamp_ms, policy.retention_ms, now_ms)
+                || policy.retention_bytes.is_some_and(|b| total > b);
+            if !go {
+                break;
+            }
+            total -= seg.written_bytes;
+            cut = Some(seg.next_offset);
+        }
+        cut
+    }
+
     /// Removes (or moves) closed segments past the hot retention limits. The
     /// caller holds the maintenance permit.
     pub(crate) async fn retention_pass(
@@ -76,7 +106,7 @@ impl PartitionLog {
                 let segments = shared.segments();
                 let total = segments.written_bytes();
                 let mut it = segments.iter();
-                let limit = shared.cleanup_limit.get();
+                let limit = shared.cleanup_bound();
                 match (it.next(), it.next()) {
                     (Some(first), Some(_)) if first.sealed && first.next_offset.0 <= limit => {
                         let go = expired(first.max_timestamp_ms, policy.retention_ms, now_ms)

@@ -145,6 +145,8 @@ impl PartitionLog {
             replicated: std::cell::Cell::new(false),
             committed: Watermark::new(0),
             cleanup_limit: std::cell::Cell::new(u64::MAX),
+            holds: RefCell::default(),
+            next_hold: std::cell::Cell::new(0),
             rewound: Watermark::new(0),
             batcher,
             maintenance: glommio::sync::Semaphore::new(1),

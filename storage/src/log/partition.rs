@@ -103,6 +103,10 @@ pub(crate) struct LogState {
     /// below this offset (a replicated log's purge point); `u64::MAX` for a
     /// standalone log.
     pub(crate) cleanup_limit: std::cell::Cell<u64>,
+    /// Live read holds (`read_hold.rs`): id → the offset cleanup stays
+    /// below.
+    pub(crate) holds: RefCell<std::collections::BTreeMap<u64, u64>>,
+    pub(crate) next_hold: std::cell::Cell<u64>,
     /// Rewinds finished (`Inner::rewinds_begun` counts those started).
     pub(super) rewound: Watermark,
     pub(super) batcher: FsyncBatcher,

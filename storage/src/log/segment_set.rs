@@ -32,7 +32,8 @@
 //! [`replace_run`](SegmentSet::replace_run),
 //! [`remove_oldest`](SegmentSet::remove_oldest),
 //! [`take_after`](SegmentSet::take_after),
-//! [`replace_cut`](SegmentSet::replace_cut). Readers get `&Segment` only.
+//! [`replace_cut`](SegmentSet::replace_cut),
+//! [`replace_only`](SegmentSet::replace_only). Readers get `&Segment` only.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -372,6 +373,31 @@ impl SegmentSet {
         assert!(fresh.file.is_some(), "an active created segment is open");
         let old = self.map.insert(base, fresh).expect("just checked");
         assert!(old.next_offset >= self.active().next_offset, "a cut goes back");
+        self.check_around(base);
+        old
+    }
+
+    // ----- mutations of a reset (`log/reset.rs`) -----
+
+    /// Replaces the one segment left (a reset took the others out with
+    /// [`take_after`](SegmentSet::take_after)) by `fresh`, a new empty
+    /// active segment at any base; returns the segment it replaces.
+    pub fn replace_only(&mut self, fresh: Segment) -> Segment {
+        assert_eq!(
+            self.map.len(),
+            1,
+            "a reset keeps one segment until it is replaced"
+        );
+        assert!(
+            fresh.created && !fresh.sealed && fresh.is_empty(),
+            "a reset's segment is new and active"
+        );
+        let old = std::mem::take(&mut self.map)
+            .into_values()
+            .next()
+            .expect("just checked");
+        let base = fresh.base;
+        self.map.insert(base, fresh);
         self.check_around(base);
         old
     }

@@ -201,7 +201,7 @@ impl PartitionLog {
 impl LogState {
     /// Waits until every batch placed is written and fsynced and no sync
     /// of this partition is in flight (placement is refused meanwhile).
-    async fn drain(self: &Rc<Self>) -> Result<()> {
+    pub(super) async fn drain(self: &Rc<Self>) -> Result<()> {
         let target: Rc<dyn SyncTarget> = self.clone();
         loop {
             let (end, placed_index) = {
@@ -318,7 +318,7 @@ impl LogState {
     }
 
     /// Removes a segment after the cut: the retention delete protocol.
-    async fn remove_cut_segment(&self, mut seg: Segment) -> Result<()> {
+    pub(super) async fn remove_cut_segment(&self, mut seg: Segment) -> Result<()> {
         let held = seg
             .file
             .take()
