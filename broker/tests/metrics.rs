@@ -103,6 +103,10 @@ const RAFT_PREFIX: &str = "es_raft_";
 /// The metric names docs/api.md lists in its metrics section, but those a
 /// plaintext standalone broker without auth does not export (TLS's,
 /// quotas', the cluster's).
+/// Cluster-wide partition counts: exported by cluster nodes only
+/// (cluster_observe.rs checks them).
+const CLUSTER_ONLY: [&str; 2] = ["es_under_replicated_partitions", "es_leaderless_partitions"];
+
 fn documented() -> BTreeSet<String> {
     let doc = include_str!("../../docs/api.md");
     let section = doc
@@ -119,6 +123,7 @@ fn documented() -> BTreeSet<String> {
                 && !n.starts_with(TLS_PREFIX)
                 && !n.starts_with(QUOTA_PREFIX)
                 && !n.starts_with(RAFT_PREFIX)
+                && !CLUSTER_ONLY.contains(n)
         })
         .map(String::from)
         .collect()
