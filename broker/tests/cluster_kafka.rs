@@ -37,46 +37,11 @@ use serde_json::Value;
 /// until they agree on a controller leader and every node registered its
 /// Kafka address. The nodes and their Kafka addresses.
 fn start(n: usize) -> (Vec<Broker>, Vec<String>) {
-    let raft: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let kafka: Vec<String> = (0..n).map(|_| format!("127.0.0.1:{}", free_port())).collect();
-    let peers = raft
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}=127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let nodes: Vec<Broker> = (0..n)
-        .map(|i| {
-            let id = (i + 1).to_string();
-            let raft_addr = format!("127.0.0.1:{}", raft[i]);
-            Broker::start_with(&[
-                "--shards",
-                "1",
-                "--spin-before-park-us",
-                "0",
-                "--disk-threads",
-                "2",
-                "--node-id",
-                &id,
-                "--peers",
-                &peers,
-                "--raft-addr",
-                &raft_addr,
-                "--raft-insecure",
-                "--raft-heartbeat-ms",
-                "100",
-                "--raft-election-timeout-ms",
-                "800",
-                "--produce-timeout-ms",
-                "3000",
-                "--kafka-addr",
-                &kafka[i],
-            ])
-        })
-        .collect();
-    let all: Vec<&Broker> = nodes.iter().collect();
-    wait_for("the nodes to agree on a controller leader", || {
-        cluster::controller_leader(&all).is_some()
+    let nodes = cluster::start_each(n, |i| {
+        ["--produce-timeout-ms", "3000", "--kafka-addr", &kafka[i]]
+            .map(String::from)
+            .to_vec()
     });
     wait_for("every node to know every node's Kafka address", || {
         nodes.iter().all(|b| {

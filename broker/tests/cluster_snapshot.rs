@@ -10,7 +10,7 @@ mod common;
 
 use serde_json::{json, Value};
 
-use common::{wait_for, Broker, Client};
+use common::{wait_for, Broker};
 
 /// `(hot_start_offset, high_watermark)` of partition 0 of `topic` as node
 /// `b` describes its own replica.
@@ -20,32 +20,6 @@ fn local_marks(b: &Broker, topic: &str) -> Option<(u64, u64)> {
         return None;
     }
     Some((d["hot_start_offset"].as_u64()?, d["high_watermark"].as_u64()?))
-}
-
-/// Every record `(offset, value)` node `b` serves of partition 0 from
-/// `from` to its high watermark; `None` while it answers anything but 200.
-fn records_from(b: &Client, topic: &str, from: u64) -> Option<Vec<(u64, String)>> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    loop {
-        let (status, body) = b
-            .try_get(&format!(
-                "/v1/topics/{topic}/partitions/0/records?offset={offset}&max_records=1000"
-            ))
-            .ok()?;
-        if status != 200 {
-            return None;
-        }
-        for r in body["records"].as_array()? {
-            out.push((r["offset"].as_u64()?, r["value"].as_str()?.to_string()));
-        }
-        let next = body["next_offset"].as_u64()?;
-        let hw = body["high_watermark"].as_u64()?;
-        if next >= hw {
-            return Some(out);
-        }
-        offset = next;
-    }
 }
 
 fn produce_ok(b: &Broker, topic: &str, values: &[String]) -> Value {
@@ -118,10 +92,10 @@ fn a_follower_down_while_retention_deletes_catches_up_by_snapshot() {
     );
     // Its records are the leader's, from where both hold them.
     let from = late_start.max(leader_start);
-    let want = records_from(&nodes[li], topic, from).expect("the leader's records");
+    let want = cluster::records_from(&nodes[li], topic, 0, from).expect("the leader's records");
     assert_eq!(want.len() as u64, hw - from);
     wait_for("the late node to serve the leader's records", || {
-        records_from(late_node, topic, from).as_ref() == Some(&want)
+        cluster::records_from(late_node, topic, 0, from).as_ref() == Some(&want)
     });
 
     // It takes part again: a new record reaches it.

@@ -151,8 +151,13 @@ pub fn replicas(b: &Broker, topic: &str, p: u32) -> Vec<u64> {
 /// Every record `(offset, value)` node `b` serves of a partition, from 0 to
 /// its high watermark; `None` while it answers anything but 200.
 pub fn records(b: &Client, topic: &str, p: u32) -> Option<Vec<(u64, String)>> {
+    records_from(b, topic, p, 0)
+}
+
+/// [`records`] from offset `from`.
+pub fn records_from(b: &Client, topic: &str, p: u32, from: u64) -> Option<Vec<(u64, String)>> {
     let mut out = Vec::new();
-    let mut offset = 0u64;
+    let mut offset = from;
     loop {
         let (status, body) = b
             .try_get(&format!(
