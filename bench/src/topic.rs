@@ -37,11 +37,18 @@ pub fn ensure(
     }
 }
 
+/// How long `leader_addrs` waits for every partition to have a leader: a
+/// topic just created elects its leaders within a few election timeouts.
+const LEADER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often `leader_addrs` asks again.
+const LEADER_POLL: Duration = Duration::from_millis(100);
+
 /// Each partition's leader's binary address, in partition order, asked of
 /// the broker at `addr`: the topic's `leader` node ids (DescribeTopic)
-/// matched with the cluster's nodes (DescribeCluster). A standalone broker
-/// (DescribeCluster `not_found`; an older one closes the connection on
-/// it: `malformed_frame`) leads them all: empty.
+/// matched with the cluster's nodes (DescribeCluster), once every
+/// partition has a leader (a phase measured before would count refusals).
+/// A standalone broker (DescribeCluster `not_found`; an older one closes
+/// the connection on it: `malformed_frame`) leads them all: empty.
 pub fn leader_addrs(
     addr: &str,
     options: &es_protocol::client::Options,
@@ -53,16 +60,31 @@ pub fn leader_addrs(
         Err(e) if matches!(e.code(), Some("not_found" | "malformed_frame")) => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot describe the cluster: {e}")),
     };
-    let doc = client
-        .admin(Kind::DescribeTopic, json!({"name": name}))
-        .map_err(|e| format!("cannot describe topic {name}: {e}"))?;
-    leaders_in(&doc, &cluster).map_err(|e| format!("describe {name}: {e}"))
+    let until = Instant::now() + LEADER_TIMEOUT;
+    loop {
+        let doc = client
+            .admin(Kind::DescribeTopic, json!({"name": name}))
+            .map_err(|e| format!("cannot describe topic {name}: {e}"))?;
+        match leaders_in(&doc, &cluster).map_err(|e| format!("describe {name}: {e}"))? {
+            Ok(addrs) => return Ok(addrs),
+            Err(leaderless) if Instant::now() >= until => {
+                return Err(format!(
+                    "describe {name}: partition {leaderless} has no leader after {} s",
+                    LEADER_TIMEOUT.as_secs()
+                ))
+            }
+            Err(_) => std::thread::sleep(LEADER_POLL),
+        }
+    }
 }
 
 /// The leaders' binary addresses of a DescribeTopic document, by the
-/// nodes of a DescribeCluster one; a partition without a (known) leader
-/// is an error: the phase would measure refusals.
-fn leaders_in(topic: &serde_json::Value, cluster: &serde_json::Value) -> Result<Vec<String>, String> {
+/// nodes of a DescribeCluster one, or `Err(p)`: partition `p` has no
+/// leader yet.
+fn leaders_in(
+    topic: &serde_json::Value,
+    cluster: &serde_json::Value,
+) -> Result<Result<Vec<String>, usize>, String> {
     let node_addr = |id: u64| {
         cluster["nodes"]
             .as_array()
@@ -80,16 +102,16 @@ fn leaders_in(topic: &serde_json::Value, cluster: &serde_json::Value) -> Result<
         let i = p["partition"]
             .as_u64()
             .ok_or_else(|| format!("bad partition entry {p}"))? as usize;
-        let leader = p["leader"]
-            .as_u64()
-            .ok_or_else(|| format!("partition {i} has no leader now; retry"))?;
+        let Some(leader) = p["leader"].as_u64() else {
+            return Ok(Err(i));
+        };
         let addr = node_addr(leader)
             .ok_or_else(|| format!("partition {i}'s leader, node {leader}, is not in the cluster"))?;
         *addrs
             .get_mut(i)
             .ok_or_else(|| format!("partition {i} out of range"))? = addr;
     }
-    Ok(addrs)
+    Ok(Ok(addrs))
 }
 
 /// Each partition's high watermark, in partition order.
@@ -160,11 +182,13 @@ mod tests {
         let cluster = json!({"nodes": [
             {"node_id": 1, "binary_addr": "h:9091"}, {"node_id": 2, "binary_addr": "h:9092"}]});
         let topic = json!({"partitions": [{"partition": 1, "leader": 1}, {"partition": 0, "leader": 2}]});
-        assert_eq!(leaders_in(&topic, &cluster).unwrap(), ["h:9092", "h:9091"]);
-        let leaderless = json!({"partitions": [{"partition": 0, "leader": null}]});
-        assert!(leaders_in(&leaderless, &cluster)
-            .unwrap_err()
-            .contains("no leader"));
+        assert_eq!(
+            leaders_in(&topic, &cluster).unwrap().unwrap(),
+            ["h:9092", "h:9091"]
+        );
+        let leaderless =
+            json!({"partitions": [{"partition": 0, "leader": 1}, {"partition": 1, "leader": null}]});
+        assert_eq!(leaders_in(&leaderless, &cluster).unwrap(), Err(1));
         let unknown = json!({"partitions": [{"partition": 0, "leader": 7}]});
         assert!(leaders_in(&unknown, &cluster).unwrap_err().contains("node 7"));
     }
