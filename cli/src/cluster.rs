@@ -90,8 +90,8 @@ pub fn render(doc: &Value) -> String {
         table.row(vec![
             cell(&n["node_id"]),
             cell(&n["raft_addr"]),
-            cell(&n["http_addr"]),
-            cell(&n["binary_addr"]),
+            addr_cell(&n["http_addr"]),
+            addr_cell(&n["binary_addr"]),
             cell(&n["state"]),
             if is_leader { "leader" } else { "-" }.to_string(),
             last_seen(doc, n),
@@ -111,6 +111,16 @@ pub fn render(doc: &Value) -> String {
     }
     out.push('\n');
     out
+}
+
+/// A node's client address, or `-` while the node has not registered it
+/// (it does so once it has joined the controller group).
+fn addr_cell(v: &Value) -> String {
+    if v.is_null() {
+        "-".to_string()
+    } else {
+        cell(v)
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +167,20 @@ mod tests {
             "{no_leader}"
         );
         assert!(no_leader.ends_with("partitions: null\n"), "{no_leader}");
+        let unregistered = render(&json!({"nodes": [
+            {"node_id": 2, "raft_addr": "127.0.0.1:7002", "http_addr": null, "binary_addr": null, "state": "up"}]}));
+        assert!(
+            unregistered.lines().nth(2).unwrap().split_whitespace().eq([
+                "2",
+                "127.0.0.1:7002",
+                "-",
+                "-",
+                "up",
+                "-",
+                "-"
+            ]),
+            "{unregistered}"
+        );
         let counted = render(&json!({"partitions": {"total": 3}}));
         assert!(counted.ends_with("partitions: 3\n"), "{counted}");
     }
