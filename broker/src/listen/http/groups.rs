@@ -36,8 +36,15 @@ pub async fn describe(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<R
     Ok(ok(groups::describe(shard, p, group).await?))
 }
 
-pub async fn delete(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, p, group, GroupOp::Delete).await?))
+/// Runs `op` on `group` (delete, heartbeat, leave, the commits): its
+/// answer, 200.
+pub async fn call(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    op: GroupOp,
+) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, p, group, op).await?))
 }
 
 /// `PATCH /v1/groups/{g}` `{"owner": id}`: an admin hands the group to
@@ -73,30 +80,6 @@ pub async fn join(
     ))
 }
 
-pub async fn heartbeat(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    member: &str,
-) -> Result<Response<Body>, ApiError> {
-    let op = GroupOp::Heartbeat {
-        member_id: member.to_string(),
-    };
-    Ok(ok(groups::call(shard, p, group, op).await?))
-}
-
-pub async fn leave(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    member: &str,
-) -> Result<Response<Body>, ApiError> {
-    let op = GroupOp::Leave {
-        member_id: member.to_string(),
-    };
-    Ok(ok(groups::call(shard, p, group, op).await?))
-}
-
 pub async fn commit(
     shard: &Rc<Shard>,
     p: &Principal,
@@ -105,10 +88,6 @@ pub async fn commit(
 ) -> Result<Response<Body>, ApiError> {
     let v = body_json(shard, req).await?;
     Ok(ok(groups::call(shard, p, group, commit_op(&v)?).await?))
-}
-
-pub async fn commits(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, p, group, GroupOp::Commits).await?))
 }
 
 pub async fn reset(
