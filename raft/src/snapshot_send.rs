@@ -45,38 +45,55 @@ pub struct SnapshotSource {
     stats: Rc<ReplicaStats>,
 }
 
-/// Offers a snapshot over `link`: the follower's answer.
-pub(crate) async fn call_offer(link: &GroupLink, offer: &Offer) -> Result<OfferReply, TransportError> {
+/// Sends a frame of `kind` that `encode` writes over `link`; the answer,
+/// as `decode` reads it.
+async fn call<T>(
+    link: &GroupLink,
+    kind: RaftKind,
+    encode: impl FnOnce(&mut Vec<u8>),
+    decode: impl FnOnce(Bytes) -> Result<T, TransportError>,
+) -> Result<T, TransportError> {
     let (_, p) = link
-        .call(RaftKind::SnapshotOffer, |out| {
-            encode_offer(out, offer);
+        .call(kind, |out| {
+            encode(out);
             Ok(())
         })
         .await?;
-    decode_offer_reply(p)
+    decode(p)
+}
+
+/// Offers a snapshot over `link`: the follower's answer.
+pub(crate) async fn call_offer(link: &GroupLink, offer: &Offer) -> Result<OfferReply, TransportError> {
+    call(
+        link,
+        RaftKind::SnapshotOffer,
+        |o| encode_offer(o, offer),
+        decode_offer_reply,
+    )
+    .await
 }
 
 /// Sends one chunk over `link`: the seq the follower took.
 pub(crate) async fn call_chunk(link: &GroupLink, chunk: &Chunk) -> Result<u64, TransportError> {
-    let (_, p) = link
-        .call(RaftKind::SnapshotChunk, |out| {
-            encode_chunk(out, chunk);
-            Ok(())
-        })
-        .await?;
-    decode_chunk_reply(p)
+    call(
+        link,
+        RaftKind::SnapshotChunk,
+        |o| encode_chunk(o, chunk),
+        decode_chunk_reply,
+    )
+    .await
 }
 
 /// Says a transfer is done over `link`: the follower's vote after it
 /// installed (or refused: a higher vote).
 pub(crate) async fn call_done(link: &GroupLink, done: &Done) -> Result<Vote, TransportError> {
-    let (_, p) = link
-        .call(RaftKind::SnapshotDone, |out| {
-            encode_done(out, done);
-            Ok(())
-        })
-        .await?;
-    decode_done_reply(p)
+    call(
+        link,
+        RaftKind::SnapshotDone,
+        |o| encode_done(o, done),
+        decode_done_reply,
+    )
+    .await
 }
 
 /// Waits until `sent` bytes since `started` are within `bytes_per_sec`
