@@ -155,6 +155,14 @@ impl PartitionSm {
                 "after the install the log ends at offset {next}, the snapshot at {end}"
             )));
         }
+        self.adopt(meta, end, window);
+        Ok(())
+    }
+
+    /// Takes an installed snapshot's applied id, membership, end and
+    /// idempotent window as this machine's; the log's committed mark
+    /// follows.
+    fn adopt(&self, meta: &SnapshotMeta<NodeId, EmptyNode>, end: u64, window: ProducerWindow) {
         let mut s = self.0.state.borrow_mut();
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
@@ -162,7 +170,6 @@ impl PartitionSm {
         s.window = window;
         drop(s);
         self.0.store.set_committed(end);
-        Ok(())
     }
 }
 
@@ -256,13 +263,7 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         }
         let window = window_of(snapshot.image())?;
         self.0.meta.save_snapshot(snapshot.image().to_vec()).await?;
-        let mut s = self.0.state.borrow_mut();
-        s.last_applied = meta.last_log_id;
-        s.membership = meta.last_membership.clone();
-        s.end_offset = end;
-        s.window = window;
-        drop(s);
-        self.0.store.set_committed(end);
+        self.adopt(meta, end, window);
         Ok(())
     }
 
