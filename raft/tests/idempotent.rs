@@ -180,17 +180,8 @@ impl Cluster {
 
     /// Every record below node `id`'s high watermark: (offset, value).
     fn records(&self, id: NodeId) -> Vec<(u64, String)> {
-        self.node(id).call(|_| async move {
-            let p = part();
-            let hw = p.high_watermark();
-            p.log()
-                .read(Offset(0), usize::MAX, Offset(hw))
-                .await
-                .expect("read the log")
-                .into_iter()
-                .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
-                .collect()
-        })
+        self.node(id)
+            .call(|_| async move { committed_records(&part()).await })
     }
 
     /// Waits until every running replica holds the same records; them.

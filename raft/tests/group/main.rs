@@ -162,17 +162,7 @@ fn wait_hw(nodes: &[&Node], hw: u64) {
 
 /// Every record below the high watermark of a node's log: (offset, value).
 fn records(node: &Node) -> Vec<(u64, String)> {
-    node.call(|_| async move {
-        let p = part();
-        let hw = p.high_watermark();
-        p.log()
-            .read(Offset(0), usize::MAX, Offset(hw))
-            .await
-            .expect("read the log")
-            .into_iter()
-            .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
-            .collect()
-    })
+    node.call(|_| async move { committed_records(&part()).await })
 }
 
 /// Three nodes, each with its replica of `GROUP` open; directly linked,

@@ -140,6 +140,18 @@ impl Ctx {
     }
 }
 
+/// Every record of `p`'s log below its high watermark: (offset, value).
+pub async fn committed_records(p: &PartitionRaft) -> Vec<(u64, String)> {
+    let hw = p.high_watermark();
+    p.log()
+        .read(es_storage::Offset(0), usize::MAX, es_storage::Offset(hw))
+        .await
+        .expect("read the log")
+        .into_iter()
+        .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
+        .collect()
+}
+
 /// A node on its own thread and executor.
 pub struct Node {
     pub id: NodeId,
