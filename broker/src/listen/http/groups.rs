@@ -8,7 +8,7 @@ use hyper::{Request, Response, StatusCode};
 use super::response::{self, Body};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::groups::admin::{self as groups, commit_op, join_op, reset_args};
+use crate::groups::admin::{self as groups, reset_args, set_owner_op};
 use crate::groups::coordinator::GroupOp;
 use crate::shard::Shard;
 
@@ -56,38 +56,22 @@ pub async fn patch(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     p.require_admin("change a group's owner")?;
-    let v = body_json(shard, req).await?;
-    Ok(ok(groups::call(
-        shard,
-        p,
-        group,
-        crate::groups::admin::set_owner_op(&v)?,
-    )
-    .await?))
+    body_op(shard, p, group, req, StatusCode::OK, set_owner_op).await
 }
 
-pub async fn join(
+/// Runs the op `make` reads from the request's JSON body on `group`
+/// (join: 201, commit, patch): its answer with `status`.
+pub async fn body_op(
     shard: &Rc<Shard>,
     p: &Principal,
     group: &str,
     req: Request<Incoming>,
+    status: StatusCode,
+    make: impl FnOnce(&serde_json::Value) -> Result<GroupOp, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
     let v = body_json(shard, req).await?;
-    let op = join_op(&v)?;
-    Ok(response::json(
-        StatusCode::CREATED,
-        &groups::call(shard, p, group, op).await?,
-    ))
-}
-
-pub async fn commit(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
-    let v = body_json(shard, req).await?;
-    Ok(ok(groups::call(shard, p, group, commit_op(&v)?).await?))
+    let op = make(&v)?;
+    Ok(response::json(status, &groups::call(shard, p, group, op).await?))
 }
 
 pub async fn reset(

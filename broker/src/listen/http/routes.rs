@@ -13,6 +13,7 @@ use super::server::Conn;
 use super::{groups, keys, producers, records, topics};
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
+use crate::groups::admin::{commit_op, join_op};
 use crate::groups::coordinator::GroupOp;
 use crate::shard::Shard;
 
@@ -130,9 +131,10 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
         (["v1", "groups", g], &Method::DELETE) => {
             ("delete_group", groups::call(shard, p, g, GroupOp::Delete).await)
         }
-        (["v1", "groups", g, "members"], &Method::POST) => {
-            ("join_group", groups::join(shard, p, g, req).await)
-        }
+        (["v1", "groups", g, "members"], &Method::POST) => (
+            "join_group",
+            groups::body_op(shard, p, g, req, StatusCode::CREATED, join_op).await,
+        ),
         (["v1", "groups", g, "members", m, "heartbeat"], &Method::POST) => {
             let op = GroupOp::Heartbeat {
                 member_id: m.to_string(),
@@ -145,7 +147,10 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
             };
             ("leave_group", groups::call(shard, p, g, op).await)
         }
-        (["v1", "groups", g, "commits"], &Method::POST) => ("commit", groups::commit(shard, p, g, req).await),
+        (["v1", "groups", g, "commits"], &Method::POST) => (
+            "commit",
+            groups::body_op(shard, p, g, req, StatusCode::OK, commit_op).await,
+        ),
         (["v1", "groups", g, "commits"], &Method::GET) => {
             ("fetch_commits", groups::call(shard, p, g, GroupOp::Commits).await)
         }
