@@ -20,7 +20,7 @@ use es_storage::limits::{
     OPEN_SEGMENTS_MAX_DEFAULT, READ_CHUNK_BYTES_MIN, SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX,
 };
 
-// --- Flags: defaults and ranges (operate/config.rs) ---------------------------
+// --- Flags: defaults and ranges (operate/config.rs, config_check.rs) ---------
 
 /// Most shards (`--shards`): glommio needs locked memory per executor, and
 /// beyond this the mesh of cross-shard channels (n^2) stops paying off.

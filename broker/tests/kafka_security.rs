@@ -10,9 +10,8 @@ mod common;
 mod kafka_common;
 
 use auth_common::{call, grant, make_key};
-use common::{free_port, Broker};
+use common::{free_port, pki, Broker};
 use kafka_common::{kcat, py};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use serde_json::json;
 
 fn sasl(id: &str, key: &str, protocol: &str) -> Vec<String> {
@@ -126,22 +125,8 @@ fn sasl_plain_with_an_es_key_and_its_grants() {
 #[test]
 fn sasl_ssl_with_kcat_and_confluent_kafka() {
     let dir = tempfile::tempdir().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "es kafka test CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
+    let (cert, key) = pki::server_files(dir.path(), "es kafka test CA");
     let path = |n: &str| dir.path().join(n).display().to_string();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(path("cert.pem"), leaf.pem()).unwrap();
-    std::fs::write(path("key.pem"), leaf_key.serialize_pem()).unwrap();
-    let (cert, key) = (path("cert.pem"), path("key.pem"));
     let kafka = format!("127.0.0.1:{}", free_port());
     let b = Broker::start_unready(
         2,

@@ -72,24 +72,9 @@ fn confluents_client_registers_evolves_deletes_and_serializes() {
 /// and checks subject grants; Confluent's client with `ssl.ca.location`.
 #[test]
 fn confluents_client_over_tls_with_basic_auth_and_subject_grants() {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
     let dir = tempfile::tempdir().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "es registry test CA");
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
+    let (cert, key) = common::pki::server_files(dir.path(), "es registry test CA");
     let path = |n: &str| dir.path().join(n).display().to_string();
-    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(path("cert.pem"), leaf.pem()).unwrap();
-    std::fs::write(path("key.pem"), leaf_key.serialize_pem()).unwrap();
-    let (cert, key) = (path("cert.pem"), path("key.pem"));
     let b = Broker::start_unready(2, &["--tls-cert", &cert, "--tls-key", &key, "--auth", "required"]);
     let https = |method: &str, url: &str, auth: &str, body: Option<&str>| -> (u16, String) {
         let mut cmd = Command::new("curl");

@@ -32,7 +32,7 @@ use es_protocol::client::{Client, ClientError, Options};
 use es_protocol::requests::fetch::Fetch;
 use es_protocol::requests::produce::ProduceRecord;
 use es_protocol::Kind;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SerialNumber};
+use rcgen::{CertificateParams, CertifiedIssuer, KeyPair, SerialNumber};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{json, Value};
@@ -49,10 +49,7 @@ struct Pki {
 
 impl Pki {
     fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let ca = common::pki::ca(name);
         let pki = Pki {
             dir: tempfile::tempdir().unwrap(),
             ca,

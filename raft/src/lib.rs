@@ -8,6 +8,8 @@
 //! - `runtime`: `GlommioRuntime`, openraft's runtime on a glommio shard.
 //! - `entry`: `EsEntry`, what a client proposes and what it gets back.
 //! - `snapshot`: `EsSnapshot`, a snapshot's data.
+//! - `sm_snapshot`: the snapshot meta's JSON, ids and keeping, shared by
+//!   the controller's and a partition's state machines.
 //! - `snapshot_send`: `SnapshotSource`, a leader streaming a snapshot.
 //! - `snapshot_recv`: `SnapshotReceiver`, a follower staging one.
 //! - `snapshot_install`: installing a staged snapshot in the log, and
@@ -45,6 +47,7 @@ pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;
 pub mod runtime;
+pub mod sm_snapshot;
 pub mod snapshot;
 pub mod snapshot_image;
 pub mod snapshot_install;

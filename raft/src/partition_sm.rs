@@ -21,17 +21,17 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError};
+use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta};
 use serde_json::{json, Value};
 
 use crate::entry::{Applied, EsEntry, EsPayload};
 use crate::log_store::LogStore;
-use crate::membership;
 use crate::meta::RaftMeta;
 use crate::producer_window::ProducerWindow;
+use crate::sm_snapshot::{self, bad};
 use crate::snapshot::{EsSnapshot, StagedSuffix};
 use crate::snapshot_install::Manifest;
-use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
+use crate::types::{EsRaft, LogId, NodeId, StorageResult, StoredMembership};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct State {
@@ -55,22 +55,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct PartitionSm(Rc<Inner>);
 
-fn bad(what: &str) -> StorageError<NodeId> {
-    StorageIOError::read_state_machine(&std::io::Error::other(what.to_string())).into()
-}
-
-fn id_json(l: &Option<LogId>) -> Value {
-    l.map_or(Value::Null, |l| json!([l.leader_id.term, l.index]))
-}
-
-fn id_of(v: &Value) -> Option<Option<LogId>> {
-    if v.is_null() {
-        return Some(None);
-    }
-    let a = v.as_array()?;
-    Some(Some(log_id(a.first()?.as_u64()?, a.get(1)?.as_u64()?)))
-}
-
 /// A snapshot descriptor:
 /// `{"last_applied","membership_log_id","membership","end_offset","log_start_offset","id","producers"}`
 /// (`log_start_offset`: the log's first hot offset when it was built,
@@ -79,29 +63,16 @@ fn id_of(v: &Value) -> Option<Option<LogId>> {
 /// rebuild, at a restart or on a replica that installs it).
 fn descriptor(s: &State, log_start_offset: u64, id: &str) -> Vec<u8> {
     let producers: Value = serde_json::from_slice(&s.window.image()).unwrap_or(Value::Null);
-    json!({
-        "last_applied": id_json(&s.last_applied),
-        "membership_log_id": id_json(s.membership.log_id()),
-        "membership": membership::to_json(s.membership.membership()),
-        "end_offset": s.end_offset,
-        "log_start_offset": log_start_offset,
-        "id": id,
-        "producers": producers,
-    })
-    .to_string()
-    .into_bytes()
+    let mut v = sm_snapshot::meta_json(&s.last_applied, &s.membership, id);
+    v.insert("end_offset".into(), json!(s.end_offset));
+    v.insert("log_start_offset".into(), json!(log_start_offset));
+    v.insert("producers".into(), producers);
+    Value::Object(v).to_string().into_bytes()
 }
 
 pub(crate) fn read_descriptor(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, u64)> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
-    let meta = SnapshotMeta {
-        last_log_id: id_of(v.get("last_applied")?)?,
-        last_membership: StoredMembership::new(
-            id_of(v.get("membership_log_id")?)?,
-            membership::from_json(v.get("membership")?)?,
-        ),
-        snapshot_id: v.get("id")?.as_str()?.to_string(),
-    };
+    let meta = sm_snapshot::meta_of(&v)?;
     Some((meta, v.get("end_offset")?.as_u64()?))
 }
 
@@ -184,6 +155,14 @@ impl PartitionSm {
                 "after the install the log ends at offset {next}, the snapshot at {end}"
             )));
         }
+        self.adopt(meta, end, window);
+        Ok(())
+    }
+
+    /// Takes an installed snapshot's applied id, membership, end and
+    /// idempotent window as this machine's; the log's committed mark
+    /// follows.
+    fn adopt(&self, meta: &SnapshotMeta<NodeId, EmptyNode>, end: u64, window: ProducerWindow) {
         let mut s = self.0.state.borrow_mut();
         s.last_applied = meta.last_log_id;
         s.membership = meta.last_membership.clone();
@@ -191,7 +170,6 @@ impl PartitionSm {
         s.window = window;
         drop(s);
         self.0.store.set_committed(end);
-        Ok(())
     }
 }
 
@@ -200,25 +178,12 @@ impl RaftSnapshotBuilder<EsRaft> for PartitionSm {
         let (meta, bytes) = {
             let mut s = self.0.state.borrow_mut();
             s.snapshots += 1;
-            let id = format!(
-                "{}-{}-{}",
-                s.last_applied.map_or(0, |l| l.leader_id.term),
-                s.last_applied.map_or(0, |l| l.index),
-                s.snapshots
-            );
-            let meta = SnapshotMeta {
-                last_log_id: s.last_applied,
-                last_membership: s.membership.clone(),
-                snapshot_id: id.clone(),
-            };
+            let meta = sm_snapshot::built_meta(s.last_applied, &s.membership, s.snapshots);
             let start = self.0.store.log().hot_start_offset().0;
-            (meta, descriptor(&s, start, &id))
+            let bytes = descriptor(&s, start, &meta.snapshot_id);
+            (meta, bytes)
         };
-        self.0.meta.save_snapshot(bytes.clone()).await?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(EsSnapshot::Image(bytes)),
-        })
+        sm_snapshot::save(&self.0.meta, meta, bytes).await
     }
 }
 
@@ -298,24 +263,15 @@ impl RaftStateMachine<EsRaft> for PartitionSm {
         }
         let window = window_of(snapshot.image())?;
         self.0.meta.save_snapshot(snapshot.image().to_vec()).await?;
-        let mut s = self.0.state.borrow_mut();
-        s.last_applied = meta.last_log_id;
-        s.membership = meta.last_membership.clone();
-        s.end_offset = end;
-        s.window = window;
-        drop(s);
-        self.0.store.set_committed(end);
+        self.adopt(meta, end, window);
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<EsRaft>>> {
-        let Some(bytes) = self.0.meta.snapshot() else {
-            return Ok(None);
-        };
-        let (meta, _) = read_descriptor(&bytes).ok_or_else(|| bad("bad snapshot descriptor"))?;
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: Box::new(EsSnapshot::Image(bytes)),
-        }))
+        sm_snapshot::current(
+            &self.0.meta,
+            |b| read_descriptor(b).map(|(m, _)| m),
+            "bad snapshot descriptor",
+        )
     }
 }

@@ -26,7 +26,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use openraft::storage::Snapshot;
@@ -39,15 +39,12 @@ use crate::log_store::LogStore;
 use crate::meta::RaftMeta;
 use crate::replica_stats::{bump, ReplicaStats};
 use crate::snapshot::EsSnapshot;
-use crate::snapshot_send::SnapshotSource;
+use crate::snapshot_recv::{failed, refuse};
+use crate::snapshot_send::{call_chunk, call_done, call_offer, pace, SnapshotSource};
 use crate::transport::codec::ErrorBody;
-use crate::transport::error::{code, TransportError};
-use crate::transport::frame::RaftKind;
+use crate::transport::error::TransportError;
 use crate::transport::link::GroupLink;
-use crate::transport::snapshot_codec::{
-    decode_chunk_reply, decode_done_reply, decode_offer_reply, encode_chunk, encode_done, encode_offer,
-    Chunk, Done, Offer, OfferReply,
-};
+use crate::transport::snapshot_codec::{Chunk, Done, Offer, OfferReply};
 use crate::types::{EsRaft, LogId, Vote};
 
 fn descriptor(image: &[u8]) -> Vec<u8> {
@@ -94,13 +91,7 @@ pub(crate) async fn send(
         end_offset: image.len() as u64,
         log_start: start,
     };
-    let (_, p) = link
-        .call(RaftKind::SnapshotOffer, |out| {
-            encode_offer(out, &offer);
-            Ok(())
-        })
-        .await?;
-    match decode_offer_reply(p)? {
+    match call_offer(link, &offer).await? {
         OfferReply::HigherVote(v) => return Ok(v),
         OfferReply::Nothing => {}
         OfferReply::Stream { .. } => {
@@ -108,26 +99,14 @@ pub(crate) async fn send(
             let mut sent = 0u64;
             for (seq, part) in image.chunks(source.chunk_bytes()).enumerate() {
                 sent += part.len() as u64;
-                if source.bytes_per_sec() > 0 {
-                    let due = Duration::from_secs_f64(sent as f64 / source.bytes_per_sec() as f64);
-                    let elapsed = started.elapsed();
-                    if due > elapsed {
-                        glommio::timer::sleep(due - elapsed).await;
-                    }
-                }
+                pace(started, sent, source.bytes_per_sec()).await;
                 let chunk = Chunk {
                     group,
                     transfer,
                     seq: seq as u64,
                     batches: Bytes::copy_from_slice(part),
                 };
-                let (_, p) = link
-                    .call(RaftKind::SnapshotChunk, |out| {
-                        encode_chunk(out, &chunk);
-                        Ok(())
-                    })
-                    .await?;
-                decode_chunk_reply(p)?;
+                call_chunk(link, &chunk).await?;
                 crate::replica_stats::ReplicaStats::add(
                     &source.stats().snapshot_bytes_sent,
                     part.len() as u64,
@@ -141,13 +120,7 @@ pub(crate) async fn send(
         vote,
         descriptor: Bytes::from(descriptor(image)),
     };
-    let (_, p) = link
-        .call(RaftKind::SnapshotDone, |out| {
-            encode_done(out, &done);
-            Ok(())
-        })
-        .await?;
-    let v = decode_done_reply(p)?;
+    let v = call_done(link, &done).await?;
     bump(&source.stats().snapshots_sent);
     tracing::info!(group, target = link.target(), snapshot = %last, bytes = image.len(), "controller snapshot sent");
     Ok(v)
@@ -171,20 +144,6 @@ pub struct ImageReceiver {
     meta: Rc<RaftMeta>,
     stats: Rc<ReplicaStats>,
     current: RefCell<Option<Transfer>>,
-}
-
-fn refuse(message: String) -> ErrorBody {
-    ErrorBody {
-        code: code::MALFORMED.into(),
-        message,
-    }
-}
-
-fn failed(message: String) -> ErrorBody {
-    ErrorBody {
-        code: code::NOT_READY.into(),
-        message,
-    }
 }
 
 impl ImageReceiver {

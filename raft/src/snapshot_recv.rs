@@ -65,14 +65,17 @@ pub struct SnapshotReceiver {
     turn: tokio::sync::watch::Sender<(u64, u64)>,
 }
 
-fn refuse(message: String) -> ErrorBody {
+/// A transfer refused: what the leader sent does not hold together.
+pub(crate) fn refuse(message: String) -> ErrorBody {
     ErrorBody {
         code: code::MALFORMED.into(),
         message,
     }
 }
 
-fn failed(message: String) -> ErrorBody {
+/// A transfer that failed here (no such transfer, a local error): the
+/// leader may try again.
+pub(crate) fn failed(message: String) -> ErrorBody {
     ErrorBody {
         code: code::NOT_READY.into(),
         message,

@@ -45,6 +45,69 @@ pub struct SnapshotSource {
     stats: Rc<ReplicaStats>,
 }
 
+/// Sends a frame of `kind` that `encode` writes over `link`; the answer,
+/// as `decode` reads it.
+async fn call<T>(
+    link: &GroupLink,
+    kind: RaftKind,
+    encode: impl FnOnce(&mut Vec<u8>),
+    decode: impl FnOnce(Bytes) -> Result<T, TransportError>,
+) -> Result<T, TransportError> {
+    let (_, p) = link
+        .call(kind, |out| {
+            encode(out);
+            Ok(())
+        })
+        .await?;
+    decode(p)
+}
+
+/// Offers a snapshot over `link`: the follower's answer.
+pub(crate) async fn call_offer(link: &GroupLink, offer: &Offer) -> Result<OfferReply, TransportError> {
+    call(
+        link,
+        RaftKind::SnapshotOffer,
+        |o| encode_offer(o, offer),
+        decode_offer_reply,
+    )
+    .await
+}
+
+/// Sends one chunk over `link`: the seq the follower took.
+pub(crate) async fn call_chunk(link: &GroupLink, chunk: &Chunk) -> Result<u64, TransportError> {
+    call(
+        link,
+        RaftKind::SnapshotChunk,
+        |o| encode_chunk(o, chunk),
+        decode_chunk_reply,
+    )
+    .await
+}
+
+/// Says a transfer is done over `link`: the follower's vote after it
+/// installed (or refused: a higher vote).
+pub(crate) async fn call_done(link: &GroupLink, done: &Done) -> Result<Vote, TransportError> {
+    call(
+        link,
+        RaftKind::SnapshotDone,
+        |o| encode_done(o, done),
+        decode_done_reply,
+    )
+    .await
+}
+
+/// Waits until `sent` bytes since `started` are within `bytes_per_sec`
+/// (0: unlimited): a transfer's throttle.
+pub(crate) async fn pace(started: Instant, sent: u64, bytes_per_sec: u64) {
+    if bytes_per_sec > 0 {
+        let due = Duration::from_secs_f64(sent as f64 / bytes_per_sec as f64);
+        let elapsed = started.elapsed();
+        if due > elapsed {
+            glommio::timer::sleep(due - elapsed).await;
+        }
+    }
+}
+
 fn storage(e: es_storage::StorageError) -> TransportError {
     TransportError::Unreachable {
         node: 0,
@@ -79,11 +142,8 @@ impl SnapshotSource {
         stats: Rc<ReplicaStats>,
     ) -> SnapshotSource {
         SnapshotSource {
-            store,
             image: true,
-            chunk_bytes: chunk_bytes.max(1),
-            bytes_per_sec,
-            stats,
+            ..SnapshotSource::new(store, chunk_bytes, bytes_per_sec, stats)
         }
     }
 
@@ -145,13 +205,7 @@ impl SnapshotSource {
             end_offset,
             log_start: log_start.0,
         };
-        let (_, p) = link
-            .call(RaftKind::SnapshotOffer, |out| {
-                encode_offer(out, &offer);
-                Ok(())
-            })
-            .await?;
-        match decode_offer_reply(p)? {
+        match call_offer(link, &offer).await? {
             OfferReply::HigherVote(v) => return Ok(v),
             OfferReply::Nothing => {}
             OfferReply::Stream { after, from_offset } => {
@@ -165,13 +219,7 @@ impl SnapshotSource {
             vote,
             descriptor: Bytes::copy_from_slice(image),
         };
-        let (_, p) = link
-            .call(RaftKind::SnapshotDone, |out| {
-                encode_done(out, &done);
-                Ok(())
-            })
-            .await?;
-        let v = decode_done_reply(p)?;
+        let v = call_done(link, &done).await?;
         bump(&self.stats.snapshots_sent);
         tracing::info!(group, target = link.target(), snapshot = %last, "snapshot sent");
         Ok(v)
@@ -216,13 +264,7 @@ impl SnapshotSource {
                     buf.extend_from_slice(&b.bytes);
                 }
                 sent += buf.len() as u64;
-                if self.bytes_per_sec > 0 {
-                    let due = Duration::from_secs_f64(sent as f64 / self.bytes_per_sec as f64);
-                    let elapsed = started.elapsed();
-                    if due > elapsed {
-                        glommio::timer::sleep(due - elapsed).await;
-                    }
-                }
+                pace(started, sent, self.bytes_per_sec).await;
                 ReplicaStats::add(&self.stats.snapshot_bytes_sent, buf.len() as u64);
                 let chunk = Chunk {
                     group: link.group(),
@@ -231,15 +273,7 @@ impl SnapshotSource {
                     batches: Bytes::from(buf),
                 };
                 seq += 1;
-                in_flight.push_back(async move {
-                    let (_, p) = link
-                        .call(RaftKind::SnapshotChunk, |out| {
-                            encode_chunk(out, &chunk);
-                            Ok(())
-                        })
-                        .await?;
-                    decode_chunk_reply(p)
-                });
+                in_flight.push_back(async move { call_chunk(link, &chunk).await });
             }
             match in_flight.next().await {
                 None => return Ok(()),

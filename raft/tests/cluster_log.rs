@@ -104,23 +104,6 @@ async fn write(raft: &Raft<EsRaft>, tag: &str, batches: usize) -> Vec<u64> {
     }
 }
 
-/// The segment files of a node's log, by name.
-fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir.join("log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 async fn stop(router: &Router, id: NodeId, up: &Up) {
     kill(router, id).await;
     up.store.close().await.expect("close");

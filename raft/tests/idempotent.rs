@@ -12,7 +12,7 @@ mod common;
 mod net;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use es_raft::transport::{cluster_hash, TransportConfig};
 use es_raft::{GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
 use es_storage::batch::{encode_v2, RaftStamp};
-use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{BatchBuf, LogConfig, Offset, ProducerStamp, Record};
 use futures::future::join_all;
 use net::*;
 
@@ -92,9 +92,6 @@ impl Cluster {
                 segment_bytes: 4096,
                 ..LogConfig::default()
             };
-            let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
-                .await
-                .expect("open the partition log");
             // Timeouts for a loaded 2-core machine, as the other raft tests.
             let cfg = GroupConfig {
                 heartbeat_ms: 50,
@@ -102,19 +99,7 @@ impl Cluster {
                 produce_timeout_ms: 5_000,
                 ..GroupConfig::default()
             };
-            let members: BTreeSet<NodeId> = IDS.into();
-            let p = PartitionRaft::open(
-                ctx.id,
-                GROUP,
-                log,
-                &dir.join("raft"),
-                Some(members),
-                &ctx.net,
-                &ctx.registry,
-                &cfg,
-            )
-            .await
-            .expect("open the replica");
+            let p = ctx.open_replica(GROUP, &dir, &IDS, log_config, &cfg).await;
             PART.with(|x| *x.borrow_mut() = Some(p));
         });
         self.nodes.insert(id, node);
@@ -195,17 +180,8 @@ impl Cluster {
 
     /// Every record below node `id`'s high watermark: (offset, value).
     fn records(&self, id: NodeId) -> Vec<(u64, String)> {
-        self.node(id).call(|_| async move {
-            let p = part();
-            let hw = p.high_watermark();
-            p.log()
-                .read(Offset(0), usize::MAX, Offset(hw))
-                .await
-                .expect("read the log")
-                .into_iter()
-                .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
-                .collect()
-        })
+        self.node(id)
+            .call(|_| async move { committed_records(&part()).await })
     }
 
     /// Waits until every running replica holds the same records; them.

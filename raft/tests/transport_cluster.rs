@@ -11,8 +11,9 @@ mod net;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use common::log_files;
 use es_raft::transport::frame::RaftKind;
 use es_raft::transport::{cluster_hash, TransportConfig, TransportStats};
 use es_raft::{Applied, GroupId, NodeId, Proposal};
@@ -68,22 +69,6 @@ fn write(leader: &Node, group: GroupId, tag: &str, count: usize) -> u64 {
         }
         raft.metrics().borrow().last_applied.unwrap().index
     })
-}
-
-fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir.join("log"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 fn committed_offset(node: &Node) -> u64 {

@@ -26,7 +26,10 @@
 //!   shard reads them.
 //! - `reconciler`: on shard 0, makes the node match the controller's
 //!   state (catalog, replicas opened and removed).
+//! - `applied`: the wait between two passes of shard 0's followers of the
+//!   controller's applied state (the reconciler, the groups' offsets).
 
+pub mod applied;
 pub mod assignment;
 pub mod controller;
 pub mod health;

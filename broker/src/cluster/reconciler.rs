@@ -27,8 +27,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_raft::controller::{AppliedState, ClusterState, Controller};
-use futures::FutureExt;
 
+use crate::cluster::applied::next_pass;
 use crate::cluster::assignment::Assignment;
 use crate::error::ApiError;
 use crate::shard::message::{Op, Reply};
@@ -69,21 +69,8 @@ async fn run(shard: Rc<Shard>, controller: Controller) {
         if shard.is_shutting_down() {
             return;
         }
-        let changed = rx.changed().fuse();
-        let stopping = shard.shutdown.wait_for(1).fuse();
-        let retry = async {
-            if done {
-                futures::future::pending::<()>().await
-            } else {
-                glommio::timer::sleep(RETRY).await
-            }
-        }
-        .fuse();
-        futures::pin_mut!(changed, stopping, retry);
-        futures::select! {
-            r = changed => if r.is_err() { return },
-            _ = stopping => return,
-            _ = retry => {},
+        if !next_pass(&shard, &mut rx, done, RETRY).await {
+            return;
         }
     }
 }

@@ -17,8 +17,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use es_raft::controller::{ClusterState, Controller};
-use futures::FutureExt;
 
+use crate::cluster::applied::next_pass;
 use crate::error::ApiError;
 use crate::groups::offset_store::{flatten, Adopted};
 use crate::ops::produce::now_ms;
@@ -59,21 +59,8 @@ pub fn follow(shard: Rc<Shard>, controller: Controller) {
             if done {
                 held = state;
             }
-            let changed = rx.changed().fuse();
-            let stopping = shard.shutdown.wait_for(1).fuse();
-            let retry = async {
-                if done {
-                    futures::future::pending::<()>().await
-                } else {
-                    glommio::timer::sleep(RETRY).await
-                }
-            }
-            .fuse();
-            futures::pin_mut!(changed, stopping, retry);
-            futures::select! {
-                r = changed => if r.is_err() { return },
-                _ = stopping => return,
-                _ = retry => {},
+            if !next_pass(&shard, &mut rx, done, RETRY).await {
+                return;
             }
             if shard.is_shutting_down() {
                 return;

@@ -22,6 +22,7 @@ use crate::limits::{
     RAFT_PROPOSALS_IN_FLIGHT_DEFAULT, RAFT_PROPOSALS_IN_FLIGHT_MAX, REPLICA_LAG_MS_DEFAULT,
     REPLICA_LAG_MS_MAX,
 };
+use crate::operate::config_check::{in_range, is_host_port};
 
 const CLUSTER: &str = "Cluster";
 
@@ -46,10 +47,7 @@ impl std::str::FromStr for Peers {
                 return Err(format!("{item:?}: node ids start at 1"));
             }
             let addr = addr.trim();
-            let port = addr
-                .rsplit_once(':')
-                .and_then(|(h, p)| (!h.is_empty()).then_some(p));
-            if port.and_then(|p| p.parse::<u16>().ok()).is_none() {
+            if !is_host_port(addr) {
                 return Err(format!("{item:?}: the address must be HOST:PORT"));
             }
             if peers.insert(id, addr.to_string()).is_some() {
@@ -231,11 +229,8 @@ impl ClusterConfig {
             ("--advertised-http-addr", &self.advertised_http_addr),
             ("--advertised-binary-addr", &self.advertised_binary_addr),
         ] {
-            if let Some(a) = a {
-                let port = a.rsplit_once(':').and_then(|(h, p)| (!h.is_empty()).then_some(p));
-                if port.and_then(|p| p.parse::<u16>().ok()).is_none() {
-                    return Err(format!("{flag} {a:?} must be HOST:PORT"));
-                }
+            if let Some(a) = a.as_deref().filter(|a| !is_host_port(a)) {
+                return Err(format!("{flag} {a:?} must be HOST:PORT"));
             }
         }
         in_range(
@@ -342,14 +337,6 @@ impl ClusterConfig {
         self.peers
             .as_ref()
             .map_or_else(Vec::new, |p| p.0.keys().copied().collect())
-    }
-}
-
-fn in_range(flag: &str, value: u64, lo: u64, hi: u64) -> Result<(), String> {
-    if (lo..=hi).contains(&value) {
-        Ok(())
-    } else {
-        Err(format!("{flag} must be in {lo}..={hi}, got {value}"))
     }
 }
 

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use clap::Args;
 
 use crate::limits::{KAFKA_INFLIGHT_REQUESTS_DEFAULT, KAFKA_INFLIGHT_REQUESTS_LIMIT};
+use crate::operate::config_check::is_host_port;
 
 const KAFKA: &str = "Kafka protocol";
 
@@ -78,11 +79,8 @@ impl KafkaConfig {
                 self.kafka_requests_inflight_max
             ));
         }
-        if let Some(a) = &self.kafka_advertised_addr {
-            let port = a.rsplit_once(':').and_then(|(h, p)| (!h.is_empty()).then_some(p));
-            if port.and_then(|p| p.parse::<u16>().ok()).is_none() {
-                return Err(format!("--kafka-advertised-addr {a:?} must be HOST:PORT"));
-            }
+        if let Some(a) = self.kafka_advertised_addr.as_deref().filter(|a| !is_host_port(a)) {
+            return Err(format!("--kafka-advertised-addr {a:?} must be HOST:PORT"));
         }
         Ok(())
     }

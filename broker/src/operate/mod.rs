@@ -1,6 +1,6 @@
-//! Operator plumbing: flags and the config file, logging, the process
-//! limits checked at start (locked memory, file descriptors), the
-//! allocator, the wall clock of producer expiry, and the metrics that are
+//! Operator plumbing: flags (`config`, checked in `config_check`) and the
+//! config file, logging, the process limits checked at start (locked
+//! memory, file descriptors), the allocator, the wall clock of producer expiry, and the metrics that are
 //! exported (help text and the live series of `GET /metrics`), the
 //! registry's, the Kafka listener's and the cluster's flags, and the
 //! signal thread (shutdown, SIGHUP reloads).
@@ -9,6 +9,7 @@ pub mod allocator;
 pub mod clock;
 pub mod cluster_config;
 pub mod config;
+pub mod config_check;
 pub mod config_file;
 pub mod kafka_config;
 pub mod logging;

@@ -205,6 +205,13 @@ fn register(
         }
     };
     let version = all.last().map_or(1, |(n, _)| n + 1);
+    let next_id = existing.is_none().then(|| id + 1);
+    Ok(registered(subject, version, id, new, next_id))
+}
+
+/// The change that registers `new` as `version` of `subject` with `id`,
+/// moving the next id given to `next_id` when there is one.
+fn registered(subject: String, version: u32, id: u32, new: Prepared, next_id: Option<u32>) -> Change {
     let mut records = vec![Record::Schema {
         subject: subject.clone(),
         version,
@@ -218,14 +225,14 @@ fn register(
             deleted: false,
         }),
     }];
-    if existing.is_none() {
-        records.push(Record::NextId(Some(id + 1)));
+    if let Some(next) = next_id {
+        records.push(Record::NextId(Some(next)));
     }
     metrics::counter!("es_registry_registrations_total").increment(1);
-    Ok(Change {
+    Change {
         records,
         answer: json!({"id": id, "subject": subject, "version": version}),
-    })
+    }
 }
 
 /// A registration in IMPORT mode: the id and version it names are kept
@@ -294,28 +301,9 @@ fn import(
             store.bytes
         ));
     }
-    let mut records = vec![Record::Schema {
-        subject: subject.clone(),
-        version,
-        value: Some(SchemaValue {
-            subject: subject.clone(),
-            version,
-            id,
-            schema_type: new.schema_type,
-            schema: new.schema,
-            references: new.references,
-            deleted: false,
-        }),
-    }];
-    if id >= store.next_id {
-        // Ids given after the import start past every imported one.
-        records.push(Record::NextId(Some(id.saturating_add(1))));
-    }
-    metrics::counter!("es_registry_registrations_total").increment(1);
-    Ok(Change {
-        records,
-        answer: json!({"id": id, "subject": subject, "version": version}),
-    })
+    // Ids given after the import start past every imported one.
+    let next_id = (id >= store.next_id).then(|| id.saturating_add(1));
+    Ok(registered(subject, version, id, new, next_id))
 }
 
 /// The live versions a new schema is checked against at `level`: none

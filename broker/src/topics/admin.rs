@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use futures::future::join_all;
 use serde::Deserialize;
 
 use crate::auth::grants::{Operation, Resource};
@@ -17,7 +16,7 @@ use crate::error::ApiError;
 use crate::limits::TOPIC_PARTITIONS_MAX;
 use crate::shard::message::{Op, PartitionState, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
-use crate::topics::controller::by_owner;
+use crate::topics::controller::ask_owners;
 use crate::topics::topic::{self, TopicConfig, TopicMeta};
 
 #[derive(Deserialize)]
@@ -134,19 +133,13 @@ pub async fn describe(shard: &Rc<Shard>, p: &Principal, name: &str) -> Result<se
 }
 
 async fn description(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<serde_json::Value, ApiError> {
-    let calls = by_owner(shard, &meta.name, meta.partitions)
-        .into_iter()
-        .map(|(owner, partitions)| {
-            shard.call(
-                owner,
-                Op::Describe {
-                    topic: meta.name.clone(),
-                    partitions,
-                },
-            )
-        });
+    let replies = ask_owners(shard, meta, |partitions| Op::Describe {
+        topic: meta.name.clone(),
+        partitions,
+    })
+    .await;
     let mut states = Vec::new();
-    for reply in join_all(calls).await {
+    for reply in replies {
         match reply {
             Reply::Described(Ok(s)) => states.extend(s),
             Reply::Described(Err(e)) | Reply::Done(Err(e)) => return Err(e),
@@ -189,19 +182,13 @@ fn standalone_partitions(shard: &Shard, states: &[PartitionState]) -> Vec<serde_
 /// Cluster mode: the leader of each partition of `meta` as the shards
 /// that own them know it (cluster/leaders.rs), by partition.
 async fn leader_views(shard: &Rc<Shard>, meta: &TopicMeta) -> Result<BTreeMap<u32, LeaderView>, ApiError> {
-    let calls = by_owner(shard, &meta.name, meta.partitions)
-        .into_iter()
-        .map(|(owner, partitions)| {
-            shard.call(
-                owner,
-                Op::LeaderViews {
-                    topic: meta.name.clone(),
-                    partitions,
-                },
-            )
-        });
+    let replies = ask_owners(shard, meta, |partitions| Op::LeaderViews {
+        topic: meta.name.clone(),
+        partitions,
+    })
+    .await;
     let mut out = BTreeMap::new();
-    for reply in join_all(calls).await {
+    for reply in replies {
         match reply {
             Reply::LeaderViews(views) => {
                 out.extend(views.into_iter().filter_map(|(p, v)| Some((p, v?))));

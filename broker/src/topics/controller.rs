@@ -43,6 +43,15 @@ pub fn by_owner(shard: &Shard, topic: &str, partitions: u32) -> BTreeMap<ShardId
     out
 }
 
+/// Sends each shard that owns partitions of `meta` the op `op` makes of
+/// its partitions, at once: the replies, in shard order.
+pub async fn ask_owners(shard: &Rc<Shard>, meta: &TopicMeta, op: impl Fn(Vec<u32>) -> Op) -> Vec<Reply> {
+    let calls = by_owner(shard, &meta.name, meta.partitions)
+        .into_iter()
+        .map(|(owner, partitions)| shard.call(owner, op(partitions)));
+    join_all(calls).await
+}
+
 /// A controller request's failure as the broker's error: never proposed
 /// (`NotLeader`, `Unavailable`) is `leader_not_available`, proposed with
 /// no known outcome is `outcome_unknown`, a stopped controller

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rcgen::{CertificateParams, CertifiedIssuer, DnType, KeyPair};
 use serde_json::Value;
 
 use crate::common::{free_port, Broker};
@@ -19,10 +19,7 @@ pub struct Pki {
 
 impl Pki {
     pub fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let ca = crate::common::pki::ca(name);
         let pki = Pki {
             dir: tempfile::tempdir().unwrap(),
             ca,

@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError};
+use openraft::{EmptyNode, RaftSnapshotBuilder, SnapshotMeta};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -26,10 +26,10 @@ use crate::controller::command::{encode_outcome, refusal, ControllerCommand, Ref
 use crate::controller::state::ClusterState;
 use crate::controller::store::command_of;
 use crate::entry::{Applied, EsEntry, EsPayload};
-use crate::membership;
 use crate::meta::RaftMeta;
+use crate::sm_snapshot::{self, bad};
 use crate::snapshot::EsSnapshot;
-use crate::types::{log_id, EsRaft, LogId, NodeId, StorageResult, StoredMembership};
+use crate::types::{EsRaft, LogId, NodeId, StorageResult, StoredMembership};
 
 /// The controller's state as of an applied entry: what
 /// [`Controller::applied`](super::Controller::applied) publishes.
@@ -58,45 +58,16 @@ struct Inner {
 #[derive(Clone)]
 pub struct ControllerSm(Rc<Inner>);
 
-fn bad(what: &str) -> StorageError<NodeId> {
-    StorageIOError::read_state_machine(&std::io::Error::other(what.to_string())).into()
-}
-
-fn id_json(l: &Option<LogId>) -> Value {
-    l.map_or(Value::Null, |l| json!([l.leader_id.term, l.index]))
-}
-
-fn id_of(v: &Value) -> Option<Option<LogId>> {
-    if v.is_null() {
-        return Some(None);
-    }
-    let a = v.as_array()?;
-    Some(Some(log_id(a.first()?.as_u64()?, a.get(1)?.as_u64()?)))
-}
-
 /// A snapshot image: `{"last_applied","membership_log_id","membership","state","id"}`.
 fn image(s: &SmState, id: &str) -> Vec<u8> {
-    json!({
-        "last_applied": id_json(&s.last_applied),
-        "membership_log_id": id_json(s.membership.log_id()),
-        "membership": membership::to_json(s.membership.membership()),
-        "state": &*s.cluster,
-        "id": id,
-    })
-    .to_string()
-    .into_bytes()
+    let mut v = sm_snapshot::meta_json(&s.last_applied, &s.membership, id);
+    v.insert("state".into(), json!(&*s.cluster));
+    Value::Object(v).to_string().into_bytes()
 }
 
 fn read_image(bytes: &[u8]) -> Option<(SnapshotMeta<NodeId, EmptyNode>, ClusterState)> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
-    let meta = SnapshotMeta {
-        last_log_id: id_of(v.get("last_applied")?)?,
-        last_membership: StoredMembership::new(
-            id_of(v.get("membership_log_id")?)?,
-            membership::from_json(v.get("membership")?)?,
-        ),
-        snapshot_id: v.get("id")?.as_str()?.to_string(),
-    };
+    let meta = sm_snapshot::meta_of(&v)?;
     let state = serde_json::from_value(v.get("state")?.clone()).ok()?;
     Some((meta, state))
 }
@@ -169,24 +140,11 @@ impl RaftSnapshotBuilder<EsRaft> for ControllerSm {
         let (meta, bytes) = {
             let mut s = self.0.state.borrow_mut();
             s.snapshots += 1;
-            let id = format!(
-                "{}-{}-{}",
-                s.last_applied.map_or(0, |l| l.leader_id.term),
-                s.last_applied.map_or(0, |l| l.index),
-                s.snapshots
-            );
-            let meta = SnapshotMeta {
-                last_log_id: s.last_applied,
-                last_membership: s.membership.clone(),
-                snapshot_id: id.clone(),
-            };
-            (meta, image(&s, &id))
+            let meta = sm_snapshot::built_meta(s.last_applied, &s.membership, s.snapshots);
+            let bytes = image(&s, &meta.snapshot_id);
+            (meta, bytes)
         };
-        self.0.meta.save_snapshot(bytes.clone()).await?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(EsSnapshot::Image(bytes)),
-        })
+        sm_snapshot::save(&self.0.meta, meta, bytes).await
     }
 }
 
@@ -274,13 +232,6 @@ impl RaftStateMachine<EsRaft> for ControllerSm {
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<EsRaft>>> {
-        let Some(bytes) = self.0.meta.snapshot() else {
-            return Ok(None);
-        };
-        let (meta, _) = read_image(&bytes).ok_or_else(|| bad("bad controller snapshot"))?;
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: Box::new(EsSnapshot::Image(bytes)),
-        }))
+        sm_snapshot::current(&self.0.meta, read_image_meta, "bad controller snapshot")
     }
 }

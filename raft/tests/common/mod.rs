@@ -9,6 +9,7 @@ mod suite;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +50,24 @@ pub fn run_with_tokio_timer<T>(fut: impl Future<Output = T>) -> T {
         .expect("tokio timer runtime");
     let _context = rt.enter();
     run(fut)
+}
+
+/// The segment files of a node's log under `dir/log`, by name, with
+/// their bytes.
+pub fn log_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir.join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// openraft's config for the tests: timeouts generous for a loaded 2-core

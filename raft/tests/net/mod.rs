@@ -20,8 +20,8 @@ use es_raft::openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 use es_raft::transport::{
     GroupRegistry, InflightBudget, RaftServer, ShardNetwork, TransportConfig, TransportStats,
 };
-use es_raft::{EsRaft, GroupId, LogStore, NodeId, PartitionSm};
-use es_storage::{FsyncBatcher, LogConfig};
+use es_raft::{EsRaft, GroupConfig, GroupId, LogStore, NodeId, PartitionRaft, PartitionSm};
+use es_storage::{FsyncBatcher, LogConfig, PartitionLog};
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
 use glommio::net::TcpListener;
@@ -95,6 +95,35 @@ impl Ctx {
         self.rafts.borrow_mut().insert(group, raft);
     }
 
+    /// Opens the partition log under `dir/log` and a replica of `group`
+    /// over it, its Raft state under `dir/raft`, with `ids` the members
+    /// should it have to start the group (as the broker opens one).
+    pub async fn open_replica(
+        &self,
+        group: GroupId,
+        dir: &Path,
+        ids: &[NodeId],
+        log_config: LogConfig,
+        cfg: &GroupConfig,
+    ) -> PartitionRaft {
+        let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
+            .await
+            .expect("open the partition log");
+        let members: BTreeSet<NodeId> = ids.iter().copied().collect();
+        PartitionRaft::open(
+            self.id,
+            group,
+            log,
+            &dir.join("raft"),
+            Some(members),
+            &self.net,
+            &self.registry,
+            cfg,
+        )
+        .await
+        .expect("open the replica")
+    }
+
     /// Stops every group, closes the logs and the transport.
     pub async fn shutdown(&self) {
         let rafts = std::mem::take(&mut *self.rafts.borrow_mut());
@@ -109,6 +138,18 @@ impl Ctx {
             store.close().await.expect("close");
         }
     }
+}
+
+/// Every record of `p`'s log below its high watermark: (offset, value).
+pub async fn committed_records(p: &PartitionRaft) -> Vec<(u64, String)> {
+    let hw = p.high_watermark();
+    p.log()
+        .read(es_storage::Offset(0), usize::MAX, es_storage::Offset(hw))
+        .await
+        .expect("read the log")
+        .into_iter()
+        .map(|r| (r.offset.0, String::from_utf8(r.value).unwrap()))
+        .collect()
 }
 
 /// A node on its own thread and executor.

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,7 +15,7 @@ use es_raft::openraft::RaftMetrics;
 use es_raft::transport::{cluster_hash, TransportConfig};
 use es_raft::{GroupConfig, GroupId, LogId, NodeId, PartitionRaft, ProduceError};
 use es_storage::batch::{encode_v2, RaftStamp};
-use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{BatchBuf, LogConfig, Offset, ProducerStamp, Record};
 
 use crate::net::*;
 
@@ -95,22 +95,9 @@ impl Cluster {
         let node = Node::start(config, self.listen[&id]);
         let dir = self.dir(id);
         node.call(move |ctx| async move {
-            let (log, _) = PartitionLog::open(&dir.join("log"), log_config(), FsyncBatcher::new())
-                .await
-                .expect("open the partition log");
-            let members: BTreeSet<NodeId> = IDS.into();
-            let p = PartitionRaft::open(
-                ctx.id,
-                GROUP,
-                log,
-                &dir.join("raft"),
-                Some(members),
-                &ctx.net,
-                &ctx.registry,
-                &group_config(),
-            )
-            .await
-            .expect("open the replica");
+            let p = ctx
+                .open_replica(GROUP, &dir, &IDS, log_config(), &group_config())
+                .await;
             PARTS.with(|m| m.borrow_mut().insert(GROUP, p));
         });
         self.nodes.insert(id, node);

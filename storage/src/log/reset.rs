@@ -34,7 +34,7 @@ use crate::io::dirs;
 use crate::io::files;
 use crate::io::segment_files::{self, Held};
 use crate::log::segment::Segment;
-use crate::{Offset, PartitionLog, Result, StorageError};
+use crate::{Offset, PartitionLog, Result};
 
 use super::partition::LogState;
 
@@ -44,33 +44,12 @@ impl PartitionLog {
     /// module doc). Only for a replicated log whose state machine installs
     /// a snapshot that covers everything below `start`.
     pub async fn reset_to(&self, start: Offset, first_index: u64) -> Result<()> {
-        let shared = &self.shared;
-        {
-            let mut inner = shared.inner.borrow_mut();
-            if inner.closed || inner.failure.is_some() {
-                drop(inner);
-                return Err(shared.refusal());
-            }
-            if inner.truncating {
-                return Err(StorageError::Invalid("a truncation is already under way".into()));
-            }
-            inner.truncating = true;
-            inner.early.end();
-        }
-        let result = self.reset_steps(start, first_index).await;
-        shared.inner.borrow_mut().truncating = false;
-        result
+        self.exclusively(self.reset_steps(start, first_index)).await
     }
 
+    /// Steps 2 on, inside `exclusively` (`truncate.rs`): step 1.
     async fn reset_steps(&self, start: Offset, first_index: u64) -> Result<()> {
         let shared = &self.shared;
-        shared.drain().await?;
-        let Ok(_permit) = shared.maintenance.acquire_permit(1).await else {
-            return Err(shared.refusal());
-        };
-        if shared.is_stopped() {
-            return Err(shared.refusal());
-        }
         match shared.reset(start, first_index).await {
             Ok(()) => {
                 tracing::info!(
@@ -99,15 +78,7 @@ impl LogState {
             inner.early.cut_from(first);
             (first, inner.segments.take_after(first, 0))
         };
-        let mut removed = removed.into_iter();
-        while let Some(seg) = removed.next() {
-            if let Err(e) = self.remove_cut_segment(seg).await {
-                for seg in removed.by_ref() {
-                    segment_files::forget(seg.id);
-                }
-                return Err(e);
-            }
-        }
+        self.remove_cut_segments(removed).await?;
         let (log_path, index_path) = {
             let segs = self.segments();
             let s = segs.first();

@@ -29,6 +29,7 @@
 //! A failure in steps 3-4 poisons the partition: memory no longer says
 //! what the files hold, and recovery decides at the next open.
 
+use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -69,6 +70,15 @@ impl PartitionLog {
     /// uncommitted suffix: a cut below the committed mark is refused and
     /// poisons the partition.
     pub async fn truncate_from(&self, index: u64) -> Result<()> {
+        self.exclusively(self.truncate_steps(index)).await
+    }
+
+    /// Step 1 of a truncation (or a reset, `reset.rs`), then `steps`,
+    /// steps 2 on: refused on a closed or failed log, or while another
+    /// truncation runs; placement is refused and the early write ended
+    /// until `steps` ends, and it runs on a drained log under the
+    /// maintenance permit (no cleanup meanwhile).
+    pub(super) async fn exclusively(&self, steps: impl Future<Output = Result<()>>) -> Result<()> {
         let shared = &self.shared;
         {
             let mut inner = shared.inner.borrow_mut();
@@ -82,21 +92,25 @@ impl PartitionLog {
             inner.truncating = true;
             inner.early.end();
         }
-        let result = self.truncate_steps(index).await;
+        let result = async {
+            shared.drain().await?;
+            let Ok(_permit) = shared.maintenance.acquire_permit(1).await else {
+                return Err(shared.refusal());
+            };
+            // A close that ran meanwhile sealed the log: nothing is cut.
+            if shared.is_stopped() {
+                return Err(shared.refusal());
+            }
+            steps.await
+        }
+        .await;
         shared.inner.borrow_mut().truncating = false;
         result
     }
 
+    /// Steps 2 on of the module doc, inside [`Self::exclusively`].
     async fn truncate_steps(&self, index: u64) -> Result<()> {
         let shared = &self.shared;
-        shared.drain().await?;
-        let Ok(_permit) = shared.maintenance.acquire_permit(1).await else {
-            return Err(shared.refusal());
-        };
-        // A close that ran meanwhile sealed the log: nothing is cut.
-        if shared.is_stopped() {
-            return Err(shared.refusal());
-        }
         let Some(cut) = self.locate(index).await? else {
             return Ok(());
         };
@@ -255,15 +269,7 @@ impl LogState {
             inner.early.cut_from(cut.segment);
             inner.segments.take_after(cut.segment, cut.position)
         };
-        let mut removed = removed.into_iter();
-        while let Some(seg) = removed.next() {
-            if let Err(e) = self.remove_cut_segment(seg).await {
-                for seg in removed.by_ref() {
-                    segment_files::forget(seg.id);
-                }
-                return Err(e);
-            }
-        }
+        self.remove_cut_segments(removed).await?;
         let path = dirs::log_path(&self.dir, cut.segment);
         let file = files::open_rw(&path).await?;
         file.truncate(cut.position)
@@ -317,8 +323,23 @@ impl LogState {
         Ok(())
     }
 
+    /// Removes the segments after a cut, in order (newest first); on a
+    /// failure the ones not reached are forgotten and the error returned.
+    pub(super) async fn remove_cut_segments(&self, removed: Vec<Segment>) -> Result<()> {
+        let mut removed = removed.into_iter();
+        while let Some(seg) = removed.next() {
+            if let Err(e) = self.remove_cut_segment(seg).await {
+                for seg in removed.by_ref() {
+                    segment_files::forget(seg.id);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes a segment after the cut: the retention delete protocol.
-    pub(super) async fn remove_cut_segment(&self, mut seg: Segment) -> Result<()> {
+    async fn remove_cut_segment(&self, mut seg: Segment) -> Result<()> {
         let held = seg
             .file
             .take()

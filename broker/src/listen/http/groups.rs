@@ -8,7 +8,7 @@ use hyper::{Request, Response, StatusCode};
 use super::response::{self, Body};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::groups::admin::{self as groups, commit_op, join_op, reset_args};
+use crate::groups::admin::{self as groups, reset_args, set_owner_op};
 use crate::groups::coordinator::GroupOp;
 use crate::shard::Shard;
 
@@ -36,8 +36,15 @@ pub async fn describe(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<R
     Ok(ok(groups::describe(shard, p, group).await?))
 }
 
-pub async fn delete(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, p, group, GroupOp::Delete).await?))
+/// Runs `op` on `group` (delete, heartbeat, leave, the commits): its
+/// answer, 200.
+pub async fn call(
+    shard: &Rc<Shard>,
+    p: &Principal,
+    group: &str,
+    op: GroupOp,
+) -> Result<Response<Body>, ApiError> {
+    Ok(ok(groups::call(shard, p, group, op).await?))
 }
 
 /// `PATCH /v1/groups/{g}` `{"owner": id}`: an admin hands the group to
@@ -49,66 +56,22 @@ pub async fn patch(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     p.require_admin("change a group's owner")?;
-    let v = body_json(shard, req).await?;
-    Ok(ok(groups::call(
-        shard,
-        p,
-        group,
-        crate::groups::admin::set_owner_op(&v)?,
-    )
-    .await?))
+    body_op(shard, p, group, req, StatusCode::OK, set_owner_op).await
 }
 
-pub async fn join(
+/// Runs the op `make` reads from the request's JSON body on `group`
+/// (join: 201, commit, patch): its answer with `status`.
+pub async fn body_op(
     shard: &Rc<Shard>,
     p: &Principal,
     group: &str,
     req: Request<Incoming>,
+    status: StatusCode,
+    make: impl FnOnce(&serde_json::Value) -> Result<GroupOp, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
     let v = body_json(shard, req).await?;
-    let op = join_op(&v)?;
-    Ok(response::json(
-        StatusCode::CREATED,
-        &groups::call(shard, p, group, op).await?,
-    ))
-}
-
-pub async fn heartbeat(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    member: &str,
-) -> Result<Response<Body>, ApiError> {
-    let op = GroupOp::Heartbeat {
-        member_id: member.to_string(),
-    };
-    Ok(ok(groups::call(shard, p, group, op).await?))
-}
-
-pub async fn leave(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    member: &str,
-) -> Result<Response<Body>, ApiError> {
-    let op = GroupOp::Leave {
-        member_id: member.to_string(),
-    };
-    Ok(ok(groups::call(shard, p, group, op).await?))
-}
-
-pub async fn commit(
-    shard: &Rc<Shard>,
-    p: &Principal,
-    group: &str,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, ApiError> {
-    let v = body_json(shard, req).await?;
-    Ok(ok(groups::call(shard, p, group, commit_op(&v)?).await?))
-}
-
-pub async fn commits(shard: &Rc<Shard>, p: &Principal, group: &str) -> Result<Response<Body>, ApiError> {
-    Ok(ok(groups::call(shard, p, group, GroupOp::Commits).await?))
+    let op = make(&v)?;
+    Ok(response::json(status, &groups::call(shard, p, group, op).await?))
 }
 
 pub async fn reset(

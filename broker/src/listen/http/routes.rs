@@ -13,6 +13,8 @@ use super::server::Conn;
 use super::{groups, keys, producers, records, topics};
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
+use crate::groups::admin::{commit_op, join_op};
+use crate::groups::coordinator::GroupOp;
 use crate::shard::Shard;
 
 /// Answers one request. A panic in its handling is caught
@@ -126,19 +128,31 @@ async fn dispatch(shard: &Rc<Shard>, conn: &Conn, p: &Principal, req: Request<In
         (["v1", "groups"], &Method::GET) => ("list_groups", groups::list(shard, p).await),
         (["v1", "groups", g], &Method::GET) => ("describe_group", groups::describe(shard, p, g).await),
         (["v1", "groups", g], &Method::PATCH) => ("patch_group", groups::patch(shard, p, g, req).await),
-        (["v1", "groups", g], &Method::DELETE) => ("delete_group", groups::delete(shard, p, g).await),
-        (["v1", "groups", g, "members"], &Method::POST) => {
-            ("join_group", groups::join(shard, p, g, req).await)
+        (["v1", "groups", g], &Method::DELETE) => {
+            ("delete_group", groups::call(shard, p, g, GroupOp::Delete).await)
         }
+        (["v1", "groups", g, "members"], &Method::POST) => (
+            "join_group",
+            groups::body_op(shard, p, g, req, StatusCode::CREATED, join_op).await,
+        ),
         (["v1", "groups", g, "members", m, "heartbeat"], &Method::POST) => {
-            ("heartbeat", groups::heartbeat(shard, p, g, m).await)
+            let op = GroupOp::Heartbeat {
+                member_id: m.to_string(),
+            };
+            ("heartbeat", groups::call(shard, p, g, op).await)
         }
         (["v1", "groups", g, "members", m], &Method::DELETE) => {
-            ("leave_group", groups::leave(shard, p, g, m).await)
+            let op = GroupOp::Leave {
+                member_id: m.to_string(),
+            };
+            ("leave_group", groups::call(shard, p, g, op).await)
         }
-        (["v1", "groups", g, "commits"], &Method::POST) => ("commit", groups::commit(shard, p, g, req).await),
+        (["v1", "groups", g, "commits"], &Method::POST) => (
+            "commit",
+            groups::body_op(shard, p, g, req, StatusCode::OK, commit_op).await,
+        ),
         (["v1", "groups", g, "commits"], &Method::GET) => {
-            ("fetch_commits", groups::commits(shard, p, g).await)
+            ("fetch_commits", groups::call(shard, p, g, GroupOp::Commits).await)
         }
         (["v1", "groups", g, "reset"], &Method::POST) => {
             ("reset_group", groups::reset(shard, p, g, req).await)

@@ -32,7 +32,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use futures::future::join_all;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -46,7 +45,7 @@ use crate::cluster::leaders::LeaderView;
 use crate::shard::message::{Op, Reply};
 use crate::shard::{Shard, CONTROLLER_SHARD};
 use crate::topics::admin;
-use crate::topics::controller::by_owner;
+use crate::topics::controller::ask_owners;
 use crate::topics::topic::TopicMeta;
 
 /// LEADER_NOT_AVAILABLE.
@@ -195,19 +194,13 @@ impl Cluster {
 
     /// Each partition of `meta` as this node knows it (the module's notes).
     async fn partitions(&self, shard: &Rc<Shard>, meta: &TopicMeta) -> Vec<MetadataResponsePartition> {
-        let calls = by_owner(shard, &meta.name, meta.partitions)
-            .into_iter()
-            .map(|(owner, partitions)| {
-                shard.call(
-                    owner,
-                    Op::LeaderViews {
-                        topic: meta.name.clone(),
-                        partitions,
-                    },
-                )
-            });
+        let replies = ask_owners(shard, meta, |partitions| Op::LeaderViews {
+            topic: meta.name.clone(),
+            partitions,
+        })
+        .await;
         let mut views: BTreeMap<u32, LeaderView> = BTreeMap::new();
-        for reply in join_all(calls).await {
+        for reply in replies {
             if let Reply::LeaderViews(v) = reply {
                 views.extend(v.into_iter().filter_map(|(p, v)| Some((p, v?))));
             }
