@@ -22,6 +22,8 @@
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 //! - `group`: `PartitionRaft`, a partition replica's Raft group (what the
 //!   broker holds per replica).
+//! - `restart`: a replica's group started again after its log store
+//!   failed (a full disk), once the disk takes writes.
 //! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
 //!   coalesced into one entry per round; `ProduceError`, the answers.
 //! - `replica_stats`: `ReplicaStats`, a replica's counters.
@@ -44,6 +46,7 @@ pub mod partition_sm;
 pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;
+mod restart;
 pub mod runtime;
 pub mod snapshot;
 pub mod snapshot_image;
