@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use es_storage::batch::{self, RaftStamp, MAGIC_V2};
 use es_storage::{BatchBuf, PartitionLog};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{AsyncRuntime, EmptyNode, Raft, RaftMetrics, ServerState};
+use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 
 use crate::config::partition_config;
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
@@ -312,7 +312,7 @@ impl PartitionRaft {
                         return Err(e);
                     }
                     if let Err(_) | Ok(Err(_)) =
-                        crate::runtime::GlommioRuntime::timeout(left, rx.changed()).await
+                        crate::runtime::GlommioRuntime::within(left, rx.changed()).await
                     {
                         return Err(e);
                     }

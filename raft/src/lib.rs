@@ -65,7 +65,7 @@ pub use partition_sm::PartitionSm;
 pub use producer_window::{ProducerFields, ProducerWindow};
 pub use proposer::{ProduceError, Proposer, ProposerConfig};
 pub use replica_stats::{ReplicaObserver, ReplicaStats};
-pub use runtime::{set_raft_task_queue, GlommioRuntime};
+pub use runtime::{rpc_timeout_floor, set_raft_task_queue, set_rpc_timeout_floor, GlommioRuntime};
 pub use snapshot::{EsSnapshot, StagedSuffix};
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};
 

@@ -114,6 +114,10 @@ pub struct ClusterConfig {
     /// it stands for election (randomized up to twice this).
     #[arg(long, env = "ES_RAFT_ELECTION_TIMEOUT_MS", default_value_t = RAFT_ELECTION_TIMEOUT_MS_DEFAULT, help_heading = CLUSTER, value_name = "MS")]
     pub raft_election_timeout_ms: u64,
+    /// Milliseconds a Raft request to a peer (an append, a vote) is given
+    /// before it is sent again, at least; above `--raft-heartbeat-ms`.
+    #[arg(long, env = "ES_RAFT_RPC_TIMEOUT_MS", default_value_t = es_raft::limits::RPC_TIMEOUT_MS_DEFAULT, help_heading = CLUSTER, value_name = "MS")]
+    pub raft_rpc_timeout_ms: u64,
     /// Microseconds the first heartbeat queued for a peer waits for the
     /// heartbeats of other partitions, which then travel in one frame.
     #[arg(long, env = "ES_RAFT_HEARTBEAT_COALESCE_US", default_value_t = es_raft::limits::HEARTBEAT_COALESCE_US_DEFAULT, help_heading = CLUSTER, value_name = "US")]
@@ -258,6 +262,19 @@ impl ClusterConfig {
             ));
         }
         in_range(
+            "--raft-rpc-timeout-ms",
+            self.raft_rpc_timeout_ms,
+            1,
+            RAFT_ELECTION_TIMEOUT_MS_MAX,
+        )?;
+        if self.raft_rpc_timeout_ms <= self.raft_heartbeat_ms {
+            return Err(format!(
+                "--raft-rpc-timeout-ms ({}) must be above --raft-heartbeat-ms ({}): an append whose round \
+                 trip takes a heartbeat would time out and be sent again, and nothing would commit",
+                self.raft_rpc_timeout_ms, self.raft_heartbeat_ms
+            ));
+        }
+        in_range(
             "--raft-heartbeat-coalesce-us",
             self.raft_heartbeat_coalesce_us,
             0,
@@ -333,6 +350,7 @@ impl ClusterConfig {
         t.heartbeat_coalesce = Duration::from_micros(self.raft_heartbeat_coalesce_us);
         t.append_bytes_max = self.raft_append_bytes_max;
         t.inflight_shard_bytes = self.raft_inflight_shard_bytes;
+        t.rpc_timeout = Duration::from_millis(self.raft_rpc_timeout_ms);
         self.transport = Some(t);
         Ok(())
     }
