@@ -442,6 +442,11 @@ mod tests {
         assert!(e.contains("choose one"), "{e}");
         let e = validate(&["--raft-heartbeat-ms", "1500"]).unwrap_err();
         assert!(e.contains("--raft-heartbeat-ms (1500) must be below"), "{e}");
+        let e = validate(&["--raft-rpc-timeout-ms", "150"]).unwrap_err();
+        assert!(
+            e.contains("--raft-rpc-timeout-ms (150) must be above --raft-heartbeat-ms (150)"),
+            "{e}"
+        );
         let e = validate(&["--default-replication-factor", "4"]).unwrap_err();
         assert!(e.contains("--default-replication-factor must be in 1..=3"), "{e}");
         let e = validate(&["--advertised-http-addr", "nowhere"]).unwrap_err();
