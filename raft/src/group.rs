@@ -20,7 +20,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::batch::{self, RaftStamp, MAGIC_V2};
@@ -28,20 +27,16 @@ use es_storage::{BatchBuf, PartitionLog};
 use openraft::error::{InitializeError, RaftError};
 use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 
-use crate::config::partition_config;
+use crate::group_instance::{start_instance, Instance};
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
 use crate::limits::{
     ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
     PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, RECOVERY_BYTES_PER_SEC_DEFAULT,
-    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT, SNAPSHOT_CHUNK_BYTES_MAX,
+    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT,
 };
-use crate::log_store::LogStore;
-use crate::partition_sm::PartitionSm;
 use crate::producer_window::ProducerFields;
-use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
+use crate::proposer::{ProduceError, Proposer};
 use crate::replica_stats::{bump, ReplicaStats};
-use crate::snapshot_recv::SnapshotReceiver;
-use crate::snapshot_send::SnapshotSource;
 use crate::transport::{GroupRegistry, ShardNetwork};
 use crate::types::{EsRaft, GroupId, LogId, NodeId};
 
@@ -112,22 +107,10 @@ pub struct BatchRules {
 #[derive(Default)]
 pub(crate) struct Tracking {
     /// When this replica last became leader (its term's start here).
-    leader_since: Cell<Option<Instant>>,
+    pub(crate) leader_since: Cell<Option<Instant>>,
     /// On the leader: when each follower last matched the leader's last
     /// entry.
-    caught_up: RefCell<BTreeMap<NodeId, Instant>>,
-}
-
-/// One openraft instance of the replica and what is built over it: the
-/// replica's current one is replaced when its group stops on a storage
-/// error and starts again (`restart.rs`).
-pub(crate) struct Instance {
-    pub(crate) raft: Raft<EsRaft>,
-    pub(crate) store: LogStore,
-    pub(crate) sm: PartitionSm,
-    pub(crate) proposer: Proposer,
-    /// Where snapshot transfers to this replica are received.
-    pub(crate) receiver: Rc<SnapshotReceiver>,
+    pub(crate) caught_up: RefCell<BTreeMap<NodeId, Instant>>,
 }
 
 pub(crate) struct Inner {
@@ -154,7 +137,7 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct PartitionRaft(pub(crate) Rc<Inner>);
 
-fn err(what: &str, e: impl std::fmt::Display) -> String {
+pub(crate) fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
@@ -572,92 +555,6 @@ impl PartitionRaft {
     }
 }
 
-/// Starts an openraft instance of the replica over `log`, its vote and
-/// metadata read from `raft_dir`: the store finds the entries the log
-/// holds, the state machine and the Proposer are built over it, and a task
-/// follows its metrics into `tracking` and `stats` until it stops. At open,
-/// and again after the group stopped on a storage error (`restart.rs`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn start_instance(
-    node_id: NodeId,
-    group: GroupId,
-    log: &PartitionLog,
-    raft_dir: &Path,
-    network: &ShardNetwork,
-    config: &GroupConfig,
-    stats: &Rc<ReplicaStats>,
-    tracking: &Rc<Tracking>,
-) -> Result<Instance, String> {
-    let what = format!("group {group}");
-    let store = LogStore::from_log(log.clone(), raft_dir)
-        .await
-        .map_err(|e| err(&what, e))?;
-    let sm = PartitionSm::new(&store).map_err(|e| err(&what, e))?;
-    let raft_config = partition_config(
-        &format!("partition-group-{group}"),
-        config.heartbeat_ms,
-        config.election_timeout_ms,
-    )
-    .map_err(|e| err(&what, e))?;
-    let source = SnapshotSource::new(
-        store.clone(),
-        config.snapshot_chunk_bytes.min(SNAPSHOT_CHUNK_BYTES_MAX),
-        config.recovery_bytes_per_sec,
-        stats.clone(),
-    );
-    let raft = match Raft::new(
-        node_id,
-        Arc::new(raft_config),
-        network.group_with_snapshots(group, Rc::new(source)),
-        store.clone(),
-        sm.clone(),
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            store.close_meta().await;
-            return Err(err(&what, e));
-        }
-    };
-    let receiver = Rc::new(SnapshotReceiver::new(store.clone(), sm.clone(), stats.clone()));
-    // A new instance starts as a follower: nothing learnt of the last one
-    // holds.
-    tracking.leader_since.set(None);
-    tracking.caught_up.borrow_mut().clear();
-    let gate: Gate = {
-        let raft = raft.clone();
-        let tracking = tracking.clone();
-        let timeout = Duration::from_millis(config.election_timeout_ms);
-        Rc::new(move || may_propose(node_id, &raft.metrics().borrow(), &tracking, timeout))
-    };
-    let idempotent_gate: Gate = {
-        let raft = raft.clone();
-        Rc::new(move || idempotent_ready(&raft.metrics().borrow()))
-    };
-    let proposer = Proposer::new(
-        raft.clone(),
-        sm.clone(),
-        ProposerConfig {
-            in_flight_max: config.proposals_in_flight.max(1),
-            entry_bytes_max: config.entry_bytes_max,
-            queue_bytes_max: config.queue_bytes_max,
-            timeout: Duration::from_millis(config.produce_timeout_ms),
-        },
-        gate,
-        idempotent_gate,
-        stats.clone(),
-    );
-    glommio::spawn_local(track(node_id, raft.metrics(), tracking.clone(), stats.clone())).detach();
-    Ok(Instance {
-        raft,
-        store,
-        sm,
-        proposer,
-        receiver,
-    })
-}
-
 /// Whether a replica may propose now: it leads, and a quorum acknowledged
 /// it within twice the election timeout (the longest a follower waits
 /// before it stands for election; from the start of its term while no
@@ -666,7 +563,7 @@ pub(crate) async fn start_instance(
 /// append after its fdatasync, so a slow disk alone can look like a
 /// silence of one timeout. Refusing is only ever a faster answer: the
 /// commit rule keeps a deposed leader from acknowledging anything.
-fn may_propose(
+pub(crate) fn may_propose(
     me: NodeId,
     m: &RaftMetrics<NodeId, EmptyNode>,
     tracking: &Tracking,
@@ -697,7 +594,7 @@ fn may_propose(
 /// entry committed before its term is applied and in the window (the
 /// spec's §3.4: a retry of a batch committed but not yet applied here
 /// would otherwise pass the check and be written again).
-fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceError> {
+pub(crate) fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceError> {
     if m.last_applied.is_some_and(|l| l.leader_id.term == m.current_term) {
         return Ok(());
     }
@@ -708,7 +605,7 @@ fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceErr
 
 /// Follows the replica's metrics until the group shuts down: elections,
 /// leadership, when each follower matched the leader's last entry.
-async fn track(me: NodeId, mut rx: MetricsWatch, tracking: Rc<Tracking>, stats: Rc<ReplicaStats>) {
+pub(crate) async fn track(me: NodeId, mut rx: MetricsWatch, tracking: Rc<Tracking>, stats: Rc<ReplicaStats>) {
     let mut term = rx.borrow().current_term;
     let mut leading = false;
     loop {

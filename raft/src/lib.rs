@@ -24,6 +24,8 @@
 //!   broker holds per replica).
 //! - `restart`: a replica's group started again after its log store
 //!   failed (a full disk), once the disk takes writes.
+//! - `group_instance`: one openraft instance of a replica and what is
+//!   built over it (store, state machine, Proposer).
 //! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
 //!   coalesced into one entry per round; `ProduceError`, the answers.
 //! - `replica_stats`: `ReplicaStats`, a replica's counters.
@@ -37,6 +39,7 @@ pub mod config;
 pub mod controller;
 pub mod entry;
 pub mod group;
+mod group_instance;
 pub mod limits;
 pub mod log_store;
 pub mod mem_store;

@@ -31,7 +31,8 @@ use std::time::Duration;
 use openraft::error::Fatal;
 use openraft::{EmptyNode, RaftMetrics};
 
-use crate::group::{start_instance, Inner, MetricsWatch, PartitionRaft};
+use crate::group::{Inner, MetricsWatch, PartitionRaft};
+use crate::group_instance::start_instance;
 use crate::limits::{STORAGE_RESTART_BACKOFF_MAX_MS, STORAGE_RESTART_BACKOFF_MIN_MS};
 use crate::replica_stats::bump;
 use crate::transport::registry::Receiver;
