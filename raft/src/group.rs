@@ -18,30 +18,25 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::batch::{self, RaftStamp, MAGIC_V2};
 use es_storage::{BatchBuf, PartitionLog};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{AsyncRuntime, EmptyNode, Raft, RaftMetrics, ServerState};
+use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 
-use crate::config::partition_config;
+use crate::group_instance::{start_instance, Instance};
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
 use crate::limits::{
     ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
     PROPOSALS_IN_FLIGHT_DEFAULT, PROPOSER_QUEUE_BYTES_MAX, RECOVERY_BYTES_PER_SEC_DEFAULT,
-    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT, SNAPSHOT_CHUNK_BYTES_MAX,
+    REPLICA_LAG_MS_DEFAULT, SNAPSHOT_CHUNK_BYTES_DEFAULT,
 };
-use crate::log_store::LogStore;
-use crate::partition_sm::PartitionSm;
 use crate::producer_window::ProducerFields;
-use crate::proposer::{Gate, ProduceError, Proposer, ProposerConfig};
+use crate::proposer::{ProduceError, Proposer};
 use crate::replica_stats::{bump, ReplicaStats};
-use crate::snapshot_recv::SnapshotReceiver;
-use crate::snapshot_send::SnapshotSource;
 use crate::transport::{GroupRegistry, ShardNetwork};
 use crate::types::{EsRaft, GroupId, LogId, NodeId};
 
@@ -110,37 +105,39 @@ pub struct BatchRules {
 
 /// What the metrics task learns, for the handle's accessors.
 #[derive(Default)]
-struct Tracking {
+pub(crate) struct Tracking {
     /// When this replica last became leader (its term's start here).
-    leader_since: Cell<Option<Instant>>,
+    pub(crate) leader_since: Cell<Option<Instant>>,
     /// On the leader: when each follower last matched the leader's last
     /// entry.
-    caught_up: RefCell<BTreeMap<NodeId, Instant>>,
+    pub(crate) caught_up: RefCell<BTreeMap<NodeId, Instant>>,
 }
 
-struct Inner {
-    node_id: NodeId,
-    group: GroupId,
-    raft: Raft<EsRaft>,
-    store: LogStore,
-    sm: PartitionSm,
-    log: PartitionLog,
-    registry: GroupRegistry,
-    config: GroupConfig,
+pub(crate) struct Inner {
+    pub(crate) node_id: NodeId,
+    pub(crate) group: GroupId,
+    /// The replica's vote and metadata (`data/raft/<topic>/<partition>/`).
+    pub(crate) raft_dir: PathBuf,
+    pub(crate) network: ShardNetwork,
+    pub(crate) log: PartitionLog,
+    pub(crate) registry: GroupRegistry,
+    pub(crate) config: GroupConfig,
     rules: Cell<Option<BatchRules>>,
-    proposer: Proposer,
-    stats: Rc<ReplicaStats>,
-    tracking: Rc<Tracking>,
-    /// Where snapshot transfers to this replica are received.
-    receiver: Rc<SnapshotReceiver>,
-    stopped: Cell<bool>,
+    pub(crate) stats: Rc<ReplicaStats>,
+    pub(crate) tracking: Rc<Tracking>,
+    /// The openraft instance every call goes to (one per start).
+    pub(crate) current: RefCell<Rc<Instance>>,
+    pub(crate) stopped: Cell<bool>,
+    /// Why the group stopped, while it waits to start again
+    /// (`restart.rs`); `None` while it runs.
+    pub(crate) storage_failure: RefCell<Option<String>>,
 }
 
 /// A partition replica's Raft group; clones share it.
 #[derive(Clone)]
-pub struct PartitionRaft(Rc<Inner>);
+pub struct PartitionRaft(pub(crate) Rc<Inner>);
 
-fn err(what: &str, e: impl std::fmt::Display) -> String {
+pub(crate) fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
@@ -172,19 +169,21 @@ impl PartitionRaft {
                 return Err(e);
             }
         };
+        let now = this.now();
         registry.insert_with_receiver(
             group,
-            this.0.raft.clone(),
-            crate::transport::registry::Receiver::Log(this.0.receiver.clone()),
+            now.raft.clone(),
+            crate::transport::registry::Receiver::Log(now.receiver.clone()),
         );
+        crate::restart::supervise(&this);
         if let Some(members) = initialize {
             let empty = {
-                let m = this.0.raft.metrics();
+                let m = now.raft.metrics();
                 let m = m.borrow();
                 m.last_log_index.is_none() && m.current_term == 0
             };
             if empty {
-                match this.0.raft.initialize(members).await {
+                match now.raft.initialize(members).await {
                     Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                     Err(e) => {
                         this.shutdown().await;
@@ -205,81 +204,30 @@ impl PartitionRaft {
         registry: &GroupRegistry,
         config: &GroupConfig,
     ) -> Result<PartitionRaft, String> {
-        let what = format!("group {group}");
-        let store = LogStore::from_log(log.clone(), raft_dir)
-            .await
-            .map_err(|e| err(&what, e))?;
-        let sm = PartitionSm::new(&store).map_err(|e| err(&what, e))?;
-        let raft_config = partition_config(
-            &format!("partition-group-{group}"),
-            config.heartbeat_ms,
-            config.election_timeout_ms,
-        )
-        .map_err(|e| err(&what, e))?;
         let stats = Rc::new(ReplicaStats::default());
-        let source = SnapshotSource::new(
-            store.clone(),
-            config.snapshot_chunk_bytes.min(SNAPSHOT_CHUNK_BYTES_MAX),
-            config.recovery_bytes_per_sec,
-            stats.clone(),
-        );
-        let raft = match Raft::new(
-            node_id,
-            Arc::new(raft_config),
-            network.group_with_snapshots(group, Rc::new(source)),
-            store.clone(),
-            sm.clone(),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                store.close_meta().await;
-                return Err(err(&what, e));
-            }
-        };
-        let receiver = Rc::new(SnapshotReceiver::new(store.clone(), sm.clone(), stats.clone()));
         let tracking = Rc::new(Tracking::default());
-        let gate: Gate = {
-            let raft = raft.clone();
-            let tracking = tracking.clone();
-            let timeout = Duration::from_millis(config.election_timeout_ms);
-            Rc::new(move || may_propose(node_id, &raft.metrics().borrow(), &tracking, timeout))
-        };
-        let idempotent_gate: Gate = {
-            let raft = raft.clone();
-            Rc::new(move || idempotent_ready(&raft.metrics().borrow()))
-        };
-        let proposer = Proposer::new(
-            raft.clone(),
-            sm.clone(),
-            ProposerConfig {
-                in_flight_max: config.proposals_in_flight.max(1),
-                entry_bytes_max: config.entry_bytes_max,
-                queue_bytes_max: config.queue_bytes_max,
-                timeout: Duration::from_millis(config.produce_timeout_ms),
-            },
-            gate,
-            idempotent_gate,
-            stats.clone(),
-        );
-        glommio::spawn_local(track(node_id, raft.metrics(), tracking.clone(), stats.clone())).detach();
+        let instance =
+            start_instance(node_id, group, &log, raft_dir, network, config, &stats, &tracking).await?;
         Ok(PartitionRaft(Rc::new(Inner {
             node_id,
             group,
-            raft,
-            store,
-            sm,
+            raft_dir: raft_dir.to_path_buf(),
+            network: network.clone(),
             log,
             registry: registry.clone(),
             config: config.clone(),
             rules: Cell::new(None),
-            proposer,
             stats,
             tracking,
-            receiver,
+            current: RefCell::new(Rc::new(instance)),
             stopped: Cell::new(false),
+            storage_failure: RefCell::new(None),
         })))
+    }
+
+    /// The openraft instance (and what is built over it) now.
+    pub(crate) fn now(&self) -> Rc<Instance> {
+        self.0.current.borrow().clone()
     }
 
     /// Sets what produce checks batches against (the topic's config; again
@@ -318,13 +266,13 @@ impl PartitionRaft {
                 return Err(e);
             }
         }
-        self.0.proposer.submit(batch, producer).await
+        self.now().proposer.submit(batch, producer).await
     }
 
     /// Waits until this replica may take idempotent batches (it leads and
     /// applied an entry of its term), at most twice the election timeout.
     async fn idempotent_ready(&self) -> Result<(), ProduceError> {
-        let mut rx = self.0.raft.metrics();
+        let mut rx = self.metrics();
         let bound = Duration::from_millis(self.0.config.election_timeout_ms.saturating_mul(2));
         let deadline = Instant::now() + bound;
         loop {
@@ -347,7 +295,7 @@ impl PartitionRaft {
                         return Err(e);
                     }
                     if let Err(_) | Ok(Err(_)) =
-                        crate::runtime::GlommioRuntime::timeout(left, rx.changed()).await
+                        crate::runtime::GlommioRuntime::within(left, rx.changed()).await
                     {
                         return Err(e);
                     }
@@ -401,19 +349,19 @@ impl PartitionRaft {
 
     /// Whether this replica leads the group now.
     pub fn is_leader(&self) -> bool {
-        let m = self.0.raft.metrics();
+        let m = self.metrics();
         let m = m.borrow();
         m.state == ServerState::Leader && m.current_leader == Some(self.0.node_id)
     }
 
     /// The leader this replica knows of.
     pub fn leader(&self) -> Option<NodeId> {
-        self.0.raft.metrics().borrow().current_leader
+        self.metrics().borrow().current_leader
     }
 
     /// The term this replica is in.
     pub fn term(&self) -> u64 {
-        self.0.raft.metrics().borrow().current_term
+        self.metrics().borrow().current_term
     }
 
     /// The high watermark: every record below it is committed (and
@@ -425,7 +373,7 @@ impl PartitionRaft {
     /// The offset after the last applied entry (the state machine's mark;
     /// the high watermark is it, bounded by what is written here).
     pub fn applied_offset(&self) -> u64 {
-        self.0.sm.committed_offset()
+        self.now().sm.committed_offset()
     }
 
     /// The partition log.
@@ -433,14 +381,22 @@ impl PartitionRaft {
         &self.0.log
     }
 
-    /// The raft handle (for what this type does not wrap).
-    pub fn raft(&self) -> &Raft<EsRaft> {
-        &self.0.raft
+    /// The raft handle now (for what this type does not wrap); another
+    /// after the group started again (`restart.rs`).
+    pub fn raft(&self) -> Raft<EsRaft> {
+        self.now().raft.clone()
+    }
+
+    /// Why this replica's group is stopped, waiting for the disk to take
+    /// writes again before it starts again (`restart.rs`); `None` while it
+    /// runs.
+    pub fn storage_failure(&self) -> Option<String> {
+        self.0.storage_failure.borrow().clone()
     }
 
     /// The voters of the current membership.
     pub fn replicas(&self) -> Vec<NodeId> {
-        let m = self.0.raft.metrics();
+        let m = self.metrics();
         let m = m.borrow();
         m.membership_config.membership().voter_ids().collect()
     }
@@ -464,7 +420,7 @@ impl PartitionRaft {
     /// one (a follower it has not matched yet: all of them). Elsewhere:
     /// empty.
     pub fn lag(&self) -> BTreeMap<NodeId, u64> {
-        let m = self.0.raft.metrics();
+        let m = self.metrics();
         let m = m.borrow();
         let (Some(replication), true) = (&m.replication, m.state == ServerState::Leader) else {
             return BTreeMap::new();
@@ -489,7 +445,7 @@ impl PartitionRaft {
     /// matched nothing.
     pub fn matched_offset_min(&self) -> Option<u64> {
         let least = {
-            let m = self.0.raft.metrics();
+            let m = self.metrics();
             let m = m.borrow();
             if m.state != ServerState::Leader || m.current_leader != Some(self.0.node_id) {
                 return None;
@@ -503,13 +459,13 @@ impl PartitionRaft {
             }
             least
         };
-        self.0.store.offset_after(least)
+        self.now().store.offset_after(least)
     }
 
     /// openraft's metrics of this replica (term, state, leader, applied,
     /// replication), as a watch.
     pub fn metrics(&self) -> MetricsWatch {
-        self.0.raft.metrics()
+        self.now().raft.metrics()
     }
 
     /// Purge is retention (the spec's §5.2; docs/design/raft-snapshots.md):
@@ -529,13 +485,14 @@ impl PartitionRaft {
     /// An error only when the group stopped.
     pub async fn retain_below(&self, cut: u64) -> Result<Option<LogId>, String> {
         let what = format!("group {}: retain below offset {cut}", self.0.group);
-        let Some(applied) = self.0.sm.last_applied() else {
+        let inst = self.now();
+        let Some(applied) = inst.sm.last_applied() else {
             return Ok(None);
         };
-        let Some(target) = self.0.store.last_entry_ending_by(cut, applied.index) else {
+        let Some(target) = inst.store.last_entry_ending_by(cut, applied.index) else {
             return Ok(None);
         };
-        let mut rx = self.0.raft.metrics();
+        let mut rx = inst.raft.metrics();
         let (mut snapshot, purged) = {
             let m = rx.borrow_and_update();
             (m.snapshot, m.purged)
@@ -545,12 +502,7 @@ impl PartitionRaft {
         }
         if snapshot.is_none_or(|s| s.index < target.index) {
             bump(&self.0.stats.snapshots_triggered);
-            self.0
-                .raft
-                .trigger()
-                .snapshot()
-                .await
-                .map_err(|e| err(&what, e))?;
+            inst.raft.trigger().snapshot().await.map_err(|e| err(&what, e))?;
             // A trigger while a build runs is dropped: trigger again each
             // time a snapshot lands that does not cover the target.
             loop {
@@ -562,17 +514,11 @@ impl PartitionRaft {
                 if now != snapshot {
                     snapshot = now;
                     bump(&self.0.stats.snapshots_triggered);
-                    self.0
-                        .raft
-                        .trigger()
-                        .snapshot()
-                        .await
-                        .map_err(|e| err(&what, e))?;
+                    inst.raft.trigger().snapshot().await.map_err(|e| err(&what, e))?;
                 }
             }
         }
-        self.0
-            .raft
+        inst.raft
             .trigger()
             .purge_log(target.index)
             .await
@@ -586,9 +532,9 @@ impl PartitionRaft {
         &self.0.stats
     }
 
-    /// The Proposer (its queue and in-flight counts).
-    pub fn proposer(&self) -> &Proposer {
-        &self.0.proposer
+    /// The Proposer (its queue and in-flight counts) of the instance now.
+    pub fn proposer(&self) -> Proposer {
+        self.now().proposer.clone()
     }
 
     /// Stops the replica: produces queued are refused, openraft shuts down
@@ -599,12 +545,13 @@ impl PartitionRaft {
         if self.0.stopped.replace(true) {
             return;
         }
-        self.0.proposer.close();
+        let now = self.now();
+        now.proposer.close();
         self.0.registry.remove(self.0.group);
-        if let Err(e) = self.0.raft.shutdown().await {
+        if let Err(e) = now.raft.shutdown().await {
             tracing::warn!(group = self.0.group, error = %e, "raft group shut down with an error");
         }
-        self.0.store.close_meta().await;
+        now.store.close_meta().await;
     }
 }
 
@@ -616,7 +563,7 @@ impl PartitionRaft {
 /// append after its fdatasync, so a slow disk alone can look like a
 /// silence of one timeout. Refusing is only ever a faster answer: the
 /// commit rule keeps a deposed leader from acknowledging anything.
-fn may_propose(
+pub(crate) fn may_propose(
     me: NodeId,
     m: &RaftMetrics<NodeId, EmptyNode>,
     tracking: &Tracking,
@@ -647,7 +594,7 @@ fn may_propose(
 /// entry committed before its term is applied and in the window (the
 /// spec's §3.4: a retry of a batch committed but not yet applied here
 /// would otherwise pass the check and be written again).
-fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceError> {
+pub(crate) fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceError> {
     if m.last_applied.is_some_and(|l| l.leader_id.term == m.current_term) {
         return Ok(());
     }
@@ -658,7 +605,7 @@ fn idempotent_ready(m: &RaftMetrics<NodeId, EmptyNode>) -> Result<(), ProduceErr
 
 /// Follows the replica's metrics until the group shuts down: elections,
 /// leadership, when each follower matched the leader's last entry.
-async fn track(me: NodeId, mut rx: MetricsWatch, tracking: Rc<Tracking>, stats: Rc<ReplicaStats>) {
+pub(crate) async fn track(me: NodeId, mut rx: MetricsWatch, tracking: Rc<Tracking>, stats: Rc<ReplicaStats>) {
     let mut term = rx.borrow().current_term;
     let mut leading = false;
     loop {

@@ -24,6 +24,10 @@
 //! - `meta`: `RaftMeta`, a replica's vote, purge point and snapshot.
 //! - `group`: `PartitionRaft`, a partition replica's Raft group (what the
 //!   broker holds per replica).
+//! - `restart`: a replica's group started again after its log store
+//!   failed (a full disk), once the disk takes writes.
+//! - `group_instance`: one openraft instance of a replica and what is
+//!   built over it (store, state machine, Proposer).
 //! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
 //!   coalesced into one entry per round; `ProduceError`, the answers.
 //! - `replica_stats`: `ReplicaStats`, a replica's counters.
@@ -37,6 +41,7 @@ pub mod config;
 pub mod controller;
 pub mod entry;
 pub mod group;
+mod group_instance;
 pub mod limits;
 pub mod log_store;
 pub mod mem_store;
@@ -46,6 +51,7 @@ pub mod partition_sm;
 pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;
+mod restart;
 pub mod runtime;
 pub mod sm_snapshot;
 pub mod snapshot;
@@ -65,7 +71,7 @@ pub use partition_sm::PartitionSm;
 pub use producer_window::{ProducerFields, ProducerWindow};
 pub use proposer::{ProduceError, Proposer, ProposerConfig};
 pub use replica_stats::{ReplicaObserver, ReplicaStats};
-pub use runtime::{set_raft_task_queue, GlommioRuntime};
+pub use runtime::{rpc_timeout_floor, set_raft_task_queue, set_rpc_timeout_floor, GlommioRuntime};
 pub use snapshot::{EsSnapshot, StagedSuffix};
 pub use types::{log_id, EsRaft, GroupId, LogId, NodeId, StorageResult, Vote, CONTROLLER_GROUP};
 

@@ -210,6 +210,18 @@ pub const CONTROLLER_LOG_KEEP_ENTRIES: u64 = 1000;
 /// purge frees is deleted soon (the log is commands of at most an
 /// entry's bound each).
 pub const CONTROLLER_SEGMENT_BYTES: u64 = 4 << 20;
+/// A replica group stopped on a storage error probes its disk for room
+/// this long after it stopped, then at doubling intervals up to the max
+/// (`restart.rs`): soon after room returns, without a busy loop on a disk
+/// that stays full.
+pub const STORAGE_RESTART_BACKOFF_MIN_MS: u64 = 100;
+pub const STORAGE_RESTART_BACKOFF_MAX_MS: u64 = 2000;
+/// `--raft-rpc-timeout-ms`: the least time an RPC openraft sends (an
+/// AppendEntries, a vote) is given before it is sent again. openraft 0.9
+/// gives an AppendEntries only the heartbeat interval; a round trip longer
+/// than that (a slow link, a follower's slow fdatasync) would time out
+/// every append and stop every commit. It must exceed the heartbeat.
+pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 1000;
 
 // The largest partition descriptor (its window full, with room for the
 // other fields) fits a SnapshotDone frame.

@@ -336,6 +336,21 @@ impl LogStore {
         self.reset(&m).await
     }
 
+    /// Makes the store say again what the log holds after a write the log
+    /// refused (a full disk; its openraft instance stopped on the error):
+    /// once every write placed has landed, an entry whose end was never
+    /// written is cut from the log (`PartitionLog::cut_unfinished_entry`)
+    /// and the entries placed but refused leave the table. For a store a
+    /// new openraft instance is started over (`controller/restart.rs`).
+    pub(crate) async fn resync(&self) -> StorageResult<()> {
+        self.0.cuts.set(self.0.cuts.get() + 1);
+        let cut = self.0.log.cut_unfinished_entry().await;
+        cut.map_err(write_err)?;
+        let written = self.0.log.written_index();
+        self.0.table.borrow_mut().split_off(&written);
+        Ok(())
+    }
+
     /// Cuts every entry from `index` on (the store's `truncate`).
     async fn cut(&self, index: u64) -> StorageResult<()> {
         self.0.cuts.set(self.0.cuts.get() + 1);

@@ -69,6 +69,11 @@ pub struct ReplicaStats {
     /// the leader's first hot offset).
     pub snapshots_installed: Cell<u64>,
     pub whole_log_installs: Cell<u64>,
+    /// Times this replica's group stopped on a storage error (its log
+    /// store failed: a full disk), and times it started again after one
+    /// (`restart.rs`).
+    pub storage_failures: Cell<u64>,
+    pub storage_restarts: Cell<u64>,
     observer: RefCell<Option<Box<dyn ReplicaObserver>>>,
 }
 

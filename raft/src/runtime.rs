@@ -13,6 +13,12 @@
 //!   queue of whatever task is running, so heartbeats and votes would
 //!   otherwise compete with the request that happened to start the group.
 //! - `Sleep` is a glommio `Timer`; `Timeout` races the future with one.
+//!   openraft's timeouts are at least the shard's RPC timeout floor
+//!   ([`set_rpc_timeout_floor`], `--raft-rpc-timeout-ms`): openraft 0.9
+//!   gives each AppendEntries the heartbeat interval as its timeout
+//!   (`replication/mod.rs`), so on a link whose round trip is longer every
+//!   append would time out and be sent again, and nothing would commit.
+//!   es's own waits use [`GlommioRuntime::within`], exactly.
 //!   `sleep_until` wakes up to half its wait late, at random (see
 //!   `tick_wait`): openraft 0.9.25 calls it for one thing only, the
 //!   tick that checks election timeouts, and that tick must not keep two
@@ -40,6 +46,33 @@ pub struct GlommioRuntime;
 
 thread_local! {
     static RAFT_TQ: Cell<Option<TaskQueueHandle>> = const { Cell::new(None) };
+    static RPC_TIMEOUT_FLOOR: Cell<Duration> =
+        const { Cell::new(Duration::from_millis(crate::limits::RPC_TIMEOUT_MS_DEFAULT)) };
+}
+
+/// Makes every timeout openraft sets on this thread from now on at least
+/// `floor` (`--raft-rpc-timeout-ms`; see the module's notes). Its RPCs are
+/// the only timeouts openraft sets through its runtime; its election and
+/// heartbeat timers are sleeps, which this leaves alone.
+pub fn set_rpc_timeout_floor(floor: Duration) {
+    RPC_TIMEOUT_FLOOR.with(|c| c.set(floor));
+}
+
+/// The floor [`set_rpc_timeout_floor`] set on this thread.
+pub fn rpc_timeout_floor() -> Duration {
+    RPC_TIMEOUT_FLOOR.with(|c| c.get())
+}
+
+impl GlommioRuntime {
+    /// `future`, unless `duration` passes first: exactly `duration` (es's
+    /// own waits; openraft's go through `AsyncRuntime::timeout`, at least
+    /// the RPC timeout floor).
+    pub fn within<R, F: Future<Output = R>>(duration: Duration, future: F) -> Timeout<F> {
+        Timeout {
+            future: Box::pin(future),
+            timer: Timer::new(duration),
+        }
+    }
 }
 
 /// Makes every task openraft spawns on this thread from now on run in
@@ -193,10 +226,7 @@ impl AsyncRuntime for GlommioRuntime {
     }
 
     fn timeout<R, F: Future<Output = R> + OptionalSend>(duration: Duration, future: F) -> Timeout<F> {
-        Timeout {
-            future: Box::pin(future),
-            timer: Timer::new(duration),
-        }
+        Self::within(duration.max(rpc_timeout_floor()), future)
     }
 
     fn timeout_at<R, F: Future<Output = R> + OptionalSend>(deadline: TokioInstant, future: F) -> Timeout<F> {

@@ -250,3 +250,77 @@ fn early_pages_of_a_refused_batch_are_cut_off_too() {
         });
     }
 }
+
+/// A produced version 2 batch of one record (stamp 0, offsets from 0).
+fn v2_batch(tag: &str) -> es_storage::BatchBuf {
+    let mut out = Vec::new();
+    es_storage::batch::encode_v2(
+        Offset(0),
+        &[rec(Some("k"), tag, 1_700_000_000_000)],
+        ProducerStamp::NONE,
+        es_storage::batch::RaftStamp::default(),
+        &mut out,
+    );
+    es_storage::BatchBuf::from(out)
+}
+
+/// In a replicated log, a write refused in the middle of a Raft entry
+/// (its first batch written, its second refused) refuses the entry: the
+/// wait for its flush fails rather than waiting forever (a Raft log store
+/// must not be told it is durable). Once there is room again, a probe
+/// write passes and `cut_unfinished_entry` removes the half written, so
+/// the log holds whole entries only and the entry is placed again at the
+/// same offsets.
+#[test]
+fn a_raft_entry_cut_in_the_middle_is_refused_then_cut_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let (log, _) = open(dir.path(), true, LogConfig::default().segment_bytes).await;
+        log.set_committed(Offset(0));
+        let two = |tag: &str| {
+            es_storage::EntryBody::Batches(
+                vec![v2_batch(&format!("{tag}a")), v2_batch(&format!("{tag}b"))],
+                es_storage::Stamping::Leader,
+            )
+        };
+        log.append_entry(1, 1, two("one")).unwrap();
+        log.wait_durable_index(1).await.unwrap();
+        let after_one = log.next_offset();
+        assert_eq!(after_one, Offset(2));
+
+        // The write loop takes the entry's first batch at once (its
+        // writer is open): the full disk meets only the second.
+        log.append_entry(1, 2, two("two")).unwrap();
+        log.arm_no_space(Some(NoSpaceAt::SegmentWrite));
+        // A hang guard, not a timing: the wait ends at once or never.
+        let waited = glommio::timer::timeout(std::time::Duration::from_secs(60), async {
+            Ok(log.wait_durable_index(2).await)
+        })
+        .await
+        .expect("the wait for a refused entry's flush never ended");
+        assert!(refused(&waited), "{waited:?}");
+        assert_eq!(log.written_index(), 2, "entry 2 was never written whole");
+        assert_eq!(
+            log.next_offset(),
+            Offset(3),
+            "the log went back to its last complete write: entry 2's first batch"
+        );
+        assert!(log.probe_room().await.is_err(), "still no room");
+
+        log.arm_no_space(None);
+        log.probe_room().await.expect("room again");
+        log.cut_unfinished_entry().await.expect("cut");
+        assert_eq!(log.next_offset(), after_one, "entry 2's first batch is cut");
+        let placed = log.placed_batches().await.unwrap();
+        let indexes: Vec<u64> = placed
+            .iter()
+            .filter_map(|p| p.header.raft.map(|r| r.index))
+            .collect();
+        assert_eq!(indexes, [1, 1], "only entry 1's batches");
+
+        log.append_entry(1, 2, two("two")).unwrap();
+        log.wait_durable_index(2).await.expect("entry 2 written again");
+        assert_eq!(log.next_offset(), Offset(4));
+        log.close().await.unwrap();
+    });
+}

@@ -89,7 +89,20 @@ async fn follow_leader(shard: Rc<Shard>, controller: Controller) {
         }
         if metrics.changed().await.is_err() {
             shard.state.controller_leader.store(NO_LEADER, Ordering::Release);
-            return;
+            // Stopped for good, or on a storage error: then a new
+            // instance follows once the disk takes writes
+            // (es-raft's controller/restart.rs).
+            loop {
+                if controller.is_shut_down() {
+                    return;
+                }
+                let next = controller.raft().metrics();
+                if next.has_changed().is_ok() {
+                    metrics = next;
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
 }

@@ -52,6 +52,8 @@ pub struct RetiredReplicas {
     pub elections: Cell<u64>,
     pub snapshot_bytes_sent: Cell<u64>,
     pub snapshot_bytes_received: Cell<u64>,
+    pub storage_failures: Cell<u64>,
+    pub storage_restarts: Cell<u64>,
 }
 
 impl RetiredReplicas {
@@ -61,12 +63,15 @@ impl RetiredReplicas {
         add(&self.elections, &stats.elections);
         add(&self.snapshot_bytes_sent, &stats.snapshot_bytes_sent);
         add(&self.snapshot_bytes_received, &stats.snapshot_bytes_received);
+        add(&self.storage_failures, &stats.storage_failures);
+        add(&self.storage_restarts, &stats.storage_restarts);
     }
 }
 
 impl ShardTransport {
-    /// The transport of shard `id`, with its raft task queue installed for
-    /// openraft's runtime. On the shard's executor.
+    /// The transport of shard `id`, with its raft task queue and RPC
+    /// timeout floor installed for openraft's runtime. On the shard's
+    /// executor.
     pub fn new(config: &TransportConfig, id: ShardId) -> Rc<ShardTransport> {
         let tq = glommio::executor().create_task_queue(
             Shares::Static(RAFT_TQ_SHARES),
@@ -74,6 +79,7 @@ impl ShardTransport {
             "raft",
         );
         es_raft::set_raft_task_queue(Some(tq));
+        es_raft::set_rpc_timeout_floor(config.rpc_timeout);
         let stats = Rc::new(TransportStats::default());
         let budget = InflightBudget::new(config.inflight_shard_bytes);
         let shard = id as u16;

@@ -112,6 +112,10 @@ pub struct ClusterConfig {
     /// it stands for election (randomized up to twice this).
     #[arg(long, env = "ES_RAFT_ELECTION_TIMEOUT_MS", default_value_t = RAFT_ELECTION_TIMEOUT_MS_DEFAULT, help_heading = CLUSTER, value_name = "MS")]
     pub raft_election_timeout_ms: u64,
+    /// Milliseconds a Raft request to a peer (an append, a vote) is given
+    /// before it is sent again, at least; above `--raft-heartbeat-ms`.
+    #[arg(long, env = "ES_RAFT_RPC_TIMEOUT_MS", default_value_t = es_raft::limits::RPC_TIMEOUT_MS_DEFAULT, help_heading = CLUSTER, value_name = "MS")]
+    pub raft_rpc_timeout_ms: u64,
     /// Microseconds the first heartbeat queued for a peer waits for the
     /// heartbeats of other partitions, which then travel in one frame.
     #[arg(long, env = "ES_RAFT_HEARTBEAT_COALESCE_US", default_value_t = es_raft::limits::HEARTBEAT_COALESCE_US_DEFAULT, help_heading = CLUSTER, value_name = "US")]
@@ -253,6 +257,19 @@ impl ClusterConfig {
             ));
         }
         in_range(
+            "--raft-rpc-timeout-ms",
+            self.raft_rpc_timeout_ms,
+            1,
+            RAFT_ELECTION_TIMEOUT_MS_MAX,
+        )?;
+        if self.raft_rpc_timeout_ms <= self.raft_heartbeat_ms {
+            return Err(format!(
+                "--raft-rpc-timeout-ms ({}) must be above --raft-heartbeat-ms ({}): an append whose round \
+                 trip takes a heartbeat would time out and be sent again, and nothing would commit",
+                self.raft_rpc_timeout_ms, self.raft_heartbeat_ms
+            ));
+        }
+        in_range(
             "--raft-heartbeat-coalesce-us",
             self.raft_heartbeat_coalesce_us,
             0,
@@ -328,6 +345,7 @@ impl ClusterConfig {
         t.heartbeat_coalesce = Duration::from_micros(self.raft_heartbeat_coalesce_us);
         t.append_bytes_max = self.raft_append_bytes_max;
         t.inflight_shard_bytes = self.raft_inflight_shard_bytes;
+        t.rpc_timeout = Duration::from_millis(self.raft_rpc_timeout_ms);
         self.transport = Some(t);
         Ok(())
     }
@@ -411,6 +429,11 @@ mod tests {
         assert!(e.contains("choose one"), "{e}");
         let e = validate(&["--raft-heartbeat-ms", "1500"]).unwrap_err();
         assert!(e.contains("--raft-heartbeat-ms (1500) must be below"), "{e}");
+        let e = validate(&["--raft-rpc-timeout-ms", "150"]).unwrap_err();
+        assert!(
+            e.contains("--raft-rpc-timeout-ms (150) must be above --raft-heartbeat-ms (150)"),
+            "{e}"
+        );
         let e = validate(&["--default-replication-factor", "4"]).unwrap_err();
         assert!(e.contains("--default-replication-factor must be in 1..=3"), "{e}");
         let e = validate(&["--advertised-http-addr", "nowhere"]).unwrap_err();

@@ -63,6 +63,10 @@ pub struct RaftSeries {
     /// snapshot transfers (those removed included).
     pub snapshot_bytes_sent: u64,
     pub snapshot_bytes_received: u64,
+    /// Times the shard's replicas' groups stopped on a storage error, and
+    /// started again after one (those removed included).
+    pub storage_failures: u64,
+    pub storage_restarts: u64,
     /// The partitions the shard owns, counted (cluster/leaders.rs).
     pub counts: crate::cluster::leaders::PartitionCounts,
 }
@@ -139,16 +143,22 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
             t.retired.snapshot_bytes_sent.get(),
             t.retired.snapshot_bytes_received.get(),
         );
+        let (mut storage_failures, mut storage_restarts) =
+            (t.retired.storage_failures.get(), t.retired.storage_restarts.get());
         for (_, _, owned) in shard.partitions.borrow().iter() {
             if let Some(r) = &owned.raft {
                 let st = r.stats();
                 elections += st.elections.get();
                 sent += st.snapshot_bytes_sent.get();
                 received += st.snapshot_bytes_received.get();
+                storage_failures += st.storage_failures.get();
+                storage_restarts += st.storage_restarts.get();
             }
         }
         RaftSeries {
             elections,
+            storage_failures,
+            storage_restarts,
             snapshot_bytes_sent: sent,
             snapshot_bytes_received: received,
             counts: crate::cluster::leaders::counts(shard),
@@ -401,7 +411,7 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         .collect();
     shards.sort_by(|a, b| a.0.cmp(&b.0));
     type Read = fn(&RaftSeries) -> u64;
-    let counters: [(&str, Read); 9] = [
+    let counters: [(&str, Read); 11] = [
         ("es_raft_connects_total", |r| r.connects),
         ("es_raft_connect_failures_total", |r| r.connect_failures),
         ("es_raft_connections_lost_total", |r| r.connections_lost),
@@ -411,6 +421,8 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         ("es_raft_heartbeats_coalesced_total", |r| r.heartbeats_sent),
         ("es_raft_groups", |r| r.groups),
         ("es_raft_elections_total", |r| r.elections),
+        ("es_raft_replica_storage_failures_total", |r| r.storage_failures),
+        ("es_raft_replica_storage_restarts_total", |r| r.storage_restarts),
     ];
     for (name, value) in counters {
         let mut f = Family::new(out, name);

@@ -49,6 +49,7 @@ pub(super) fn describe(
                 leader: r.leader(),
                 term: r.term(),
                 replicas: r.replicas(),
+                storage_failure: r.storage_failure(),
             });
             Ok(PartitionState {
                 partition: p,

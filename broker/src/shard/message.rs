@@ -311,6 +311,9 @@ pub struct ReplicaState {
     pub leader: Option<u64>,
     pub term: u64,
     pub replicas: Vec<u64>,
+    /// Why the replica's group is stopped, waiting for its disk to take
+    /// writes again (es-raft's `restart.rs`); `None` while it runs.
+    pub storage_failure: Option<String>,
 }
 
 /// A change of a group's offsets for the controller group (cluster mode).

@@ -267,6 +267,7 @@ fn replicated_partitions(
                 "in_sync_replicas": in_sync,
                 "replica_status": status,
                 "as_of_ms_ago": as_of,
+                "storage_failure": local.and_then(|(_, r)| r.storage_failure.clone()),
             });
             let offsets = match (local, report) {
                 (Some((s, r)), _) => serde_json::json!({

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{AbortHandle, Abortable};
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{AsyncRuntime, Raft, ServerState};
+use openraft::{Raft, ServerState};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -54,16 +54,18 @@ const RECHECK: Duration = Duration::from_millis(100);
 
 pub(super) struct Inner {
     pub(super) node_id: NodeId,
-    pub(super) raft: Raft<EsRaft>,
+    /// The openraft instance now: another after the group stopped on a
+    /// storage error and started again (`restart.rs`).
+    pub(super) raft: RefCell<Raft<EsRaft>>,
     pub(super) sm: ControllerSm,
-    store: ControllerStore,
+    pub(super) store: ControllerStore,
     /// Snapshot transfer counters (`snapshots_sent`, `snapshots_installed`,
     /// bytes each way).
-    stats: Rc<ReplicaStats>,
-    network: ShardNetwork,
-    registry: GroupRegistry,
+    pub(super) stats: Rc<ReplicaStats>,
+    pub(super) network: ShardNetwork,
+    pub(super) registry: GroupRegistry,
     pub(super) config: ControllerConfig,
-    stopped: Cell<bool>,
+    pub(super) stopped: Cell<bool>,
     bootstrap: RefCell<Option<AbortHandle>>,
 }
 
@@ -93,6 +95,37 @@ pub fn new_uuid() -> String {
         &h[16..20],
         &h[20..32]
     )
+}
+
+/// Starts an openraft instance of the controller group over `store` and
+/// `sm` (at open, and again after a storage error: `restart.rs`), with
+/// the receiver its snapshot transfers go to.
+pub(super) async fn start_raft(
+    node_id: NodeId,
+    raft_config: openraft::Config,
+    network: &ShardNetwork,
+    store: &ControllerStore,
+    sm: &ControllerSm,
+    stats: &Rc<ReplicaStats>,
+) -> Result<(Raft<EsRaft>, Rc<ImageReceiver>), String> {
+    let log = store.log_store().clone();
+    let receiver = Rc::new(ImageReceiver::new(log.clone(), stats.clone()));
+    let source = SnapshotSource::for_images(
+        log,
+        SNAPSHOT_CHUNK_BYTES_DEFAULT,
+        RECOVERY_BYTES_PER_SEC_DEFAULT,
+        stats.clone(),
+    );
+    let raft = Raft::new(
+        node_id,
+        Arc::new(raft_config),
+        network.group_with_snapshots(CONTROLLER_GROUP, Rc::new(source)),
+        store.clone(),
+        sm.clone(),
+    )
+    .await
+    .map_err(|e| format!("controller group: {e}"))?;
+    Ok((raft, receiver))
 }
 
 impl Controller {
@@ -145,23 +178,8 @@ impl Controller {
         .map_err(|e| format!("controller log {}: {e}", dir.display()))?;
         let sm = ControllerSm::new(log.meta()).map_err(|e| format!("controller state: {e}"))?;
         let stats = Rc::new(ReplicaStats::default());
-        let receiver = Rc::new(ImageReceiver::new(log.clone(), stats.clone()));
-        let source = SnapshotSource::for_images(
-            log.clone(),
-            SNAPSHOT_CHUNK_BYTES_DEFAULT,
-            RECOVERY_BYTES_PER_SEC_DEFAULT,
-            stats.clone(),
-        );
         let store = ControllerStore::new(log);
-        let raft = Raft::new(
-            node_id,
-            Arc::new(raft_config),
-            network.group_with_snapshots(CONTROLLER_GROUP, Rc::new(source)),
-            store.clone(),
-            sm.clone(),
-        )
-        .await
-        .map_err(|e| format!("controller group: {e}"))?;
+        let (raft, receiver) = start_raft(node_id, raft_config, network, &store, &sm, &stats).await?;
         let initialized = raft
             .is_initialized()
             .await
@@ -177,7 +195,7 @@ impl Controller {
         registry.insert_with_receiver(CONTROLLER_GROUP, raft.clone(), Receiver::Image(receiver));
         let c = Controller(Rc::new(Inner {
             node_id,
-            raft,
+            raft: RefCell::new(raft),
             sm,
             store,
             stats,
@@ -188,6 +206,7 @@ impl Controller {
             bootstrap: RefCell::new(None),
         }));
         c.start_bootstrap();
+        super::restart::supervise(&c);
         Ok(c)
     }
 
@@ -198,7 +217,7 @@ impl Controller {
 
     /// The group's openraft metrics (snapshot, purged, applied), as a watch.
     pub fn metrics(&self) -> crate::group::MetricsWatch {
-        self.0.raft.metrics()
+        self.raft().metrics()
     }
 
     /// The state as of the last applied entry.
@@ -220,23 +239,29 @@ impl Controller {
 
     /// The leader this node knows of.
     pub fn leader(&self) -> Option<NodeId> {
-        self.0.raft.metrics().borrow().current_leader
+        self.raft().metrics().borrow().current_leader
     }
 
     /// This node's current term of the controller group.
     pub fn term(&self) -> u64 {
-        self.0.raft.metrics().borrow().current_term
+        self.raft().metrics().borrow().current_term
     }
 
     /// Whether this node leads the controller group now.
     pub fn is_leader(&self) -> bool {
-        let m = self.0.raft.metrics().borrow().clone();
+        let m = self.raft().metrics().borrow().clone();
         m.state == ServerState::Leader && m.current_leader == Some(self.0.node_id)
     }
 
-    /// The group's Raft handle.
-    pub fn raft(&self) -> &Raft<EsRaft> {
-        &self.0.raft
+    /// The group's Raft handle now (another after the group started
+    /// again on a storage error: `restart.rs`).
+    pub fn raft(&self) -> Raft<EsRaft> {
+        self.0.raft.borrow().clone()
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.0.stopped.get()
     }
 
     /// The node's id.
@@ -254,7 +279,7 @@ impl Controller {
             a.abort();
         }
         self.0.registry.remove(CONTROLLER_GROUP);
-        if let Err(e) = self.0.raft.shutdown().await {
+        if let Err(e) = self.raft().shutdown().await {
             tracing::warn!(error = %e, "controller group: shutdown");
         }
         if let Err(e) = self.0.store.log_store().close().await {
@@ -273,12 +298,12 @@ impl Controller {
     /// elected, an entry committed), whichever is first (at most
     /// [`RECHECK`]).
     async fn wait_change(&self, until: Instant) {
-        let mut rx = self.0.raft.metrics();
+        let mut rx = self.raft().metrics();
         // A clone of openraft's receiver has not seen the latest value:
         // without this, `changed` would be ready at once, every time.
         rx.borrow_and_update();
         let wait = until.saturating_duration_since(Instant::now()).min(RECHECK);
-        let _ = GlommioRuntime::timeout(wait, rx.changed()).await;
+        let _ = GlommioRuntime::within(wait, rx.changed()).await;
     }
 
     /// Proposes `cmd` and returns its outcome once applied: the result, or
@@ -319,8 +344,9 @@ impl Controller {
         bytes: Vec<u8>,
     ) -> Result<Result<Value, Refusal>, ControllerError> {
         let bound = self.0.config.propose_timeout;
-        let write = self.0.raft.client_write(Proposal::Command(bytes.into()));
-        match GlommioRuntime::timeout(bound, write).await {
+        let raft = self.raft();
+        let write = raft.client_write(Proposal::Command(bytes.into()));
+        match GlommioRuntime::within(bound, write).await {
             Err(_) => Err(ControllerError::OutcomeUnknown(format!(
                 "not committed within {bound:?}"
             ))),
@@ -357,7 +383,7 @@ impl Controller {
             .network
             .control_call(leader, RaftKind::ControllerPropose, &payload);
         let unknown = |why: String| Forwarded::Done(Err(ControllerError::OutcomeUnknown(why)));
-        match GlommioRuntime::timeout(bound, call).await {
+        match GlommioRuntime::within(bound, call).await {
             Err(_) => unknown(format!("no answer from node {leader} within {bound:?}")),
             Ok(Err(e)) => match not_sent(e) {
                 Ok(why) => Forwarded::Retry(why),
@@ -388,7 +414,7 @@ impl Controller {
             let left = deadline.saturating_duration_since(Instant::now());
             let why = match self.leader() {
                 Some(l) if l == self.0.node_id && self.is_leader() => {
-                    match GlommioRuntime::timeout(left, self.0.raft.ensure_linearizable()).await {
+                    match GlommioRuntime::within(left, self.raft().ensure_linearizable()).await {
                         Ok(Ok(_)) => return Ok(()),
                         Ok(Err(RaftError::Fatal(f))) => return Err(ControllerError::Fatal(f.to_string())),
                         Ok(Err(RaftError::APIError(e))) => ControllerError::Unavailable(e.to_string()),
@@ -420,7 +446,7 @@ impl Controller {
             .0
             .network
             .control_call(leader, RaftKind::ControllerReadIndex, &[]);
-        match GlommioRuntime::timeout(left, call).await {
+        match GlommioRuntime::within(left, call).await {
             Err(_) => Forwarded::Retry(ControllerError::Unavailable(format!(
                 "no committed index from node {leader} in time"
             ))),
@@ -447,7 +473,7 @@ impl Controller {
                 return Ok(());
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            match GlommioRuntime::timeout(left, rx.changed()).await {
+            match GlommioRuntime::within(left, rx.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(ControllerError::Fatal("the controller stopped".into())),
                 Err(_) => {
@@ -477,7 +503,7 @@ impl Controller {
                 if c.is_leader() {
                     let bound = c.0.config.read_barrier_timeout;
                     let current = matches!(
-                        GlommioRuntime::timeout(bound, c.0.raft.ensure_linearizable()).await,
+                        GlommioRuntime::within(bound, c.raft().ensure_linearizable()).await,
                         Ok(Ok(_))
                     );
                     if current && c.state().cluster_uuid.is_none() {

@@ -17,6 +17,8 @@
 //! - `error`: `ControllerError`.
 //! - `handle`: `Controller`: open, propose (forwarded to the leader),
 //!   read barrier, state, shutdown.
+//! - `restart`: the group started again after its log store failed (a
+//!   full disk), once the disk takes writes.
 //! - `service`: the answers to the controller's control frames (0x48
 //!   ControllerPropose, 0x49 ControllerReadIndex).
 
@@ -27,6 +29,7 @@ pub mod handle;
 pub mod machine;
 pub mod offsets;
 pub mod producers;
+mod restart;
 pub mod service;
 pub mod state;
 pub mod store;

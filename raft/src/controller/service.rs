@@ -9,7 +9,6 @@ use std::rc::Rc;
 use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 use openraft::error::{CheckIsLeaderError, RaftError};
-use openraft::AsyncRuntime;
 
 use crate::controller::command::{encode_outcome, ControllerCommand};
 use crate::controller::error::ControllerError;
@@ -68,7 +67,7 @@ impl Controller {
             return ReadIndexReply::NotLeader(self.leader().filter(|&l| l != self.node_id()));
         }
         let bound = self.0.config.read_barrier_timeout;
-        match GlommioRuntime::timeout(bound, self.raft().get_read_log_id()).await {
+        match GlommioRuntime::within(bound, self.raft().get_read_log_id()).await {
             Ok(Ok((read, _applied))) => ReadIndexReply::Index(read.map_or(0, |l| l.index)),
             Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
                 ReadIndexReply::NotLeader(f.leader_id)

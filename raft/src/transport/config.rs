@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::limits::{APPEND_BYTES_MAX_DEFAULT, HEARTBEAT_COALESCE_US_DEFAULT, INFLIGHT_SHARD_BYTES_DEFAULT};
+use crate::limits::{
+    APPEND_BYTES_MAX_DEFAULT, HEARTBEAT_COALESCE_US_DEFAULT, INFLIGHT_SHARD_BYTES_DEFAULT,
+    RPC_TIMEOUT_MS_DEFAULT,
+};
 use crate::transport::preamble::{cluster_field, ClusterId};
 use crate::transport::tls::PeerTls;
 use crate::types::NodeId;
@@ -41,6 +44,9 @@ pub struct TransportConfig {
     /// `--raft-inflight-shard-bytes`: bytes of raft frames being sent or
     /// received on the shard at once.
     pub inflight_shard_bytes: usize,
+    /// `--raft-rpc-timeout-ms`: the least time openraft gives an RPC
+    /// (`runtime.rs`); set on each shard with its transport.
+    pub rpc_timeout: Duration,
 }
 
 impl TransportConfig {
@@ -55,6 +61,7 @@ impl TransportConfig {
             heartbeat_coalesce: Duration::from_micros(HEARTBEAT_COALESCE_US_DEFAULT),
             append_bytes_max: APPEND_BYTES_MAX_DEFAULT,
             inflight_shard_bytes: INFLIGHT_SHARD_BYTES_DEFAULT,
+            rpc_timeout: Duration::from_millis(RPC_TIMEOUT_MS_DEFAULT),
         }
     }
 

@@ -24,7 +24,6 @@ use futures::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use futures::{FutureExt, StreamExt};
 use glommio::net::{TcpListener, TcpStream};
 use openraft::error::RaftError;
-use openraft::AsyncRuntime;
 
 use crate::limits::HANDSHAKE_TIMEOUT;
 use crate::runtime::GlommioRuntime;
@@ -165,7 +164,7 @@ impl RaftServer {
             .set_nodelay(true)
             .map_err(|e| refused("preamble", format!("TCP_NODELAY: {e}")))?;
         let mut b = [0u8; PREAMBLE_BYTES];
-        match GlommioRuntime::timeout(HANDSHAKE_TIMEOUT, stream.read_exact(&mut b)).await {
+        match GlommioRuntime::within(HANDSHAKE_TIMEOUT, stream.read_exact(&mut b)).await {
             Err(_) => return Err(refused("timeout", "no preamble in time".into())),
             Ok(Err(e)) => return Err(refused("preamble", format!("reading the preamble: {e}"))),
             Ok(Ok(())) => {}

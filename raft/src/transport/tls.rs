@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use futures_rustls::{client, server, TlsAcceptor, TlsConnector};
 use glommio::net::TcpStream;
-use openraft::AsyncRuntime;
 use rustls::client::WebPkiServerVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
@@ -127,7 +126,7 @@ impl PeerTls {
         let name = ServerName::try_from(node_name(target))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let handshake = TlsConnector::from(self.client.clone()).connect(name, stream);
-        GlommioRuntime::timeout(timeout, handshake)
+        GlommioRuntime::within(timeout, handshake)
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
@@ -142,7 +141,7 @@ impl PeerTls {
         timeout: Duration,
     ) -> Result<server::TlsStream<TcpStream>, TlsRefusal> {
         let handshake = TlsAcceptor::from(self.server.clone()).accept(stream);
-        let tls = GlommioRuntime::timeout(timeout, handshake)
+        let tls = GlommioRuntime::within(timeout, handshake)
             .await
             .map_err(|_| TlsRefusal::Timeout)?
             .map_err(TlsRefusal::Handshake)?;

@@ -438,16 +438,19 @@ pub fn write_pem(dir: &Path, name: &str, leaf: &Leaf, ca: &Ca) -> (PathBuf, Path
     (cert, key, ca_path)
 }
 
-// --- A link that can be blocked -----------------------------------------------
+// --- A link that can be blocked or slowed ---------------------------------------
 
 /// Forwards connections from its address to `target`, like [`Proxy`];
 /// while [`blocked`](LinkProxy::block) it breaks every connection through
 /// it and refuses new ones at once, as a link that is down. One per
 /// (source, destination) pair isolates a node: block its links both ways.
+/// [`set_delay`](LinkProxy::set_delay) holds every chunk of bytes that far
+/// behind (each way), in order: a slow link.
 pub struct LinkProxy {
     pub addr: SocketAddr,
     open: Arc<Mutex<Vec<StdStream>>>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    delay_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LinkProxy {
@@ -457,7 +460,8 @@ impl LinkProxy {
         let addr = listener.local_addr().unwrap();
         let open: Arc<Mutex<Vec<StdStream>>> = Arc::default();
         let blocked: Arc<std::sync::atomic::AtomicBool> = Arc::default();
-        let (open2, blocked2) = (open.clone(), blocked.clone());
+        let delay_us: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let (open2, blocked2, delay2) = (open.clone(), blocked.clone(), delay_us.clone());
         std::thread::spawn(move || {
             for inbound in listener.incoming() {
                 let Ok(inbound) = inbound else { return };
@@ -475,11 +479,20 @@ impl LinkProxy {
                     o.push(inbound.try_clone().unwrap());
                     o.push(outbound.try_clone().unwrap());
                 }
-                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-                pipe(outbound, inbound);
+                pipe_delayed(
+                    inbound.try_clone().unwrap(),
+                    outbound.try_clone().unwrap(),
+                    delay2.clone(),
+                );
+                pipe_delayed(outbound, inbound, delay2.clone());
             }
         });
-        LinkProxy { addr, open, blocked }
+        LinkProxy {
+            addr,
+            open,
+            blocked,
+            delay_us,
+        }
     }
 
     /// Takes the link down: open connections broken, new ones refused.
@@ -496,4 +509,46 @@ impl LinkProxy {
     pub fn unblock(&self) {
         self.blocked.store(false, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Delays every byte through the link by `delay` each way from now on
+    /// (zero: none).
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_us
+            .store(delay.as_micros() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` like [`pipe`], each chunk written `delay_us`
+/// after it was read (in order: a reader thread queues, a writer thread
+/// waits out each chunk's due time).
+fn pipe_delayed(mut from: StdStream, mut to: StdStream, delay_us: Arc<std::sync::atomic::AtomicU64>) {
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let (from2, to2) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let delay = Duration::from_micros(delay_us.load(std::sync::atomic::Ordering::SeqCst));
+                    if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, bytes) in rx {
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if to.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+        let _ = to2.shutdown(Shutdown::Both);
+        let _ = from2.shutdown(Shutdown::Both);
+    });
 }

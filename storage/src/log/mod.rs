@@ -9,6 +9,8 @@
 //! - `write_loop`: the task that writes placed batches and hands the
 //!   partition to the fsync batcher; rolls to a new segment.
 //! - `rewind`: a write refused for want of room or descriptors.
+//! - `room`: probing for room after a full disk; a replicated log's
+//!   unfinished entry cut before its Raft group starts again.
 //! - `segment`: one segment's accounting (offsets, bytes, sparse index).
 //! - `segment_set`: the partition's segments, changed only through named
 //!   mutations that assert the set's invariants.
@@ -35,6 +37,7 @@ pub(crate) mod read_hold;
 pub(crate) mod recovery;
 pub(crate) mod reset;
 mod rewind;
+mod room;
 pub(crate) mod segment;
 pub(crate) mod segment_set;
 pub(crate) mod truncate;

@@ -97,9 +97,21 @@ impl LogState {
                 .map_err(|e| StorageError::io(&path, e))?;
             file.fdatasync().await.map_err(|e| StorageError::sync(&path, e))?;
         }
+        // A replicated log's entries from the first one not written whole
+        // are refused too: they are placed no more, and their waits for
+        // `durable_index` end (a Raft log store told them flushed would
+        // lie). An entry cut in the middle keeps its written batches until
+        // `cut_unfinished_entry` (`room.rs`).
+        let entries_to = self.written_index.get();
+        {
+            let mut inner = self.inner.borrow_mut();
+            inner.placed_index = inner.placed_index.min(entries_to);
+        }
         // Told once the log is back: a retry then finds it taking writes.
         self.written.refuse_above(to, reason);
         self.durable.refuse_above(to, reason);
+        self.written_index.refuse_above(entries_to, reason);
+        self.durable_index.refuse_above(entries_to, reason);
         Ok(())
     }
 }
