@@ -177,6 +177,12 @@ impl PartitionRaft {
             this.0.raft.clone(),
             crate::transport::registry::Receiver::Log(this.0.receiver.clone()),
         );
+        registry.elect_by_pre_vote(
+            group,
+            this.0.raft.clone(),
+            crate::election_timer::last_log_of(this.0.store.clone()),
+            network.clone(),
+        );
         if let Some(members) = initialize {
             let empty = {
                 let m = this.0.raft.metrics();

@@ -175,6 +175,12 @@ impl Controller {
             }
         }
         registry.insert_with_receiver(CONTROLLER_GROUP, raft.clone(), Receiver::Image(receiver));
+        registry.elect_by_pre_vote(
+            CONTROLLER_GROUP,
+            raft.clone(),
+            crate::election_timer::last_log_of(store.clone()),
+            network.clone(),
+        );
         let c = Controller(Rc::new(Inner {
             node_id,
             raft,
