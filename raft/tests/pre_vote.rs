@@ -1,8 +1,9 @@
 //! Pre-vote on three nodes, each on its own glommio executor thread, each
 //! link (source, destination) through a proxy that can take it down, the
 //! replicas `PartitionRaft`s over real partition logs: a follower cut off
-//! for many election timeouts neither raises its term nor, once back,
-//! deposes the leader; a leader cut off or stopped is replaced.
+//! (both ways, or from the leader one way) for many election timeouts
+//! neither raises its term nor, once back, deposes the leader; a leader
+//! cut off or stopped is replaced.
 
 mod common;
 mod net;
@@ -233,8 +234,10 @@ impl Cluster {
     }
 }
 
-#[test]
-fn a_follower_cut_off_and_back_leaves_the_leader_and_term_alone() {
+/// Cuts a follower off from the leader with `cut_off` (given the leader
+/// and the follower) for many election timeouts, then heals: the leader
+/// and the term are the same throughout.
+fn a_follower_away_and_back_leaves_the_leader_and_term_alone(cut_off: fn(&Cluster, NodeId, NodeId)) {
     let c = Cluster::new();
     let leader = c.leader_among(&IDS);
     let hw = produce_acked(c.node(leader), "before");
@@ -243,11 +246,13 @@ fn a_follower_cut_off_and_back_leaves_the_leader_and_term_alone() {
     let cut = *IDS.iter().find(|&&id| id != leader).unwrap();
     let rounds_before = view(c.node(cut)).rounds;
 
-    c.isolate(cut);
+    cut_off(&c, leader, cut);
     // Many election timeouts: the cut-off follower's clock expires again
     // and again (each expiry starts a round), and it never campaigns.
-    wait_until("the cut-off follower's pre-vote rounds", || {
-        view(c.node(cut)).rounds >= rounds_before + 8
+    // (Or until some term moved: the assertions below then say so.)
+    wait_until("the cut-off follower's pre-vote rounds, or a new term", || {
+        let moved = IDS.iter().any(|&id| view(c.node(id)).term != before.term);
+        moved || view(c.node(cut)).rounds >= rounds_before + 8
     });
     let alone = view(c.node(cut));
     assert_eq!(alone.term, before.term, "a cut-off follower keeps its term");
@@ -273,6 +278,20 @@ fn a_follower_cut_off_and_back_leaves_the_leader_and_term_alone() {
     produce_acked(c.node(leader), "after");
     assert_eq!(view(c.node(leader)).term, before.term);
     c.stop_all();
+}
+
+#[test]
+fn a_follower_cut_off_and_back_leaves_the_leader_and_term_alone() {
+    a_follower_away_and_back_leaves_the_leader_and_term_alone(|c, _, cut| c.isolate(cut));
+}
+
+#[test]
+fn a_follower_that_stops_hearing_the_leader_one_way_leaves_it_alone() {
+    // The leader's connections to the follower go down; the follower's to
+    // the leader (its pre-votes) and to the other follower stay up.
+    a_follower_away_and_back_leaves_the_leader_and_term_alone(|c, leader, cut| {
+        c.links[&(leader, cut)].block()
+    });
 }
 
 #[test]
