@@ -218,6 +218,15 @@ impl ElectionTimer {
         self.0.clocks.borrow().get(&group).cloned()
     }
 
+    /// Whether `group`'s replica has heard from no leader for longer than
+    /// its longest election timeout (false where openraft runs the
+    /// group's elections). openraft keeps the last leader it followed
+    /// until an election, and a replica cut off never starts one now:
+    /// past this, that leader is not known any more.
+    pub fn leader_lost(&self, group: GroupId) -> bool {
+        self.clock(group).is_some_and(|c| c.heard.get().elapsed() > c.max)
+    }
+
     /// The shard's pre-vote counters.
     pub fn stats(&self) -> &Rc<PreVoteStats> {
         &self.0.stats

@@ -412,9 +412,14 @@ impl PartitionRaft {
         m.state == ServerState::Leader && m.current_leader == Some(self.0.node_id)
     }
 
-    /// The leader this replica knows of.
+    /// The leader this replica knows of: itself, or one it heard from
+    /// within the longest election timeout.
     pub fn leader(&self) -> Option<NodeId> {
-        self.0.raft.metrics().borrow().current_leader
+        let leader = self.0.raft.metrics().borrow().current_leader;
+        if leader != Some(self.0.node_id) && self.0.registry.elections().leader_lost(self.0.group) {
+            return None;
+        }
+        leader
     }
 
     /// The term this replica is in.

@@ -224,9 +224,14 @@ impl Controller {
         self.0.sm.last_applied().map_or(0, |l| l.index)
     }
 
-    /// The leader this node knows of.
+    /// The leader this node knows of: itself, or one it heard from within
+    /// the longest election timeout.
     pub fn leader(&self) -> Option<NodeId> {
-        self.0.raft.metrics().borrow().current_leader
+        let leader = self.0.raft.metrics().borrow().current_leader;
+        if leader != Some(self.0.node_id) && self.0.registry.elections().leader_lost(CONTROLLER_GROUP) {
+            return None;
+        }
+        leader
     }
 
     /// This node's current term of the controller group.
