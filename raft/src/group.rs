@@ -175,6 +175,12 @@ impl PartitionRaft {
             now.raft.clone(),
             crate::transport::registry::Receiver::Log(now.receiver.clone()),
         );
+        registry.elect_by_pre_vote(
+            group,
+            now.raft.clone(),
+            crate::election_timer::last_log_of(now.store.clone()),
+            network.clone(),
+        );
         crate::restart::supervise(&this);
         if let Some(members) = initialize {
             let empty = {
@@ -354,9 +360,14 @@ impl PartitionRaft {
         m.state == ServerState::Leader && m.current_leader == Some(self.0.node_id)
     }
 
-    /// The leader this replica knows of.
+    /// The leader this replica knows of: itself, or one it heard from
+    /// within the longest election timeout.
     pub fn leader(&self) -> Option<NodeId> {
-        self.metrics().borrow().current_leader
+        let leader = self.metrics().borrow().current_leader;
+        if leader != Some(self.0.node_id) && self.0.registry.elections().leader_lost(self.0.group) {
+            return None;
+        }
+        leader
     }
 
     /// The term this replica is in.

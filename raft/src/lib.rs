@@ -31,6 +31,10 @@
 //! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
 //!   coalesced into one entry per round; `ProduceError`, the answers.
 //! - `replica_stats`: `ReplicaStats`, a replica's counters.
+//! - `election_timer`: `ElectionTimer`, a shard's election timeouts (one
+//!   ticker for all its groups; openraft's own timer is off).
+//! - `pre_vote`: what an expired election clock does first: ask the
+//!   voters whether it could win (openraft 0.9 has no pre-vote).
 //! - `limits`: every bound of this crate, with its unit and reason.
 //! - `transport`: the network between replicas (frames, mutual TLS,
 //!   heartbeat coalescing, the server's group registry).
@@ -39,6 +43,7 @@
 
 pub mod config;
 pub mod controller;
+pub mod election_timer;
 pub mod entry;
 pub mod group;
 mod group_instance;
@@ -48,6 +53,7 @@ pub mod mem_store;
 pub mod membership;
 pub mod meta;
 pub mod partition_sm;
+pub mod pre_vote;
 pub mod producer_window;
 pub mod proposer;
 pub mod replica_stats;

@@ -152,6 +152,12 @@ pub const REPLICA_LAG_MS_DEFAULT: u64 = 10_000;
 /// size; the broker's per-shard request budget bounds the sum over
 /// partitions before this does.
 pub const PROPOSER_QUEUE_BYTES_MAX: usize = 64 << 20;
+/// The shard's election ticker (`election_timer`) scans its groups every
+/// tenth of the shortest election timeout, within these bounds: not more
+/// often than this (a scan of ~1000 groups costs the shard)...
+pub const ELECTION_TICK_MIN: std::time::Duration = std::time::Duration::from_millis(10);
+/// ...and not less often than this (a clock expires at most a tick late).
+pub const ELECTION_TICK_MAX: std::time::Duration = std::time::Duration::from_millis(100);
 
 // A full entry fits the queue, so a round is never smaller for want of room.
 const _: () = assert!(ENTRY_BYTES_MAX_DEFAULT <= PROPOSER_QUEUE_BYTES_MAX);

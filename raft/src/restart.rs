@@ -84,6 +84,8 @@ async fn watch(replica: Weak<Inner>, mut rx: MetricsWatch) {
     // Frames for the group answer `not_ready` until the new instance is
     // in: the stopped one would answer them with its fatal error.
     this.0.registry.opening(this.0.group);
+    // Nor does it campaign: its election clock goes with the instance.
+    this.0.registry.elections().remove(this.0.group);
     if let Err(e) = old.raft.shutdown().await {
         tracing::debug!(group = this.0.group, error = %e, "the stopped raft instance ended with an error");
     }
@@ -139,6 +141,12 @@ async fn restart(this: &PartitionRaft) -> Result<(), String> {
         i.group,
         instance.raft.clone(),
         Receiver::Log(instance.receiver.clone()),
+    );
+    i.registry.elect_by_pre_vote(
+        i.group,
+        instance.raft.clone(),
+        crate::election_timer::last_log_of(instance.store.clone()),
+        i.network.clone(),
     );
     *i.current.borrow_mut() = Rc::new(instance);
     *i.storage_failure.borrow_mut() = None;

@@ -59,6 +59,10 @@ pub struct RaftSeries {
     pub controller: Option<ControllerSeries>,
     /// Terms begun that the shard's replicas saw (those removed included).
     pub elections: u64,
+    /// Pre-vote rounds the shard's groups started, and those won (each
+    /// then campaigned): es_raft's `PreVoteStats`.
+    pub pre_vote_rounds: u64,
+    pub pre_vote_won: u64,
     /// Bytes of stored batches the shard's replicas sent and received in
     /// snapshot transfers (those removed included).
     pub snapshot_bytes_sent: u64,
@@ -155,10 +159,13 @@ pub fn snapshot(shard: &Shard) -> ShardSeries {
                 storage_restarts += st.storage_restarts.get();
             }
         }
+        let pv = t.registry.elections().stats();
         RaftSeries {
             elections,
             storage_failures,
             storage_restarts,
+            pre_vote_rounds: pv.rounds.get(),
+            pre_vote_won: pv.elections.get(),
             snapshot_bytes_sent: sent,
             snapshot_bytes_received: received,
             counts: crate::cluster::leaders::counts(shard),
@@ -411,7 +418,7 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         .collect();
     shards.sort_by(|a, b| a.0.cmp(&b.0));
     type Read = fn(&RaftSeries) -> u64;
-    let counters: [(&str, Read); 11] = [
+    let counters: [(&str, Read); 13] = [
         ("es_raft_connects_total", |r| r.connects),
         ("es_raft_connect_failures_total", |r| r.connect_failures),
         ("es_raft_connections_lost_total", |r| r.connections_lost),
@@ -423,6 +430,8 @@ fn render_raft(out: &mut String, parts: &[ShardSeries]) {
         ("es_raft_elections_total", |r| r.elections),
         ("es_raft_replica_storage_failures_total", |r| r.storage_failures),
         ("es_raft_replica_storage_restarts_total", |r| r.storage_restarts),
+        ("es_raft_pre_vote_rounds_total", |r| r.pre_vote_rounds),
+        ("es_raft_pre_vote_won_total", |r| r.pre_vote_won),
     ];
     for (name, value) in counters {
         let mut f = Family::new(out, name);

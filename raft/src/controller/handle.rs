@@ -193,6 +193,12 @@ impl Controller {
             }
         }
         registry.insert_with_receiver(CONTROLLER_GROUP, raft.clone(), Receiver::Image(receiver));
+        registry.elect_by_pre_vote(
+            CONTROLLER_GROUP,
+            raft.clone(),
+            crate::election_timer::last_log_of(store.clone()),
+            network.clone(),
+        );
         let c = Controller(Rc::new(Inner {
             node_id,
             raft: RefCell::new(raft),
@@ -237,9 +243,14 @@ impl Controller {
         self.0.sm.last_applied().map_or(0, |l| l.index)
     }
 
-    /// The leader this node knows of.
+    /// The leader this node knows of: itself, or one it heard from within
+    /// the longest election timeout.
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft().metrics().borrow().current_leader
+        let leader = self.raft().metrics().borrow().current_leader;
+        if leader != Some(self.0.node_id) && self.0.registry.elections().leader_lost(CONTROLLER_GROUP) {
+            return None;
+        }
+        leader
     }
 
     /// This node's current term of the controller group.

@@ -53,6 +53,8 @@ async fn watch(controller: Weak<Inner>, mut rx: MetricsWatch) {
     tracing::warn!(error = %failed, "the controller group stopped on a storage error; it starts again once its disk takes writes");
     bump(&c.0.stats.storage_failures);
     c.0.registry.opening(CONTROLLER_GROUP);
+    // Nor does it campaign: its election clock goes with the instance.
+    c.0.registry.elections().remove(CONTROLLER_GROUP);
     if let Err(e) = c.raft().shutdown().await {
         tracing::debug!(error = %e, "the stopped controller instance ended with an error");
     }
@@ -96,6 +98,12 @@ async fn restart(c: &Controller) -> Result<(), String> {
     }
     i.registry
         .insert_with_receiver(CONTROLLER_GROUP, raft.clone(), Receiver::Image(receiver));
+    i.registry.elect_by_pre_vote(
+        CONTROLLER_GROUP,
+        raft.clone(),
+        crate::election_timer::last_log_of(i.store.clone()),
+        i.network.clone(),
+    );
     *i.raft.borrow_mut() = raft;
     bump(&i.stats.storage_restarts);
     tracing::info!("the controller group started again after a storage error");

@@ -1,7 +1,8 @@
 //! The payloads of openraft's frames (big-endian, like the frame header;
 //! the primitives — vote, opt logid, text — are `wire`'s). The controller's
 //! frames (0x48-0x49) are `control_codec`'s, the snapshot frames
-//! (0x43-0x45) `snapshot_codec`'s.
+//! (0x43-0x45) `snapshot_codec`'s, the pre-vote frames (0x46)
+//! `pre_vote_codec`'s.
 //!
 //! ```text
 //! 0x40 AppendEntries   u64 group, vote, opt logid prev, opt logid commit,
@@ -40,6 +41,10 @@ use crate::types::{log_id, EsRaft, GroupId, LogId, NodeId, Vote};
 pub use crate::transport::control_codec::{
     decode_propose, decode_propose_reply, decode_read_index, decode_read_index_reply, encode_propose,
     encode_propose_reply, encode_read_index_reply, ProposeReply, ReadIndexReply,
+};
+pub use crate::transport::pre_vote_codec::{
+    decode_pre_vote, decode_pre_vote_reply, encode_pre_vote, encode_pre_vote_reply, PreVoteReply,
+    PreVoteRequest,
 };
 
 /// Smallest batch: the format's fixed header.
@@ -536,6 +541,12 @@ mod tests {
         }
         if let Ok(r) = decode_error(b.clone()) {
             prop_assert_eq!(&enc(encode_error, &r)[..], &b[..]);
+        }
+        if let Ok(r) = decode_pre_vote(b.clone()) {
+            prop_assert_eq!(&enc(encode_pre_vote, &r)[..], &b[..]);
+        }
+        if let Ok(r) = decode_pre_vote_reply(b.clone()) {
+            prop_assert_eq!(&enc(encode_pre_vote_reply, &r)[..], &b[..]);
         }
         Ok(())
     }

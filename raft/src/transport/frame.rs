@@ -24,6 +24,8 @@ pub enum RaftKind {
     SnapshotChunk = 0x44,
     /// The end of a snapshot transfer: install.
     SnapshotDone = 0x45,
+    /// May the sender campaign? (`crate::pre_vote`; changes no state.)
+    PreVote = 0x46,
     /// A controller command forwarded to the controller's leader.
     ControllerPropose = 0x48,
     /// The controller leader's committed index (a read barrier).
@@ -38,6 +40,7 @@ pub enum RaftKind {
     SnapshotOfferOk = 0xc3,
     SnapshotChunkOk = 0xc4,
     SnapshotDoneOk = 0xc5,
+    PreVoteOk = 0xc6,
     ControllerProposeOk = 0xc8,
     ControllerReadIndexOk = 0xc9,
     LeaderReportOk = 0xca,
@@ -56,6 +59,7 @@ impl RaftKind {
             0x43 => SnapshotOffer,
             0x44 => SnapshotChunk,
             0x45 => SnapshotDone,
+            0x46 => PreVote,
             0x48 => ControllerPropose,
             0x49 => ControllerReadIndex,
             0x4a => LeaderReport,
@@ -66,6 +70,7 @@ impl RaftKind {
             0xc3 => SnapshotOfferOk,
             0xc4 => SnapshotChunkOk,
             0xc5 => SnapshotDoneOk,
+            0xc6 => PreVoteOk,
             0xc8 => ControllerProposeOk,
             0xc9 => ControllerReadIndexOk,
             0xca => LeaderReportOk,
@@ -84,6 +89,7 @@ impl RaftKind {
             RaftKind::SnapshotOffer => RaftKind::SnapshotOfferOk,
             RaftKind::SnapshotChunk => RaftKind::SnapshotChunkOk,
             RaftKind::SnapshotDone => RaftKind::SnapshotDoneOk,
+            RaftKind::PreVote => RaftKind::PreVoteOk,
             RaftKind::ControllerPropose => RaftKind::ControllerProposeOk,
             RaftKind::ControllerReadIndex => RaftKind::ControllerReadIndexOk,
             RaftKind::LeaderReport => RaftKind::LeaderReportOk,

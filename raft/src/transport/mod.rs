@@ -9,6 +9,7 @@
 //! - `codec`: openraft's frames' payloads, decoders bounded and fuzzed.
 //! - `control_codec`: the controller's frames' payloads (0x48-0x49).
 //! - `snapshot_codec`: the snapshot transfer's frames' payloads (0x43-0x45).
+//! - `pre_vote_codec`: the pre-vote frames' payloads (0x46).
 //! - `control`: `ControlHandler`, who answers the frames that are not
 //!   openraft's (controller propose and read index, leader reports, ...).
 //! - `config`: `TransportConfig`, a shard's settings.
@@ -39,6 +40,7 @@ pub mod link;
 mod mux;
 pub mod network;
 mod peer;
+pub mod pre_vote_codec;
 pub mod preamble;
 pub mod registry;
 pub mod server;

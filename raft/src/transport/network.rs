@@ -99,6 +99,26 @@ impl ShardNetwork {
                 "{kind:?} is not a control request"
             )));
         }
+        self.request(target, kind, payload).await
+    }
+
+    /// Asks `target` (its same shard) for a pre-vote
+    /// (`crate::pre_vote`); errors as [`control_call`](Self::control_call).
+    /// No timeout: callers bound the wait.
+    pub(crate) async fn pre_vote(
+        &self,
+        target: NodeId,
+        req: &codec::PreVoteRequest,
+    ) -> Result<codec::PreVoteReply, TransportError> {
+        let mut payload = Vec::new();
+        codec::encode_pre_vote(&mut payload, req);
+        let body = self.request(target, RaftKind::PreVote, &payload).await?;
+        codec::decode_pre_vote_reply(body)
+    }
+
+    /// Sends the request `kind` with `payload` to `target`; the response's
+    /// payload.
+    async fn request(&self, target: NodeId, kind: RaftKind, payload: &[u8]) -> Result<Bytes, TransportError> {
         let peer = self.peer(target).ok_or(TransportError::UnknownPeer(target))?;
         let f = frame::encode(kind, 0, payload);
         if f.len() > FRAME_BYTES_MAX {

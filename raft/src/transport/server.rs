@@ -24,7 +24,9 @@ use futures::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use futures::{FutureExt, StreamExt};
 use glommio::net::{TcpListener, TcpStream};
 use openraft::error::RaftError;
+use openraft::raft::AppendEntriesResponse;
 
+use crate::election_timer::PreVoteStats;
 use crate::limits::HANDSHAKE_TIMEOUT;
 use crate::runtime::GlommioRuntime;
 use crate::transport::budget::InflightBudget;
@@ -326,6 +328,15 @@ fn stopped(group: u64, e: RaftError<u64>) -> ErrorBody {
     }
 }
 
+/// Notes that `group` heard from its leader if this replica accepted the
+/// leader's append: not refused for a higher vote (a conflict is accepted:
+/// the vote is the leader's, only the logs differ).
+fn heard_if_accepted(registry: &GroupRegistry, group: u64, resp: &AppendEntriesResponse<NodeId>) {
+    if !matches!(resp, AppendEntriesResponse::HigherVote(_)) {
+        registry.heard_from_leader(group);
+    }
+}
+
 /// The answer to one control request: its handler's.
 async fn answer_control(
     control: Option<Rc<dyn ControlHandler>>,
@@ -363,12 +374,17 @@ async fn answer(
                 }
                 let raft = registry.get(group)?;
                 let resp = raft.append_entries(rpc).await.map_err(|e| stopped(group, e))?;
+                heard_if_accepted(registry, group, &resp);
                 codec::encode_append_response(&mut out, &resp);
             }
             RaftKind::Vote => {
                 let (group, rpc) = codec::decode_vote(payload).map_err(malformed)?;
                 let raft = registry.get(group)?;
                 let resp = raft.vote(rpc).await.map_err(|e| stopped(group, e))?;
+                // Raft's rule: granting a vote restarts the election clock.
+                if resp.vote_granted {
+                    registry.heard_from_leader(group);
+                }
                 codec::encode_vote_response(&mut out, &resp);
             }
             RaftKind::Heartbeats => {
@@ -376,27 +392,38 @@ async fn answer(
                 let results: Vec<HeartbeatResult> =
                     futures::future::join_all(hbs.into_iter().map(|hb| async move {
                         let raft = registry.get(hb.group)?;
-                        raft.append_entries(hb.request())
+                        let resp = raft
+                            .append_entries(hb.request())
                             .await
-                            .map_err(|e| stopped(hb.group, e))
+                            .map_err(|e| stopped(hb.group, e))?;
+                        heard_if_accepted(registry, hb.group, &resp);
+                        Ok(resp)
                     }))
                     .await;
                 codec::encode_heartbeat_results(&mut out, &results);
             }
             RaftKind::SnapshotOffer => {
                 let o = snapshot_codec::decode_offer(payload).map_err(malformed)?;
+                let group = o.group;
                 let r = match registry.receiver(o.group)?.1 {
                     Receiver::Log(rx) => rx.offer(o).await?,
                     Receiver::Image(rx) => rx.offer(o)?,
                 };
+                // An offer accepted is a leader's at least as new as this
+                // replica's vote; its transfer carries no heartbeat.
+                if !matches!(r, snapshot_codec::OfferReply::HigherVote(_)) {
+                    registry.heard_from_leader(group);
+                }
                 snapshot_codec::encode_offer_reply(&mut out, &r);
             }
             RaftKind::SnapshotChunk => {
                 let c = snapshot_codec::decode_chunk(payload).map_err(malformed)?;
+                let group = c.group;
                 let seq = match registry.receiver(c.group)?.1 {
                     Receiver::Log(rx) => rx.chunk(c).await?,
                     Receiver::Image(rx) => rx.chunk(c)?,
                 };
+                registry.heard_from_leader(group);
                 snapshot_codec::encode_chunk_reply(&mut out, seq);
             }
             RaftKind::SnapshotDone => {
@@ -406,6 +433,18 @@ async fn answer(
                     (raft, Receiver::Image(rx)) => rx.done(&raft, d).await?,
                 };
                 snapshot_codec::encode_done_reply(&mut out, &vote);
+            }
+            RaftKind::PreVote => {
+                let req = codec::decode_pre_vote(payload).map_err(malformed)?;
+                let clock = registry.clock(req.group)?;
+                let reply = crate::pre_vote::answer(&clock, &req).await?;
+                let stats = registry.elections().stats();
+                PreVoteStats::bump(if reply.granted {
+                    &stats.granted
+                } else {
+                    &stats.refused
+                });
+                codec::encode_pre_vote_reply(&mut out, &reply);
             }
             other => {
                 return Err(ErrorBody {
