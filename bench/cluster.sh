@@ -124,7 +124,14 @@ a1p50full=$(fig "$WORK/alone1.json" produce .latency_us.p50)
 # produce was unavailable (as es sees it: redirects and leader waits
 # included).
 "$ES" --broker "$BROKERS" topic create failover --partitions 1 --replication-factor 3 >/dev/null
-leader=$(curl -sf "http://$(http 1)/v1/topics/failover" | jq -r '.partitions[0].leader')
+# A topic just created elects its leader within a few election timeouts.
+leader=null
+for _ in $(seq 600); do
+    leader=$(curl -sf "http://$(http 1)/v1/topics/failover" | jq -r '.partitions[0].leader')
+    [[ $leader =~ ^[0-9]+$ ]] && break
+    sleep 0.1
+done
+[[ $leader =~ ^[0-9]+$ ]] || { echo "failover/0 has no leader after 60 s" >&2; exit 1; }
 acks="$WORK/failover.acks"
 (
     end=$((SECONDS + 20))
