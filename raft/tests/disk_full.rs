@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use es_raft::transport::{cluster_hash, TransportConfig};
 use es_raft::{GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
 use es_storage::batch::{encode_v2, RaftStamp};
-use es_storage::{BatchBuf, FsyncBatcher, LogConfig, NoSpaceAt, Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{BatchBuf, LogConfig, NoSpaceAt, Offset, ProducerStamp, Record};
 use net::*;
 
 const IDS: [NodeId; 3] = [1, 2, 3];
@@ -120,22 +120,9 @@ fn open_replica(node: &Node, dir: PathBuf) {
             segment_bytes: 4096,
             ..LogConfig::default()
         };
-        let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
-            .await
-            .expect("open the partition log");
-        let members: BTreeSet<NodeId> = IDS.into();
-        let p = PartitionRaft::open(
-            ctx.id,
-            GROUP,
-            log,
-            &dir.join("raft"),
-            Some(members),
-            &ctx.net,
-            &ctx.registry,
-            &group_config(),
-        )
-        .await
-        .expect("open the replica");
+        let p = ctx
+            .open_replica(GROUP, &dir, &IDS, log_config, &group_config())
+            .await;
         PARTS.with(|m| m.borrow_mut().insert(GROUP, p));
     })
 }

@@ -9,14 +9,14 @@ mod common;
 mod net;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use es_raft::transport::{cluster_hash, TransportConfig};
 use es_raft::{GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
 use es_storage::batch::{encode_v2, RaftStamp};
-use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{BatchBuf, LogConfig, Offset, ProducerStamp, Record};
 use net::*;
 
 const IDS: [NodeId; 3] = [1, 2, 3];
@@ -158,22 +158,9 @@ impl Cluster {
                 segment_bytes: 4096,
                 ..LogConfig::default()
             };
-            let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
-                .await
-                .expect("open the partition log");
-            let members: BTreeSet<NodeId> = IDS.into();
-            let p = PartitionRaft::open(
-                ctx.id,
-                GROUP,
-                log,
-                &dir.join("raft"),
-                Some(members),
-                &ctx.net,
-                &ctx.registry,
-                &group_config(),
-            )
-            .await
-            .expect("open the replica");
+            let p = ctx
+                .open_replica(GROUP, &dir, &IDS, log_config, &group_config())
+                .await;
             PART.with(|s| *s.borrow_mut() = Some(p));
         });
         self.nodes.insert(id, node);

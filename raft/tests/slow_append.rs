@@ -10,7 +10,7 @@ mod common;
 mod net;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use es_raft::transport::{cluster_hash, TransportConfig};
 use es_raft::{GroupConfig, GroupId, NodeId, PartitionRaft, ProduceError};
 use es_storage::batch::{encode_v2, RaftStamp};
-use es_storage::{BatchBuf, FsyncBatcher, LogConfig, Offset, PartitionLog, ProducerStamp, Record};
+use es_storage::{BatchBuf, LogConfig, Offset, ProducerStamp, Record};
 use net::*;
 
 const IDS: [NodeId; 3] = [1, 2, 3];
@@ -64,22 +64,9 @@ fn batch(tag: &str) -> BatchBuf {
 
 fn open_replica(node: &Node, dir: PathBuf) {
     node.call(move |ctx| async move {
-        let (log, _) = PartitionLog::open(&dir.join("log"), LogConfig::default(), FsyncBatcher::new())
-            .await
-            .expect("open the partition log");
-        let members: BTreeSet<NodeId> = IDS.into();
-        let p = PartitionRaft::open(
-            ctx.id,
-            GROUP,
-            log,
-            &dir.join("raft"),
-            Some(members),
-            &ctx.net,
-            &ctx.registry,
-            &group_config(),
-        )
-        .await
-        .expect("open the replica");
+        let p = ctx
+            .open_replica(GROUP, &dir, &IDS, LogConfig::default(), &group_config())
+            .await;
         PARTS.with(|m| m.borrow_mut().insert(GROUP, p));
     })
 }
