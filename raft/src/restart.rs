@@ -53,19 +53,24 @@ fn storage_failure(m: &RaftMetrics<NodeId, EmptyNode>) -> Option<String> {
     }
 }
 
-async fn watch(replica: Weak<Inner>, mut rx: MetricsWatch) {
-    let failure = loop {
+/// Waits until the instance behind `rx` stops on a storage error, and
+/// returns it; `None` if it stopped otherwise (on purpose).
+pub(crate) async fn stopped_by_storage(mut rx: MetricsWatch) -> Option<String> {
+    loop {
         if let Some(e) = storage_failure(&rx.borrow_and_update()) {
-            break e;
+            return Some(e);
         }
         if rx.changed().await.is_err() {
             // The core's task ended: stopped on purpose, or on the error
             // its last metrics carry.
-            match storage_failure(&rx.borrow()) {
-                Some(e) => break e,
-                None => return,
-            }
+            return storage_failure(&rx.borrow());
         }
+    }
+}
+
+async fn watch(replica: Weak<Inner>, rx: MetricsWatch) {
+    let Some(failure) = stopped_by_storage(rx).await else {
+        return;
     };
     let Some(inner) = replica.upgrade() else { return };
     let this = PartitionRaft(inner);

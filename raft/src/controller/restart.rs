@@ -14,8 +14,6 @@
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use openraft::error::Fatal;
-
 use super::handle::{start_raft, Controller, Inner};
 use crate::group::MetricsWatch;
 use crate::limits::{STORAGE_RESTART_BACKOFF_MAX_MS, STORAGE_RESTART_BACKOFF_MIN_MS};
@@ -29,21 +27,9 @@ pub(super) fn supervise(c: &Controller) {
     glommio::spawn_local(watch(Rc::downgrade(&c.0), rx)).detach();
 }
 
-async fn watch(controller: Weak<Inner>, mut rx: MetricsWatch) {
-    let failure = |m: &openraft::RaftMetrics<_, _>| match &m.running_state {
-        Err(Fatal::StorageError(e)) => Some(e.to_string()),
-        _ => None,
-    };
-    let failed = loop {
-        if let Some(e) = failure(&rx.borrow_and_update()) {
-            break e;
-        }
-        if rx.changed().await.is_err() {
-            match failure(&rx.borrow()) {
-                Some(e) => break e,
-                None => return,
-            }
-        }
+async fn watch(controller: Weak<Inner>, rx: MetricsWatch) {
+    let Some(failed) = crate::restart::stopped_by_storage(rx).await else {
+        return;
     };
     let Some(inner) = controller.upgrade() else { return };
     let c = Controller(inner);
