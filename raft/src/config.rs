@@ -4,7 +4,36 @@
 //! openraft builds no snapshot and purges nothing on its own; the broker's
 //! cleanup pass does both through `PartitionRaft::retain_below`.
 
+use std::time::Duration;
+
 use openraft::{Config, SnapshotPolicy};
+
+/// openraft's `(election_timeout_min, election_timeout_max)` for es's
+/// `election_ms`. openraft runs no election timer of ours
+/// (`election_timer` does, drawing in [`election_draw`]); of these it
+/// uses the min as a vote request's deadline and the max as its leader
+/// lease: a voter refuses every vote until the lease has passed since it
+/// last heard from its leader. A lease of `election_ms` (and a
+/// millisecond: openraft wants max > min) is pre-vote's own bound, so a
+/// pre-vote won is a vote that can be won, and the first replica whose
+/// clock expires is elected in one round.
+pub fn openraft_timeouts(election_ms: u64) -> (u64, u64) {
+    (election_ms, election_ms.saturating_add(1))
+}
+
+/// The `[min, max]` a replica of a group with openraft config `config`
+/// draws its election timeout from: the election timeout to twice that
+/// (Raft's spread, so one replica usually campaigns alone).
+pub fn election_draw(config: &Config) -> (Duration, Duration) {
+    let min = Duration::from_millis(config.election_timeout_min);
+    (min, min * 2)
+}
+
+/// openraft's leader lease of a group with openraft config `config`: a
+/// replica grants a pre-vote only past it.
+pub fn leader_lease(config: &Config) -> Duration {
+    Duration::from_millis(config.election_timeout_max)
+}
 
 /// The config of a partition group: `heartbeat_ms`, and elections after
 /// `election_ms` to twice that without a leader.
@@ -18,8 +47,8 @@ pub fn partition_config(
     Config {
         cluster_name: name.to_string(),
         heartbeat_interval: heartbeat_ms,
-        election_timeout_min: election_ms,
-        election_timeout_max: election_ms * 2,
+        election_timeout_min: openraft_timeouts(election_ms).0,
+        election_timeout_max: openraft_timeouts(election_ms).1,
         snapshot_policy: SnapshotPolicy::Never,
         max_in_snapshot_log_to_keep: u64::MAX,
         ..Config::default()
@@ -36,7 +65,11 @@ mod tests {
         let c = partition_config("t", 50, 400).unwrap();
         assert_eq!(c.snapshot_policy, SnapshotPolicy::Never);
         assert_eq!(c.max_in_snapshot_log_to_keep, u64::MAX);
-        assert_eq!((c.election_timeout_min, c.election_timeout_max), (400, 800));
+        assert_eq!(
+            election_draw(&c),
+            (Duration::from_millis(400), Duration::from_millis(800))
+        );
+        assert_eq!(leader_lease(&c), Duration::from_millis(401));
         assert!(
             partition_config("t", 500, 400).is_err(),
             "heartbeats within the election timeout"

@@ -5,8 +5,8 @@
 //! One ticker task per shard scans the shard's clocks (a shard holds up to
 //! ~1000 groups: one task, not one timer per group). A clock expires when
 //! its replica has neither heard from a leader nor started a round for a
-//! timeout drawn at random in `[election_timeout_min,
-//! election_timeout_max]`; the ticker then starts a pre-vote round for the
+//! timeout drawn at random between the election timeout and twice that
+//! (`config::election_draw`); the ticker then starts a pre-vote round for the
 //! group (`pre_vote::campaign`), at most one at a time per group.
 //!
 //! A replica hears from a leader when it accepts an AppendEntries or a
@@ -55,10 +55,12 @@ pub(crate) struct Clock {
     pub(crate) metrics: MetricsWatch,
     pub(crate) last_log: LastLog,
     pub(crate) network: ShardNetwork,
-    /// `election_timeout_min`: a replica that heard from a leader within
-    /// this refuses pre-votes.
+    /// The shortest election timeout: a pre-vote round's deadline.
     pub(crate) min: Duration,
     max: Duration,
+    /// openraft's leader lease: a replica that heard from a leader within
+    /// this refuses pre-votes, as its openraft refuses votes.
+    lease: Duration,
     /// When this replica last heard from a leader (or led, or opened).
     heard: Cell<Instant>,
     /// When the current wait began (the last round, or opening).
@@ -89,9 +91,9 @@ impl Clock {
         self.heard.get()
     }
 
-    /// Whether this replica leads, or heard from a leader within `min`.
+    /// Whether this replica leads, or heard from a leader within the lease.
     pub(crate) fn leader_is_recent(&self) -> bool {
-        self.metrics.borrow().state == ServerState::Leader || self.heard.get().elapsed() < self.min
+        self.metrics.borrow().state == ServerState::Leader || self.heard.get().elapsed() <= self.lease
     }
 
     /// Whether a round should start now; if so, starts the next wait.
@@ -174,9 +176,8 @@ impl ElectionTimer {
         network: ShardNetwork,
     ) {
         raft.runtime_config().elect(false);
-        let config = raft.config().clone();
-        let min = Duration::from_millis(config.election_timeout_min);
-        let max = Duration::from_millis(config.election_timeout_max);
+        let (min, max) = crate::config::election_draw(raft.config());
+        let lease = crate::config::leader_lease(raft.config());
         let now = Instant::now();
         let clock = Rc::new(Clock {
             group,
@@ -186,6 +187,7 @@ impl ElectionTimer {
             network,
             min,
             max,
+            lease,
             heard: Cell::new(now),
             since: Cell::new(now),
             timeout: Cell::new(draw(min, max)),

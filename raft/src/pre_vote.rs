@@ -10,7 +10,8 @@
 //! stays put and the leader keeps its place when the partition heals.
 //!
 //! A voter grants ([`grants`]) iff it has not heard from a leader within
-//! the minimum election timeout (and does not lead) and the candidate's
+//! openraft's leader lease (the election timeout: `config::openraft_timeouts`;
+//! its openraft refuses the real vote within it) and does not lead, and the candidate's
 //! last log id is at least its own (term, then index: openraft's
 //! `LogId` order, the one its vote uses). Asking and answering change no
 //! state: no term, no vote is written. The real vote still decides;
@@ -29,8 +30,8 @@ use crate::transport::codec::{ErrorBody, PreVoteReply, PreVoteRequest};
 use crate::transport::error::code;
 use crate::types::{LogId, NodeId};
 
-/// The grant rule: grant iff no leader was heard from within the minimum
-/// election timeout (`leader_is_recent` false) and the candidate's log is
+/// The grant rule: grant iff no leader was heard from within the leader
+/// lease (`leader_is_recent` false) and the candidate's log is
 /// at least as up to date as this replica's.
 pub fn grants(leader_is_recent: bool, candidate_last: Option<LogId>, own_last: Option<LogId>) -> bool {
     !leader_is_recent && candidate_last >= own_last

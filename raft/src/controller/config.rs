@@ -73,8 +73,8 @@ impl ControllerConfig {
         Config {
             cluster_name: "es-controller".to_string(),
             heartbeat_interval: self.heartbeat_ms,
-            election_timeout_min: self.election_timeout_ms,
-            election_timeout_max: self.election_timeout_ms.saturating_mul(2),
+            election_timeout_min: crate::config::openraft_timeouts(self.election_timeout_ms).0,
+            election_timeout_max: crate::config::openraft_timeouts(self.election_timeout_ms).1,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every.max(1)),
             max_in_snapshot_log_to_keep: self.keep_entries,
             ..Config::default()
@@ -116,7 +116,10 @@ mod tests {
         assert_eq!(r.max_in_snapshot_log_to_keep, 3);
         let l = c.log_config();
         assert!(l.cleanup.delete && l.cleanup.retention_bytes == Some(1));
-        assert_eq!((r.election_timeout_min, r.election_timeout_max), (1500, 3000));
+        assert_eq!(
+            crate::config::election_draw(&r),
+            (Duration::from_millis(1500), Duration::from_millis(3000))
+        );
         assert_eq!(c.leader_wait(), Duration::from_secs(6));
     }
 }
