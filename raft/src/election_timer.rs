@@ -73,6 +73,13 @@ pub(crate) struct Clock {
     pub(crate) removed: Cell<bool>,
 }
 
+/// An election timeout drawn as a clock of a group with `config` draws
+/// one: between the election timeout and twice that.
+pub(crate) fn draw_timeout(config: &crate::group::GroupConfig) -> Duration {
+    let min = Duration::from_millis(config.election_timeout_ms);
+    draw(min, min * 2)
+}
+
 fn draw(min: Duration, max: Duration) -> Duration {
     if max <= min {
         return min;
@@ -260,7 +267,7 @@ async fn ticker(timer: Weak<Inner>) {
             .collect();
         for clock in due {
             PreVoteStats::bump(&inner.stats.rounds);
-            GlommioRuntime::spawn(crate::pre_vote::campaign(clock, inner.stats.clone()));
+            GlommioRuntime::spawn(crate::pre_vote::campaign(clock, inner.stats.clone(), now));
         }
     }
 }

@@ -17,17 +17,17 @@
 //! there is) until the next write leaves it behind.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use es_storage::batch::{self, RaftStamp, MAGIC_V2};
 use es_storage::{BatchBuf, PartitionLog};
-use openraft::error::{InitializeError, RaftError};
 use openraft::{EmptyNode, Raft, RaftMetrics, ServerState};
 
 use crate::group_instance::{start_instance, Instance};
+use crate::group_start::Initialize;
 use crate::limits::APPEND_BYTES_MAX_DEFAULT;
 use crate::limits::{
     ELECTION_TIMEOUT_MS_DEFAULT, ENTRY_BYTES_MAX_DEFAULT, HEARTBEAT_MS_DEFAULT, PRODUCE_TIMEOUT_MS_DEFAULT,
@@ -147,15 +147,15 @@ impl PartitionRaft {
     /// metadata under `raft_dir` (`data/raft/<topic>/<partition>/`);
     /// routes `group`'s frames on this shard to it; and, given `initialize`
     /// and a group never initialized (empty log, no vote), starts the
-    /// group with those voters (safe on every replica at once with the
-    /// same members).
+    /// group with those voters: at once on the preferred replica, later
+    /// on the others should it not reach them (`group_start.rs`).
     #[allow(clippy::too_many_arguments)]
     pub async fn open(
         node_id: NodeId,
         group: GroupId,
         log: PartitionLog,
         raft_dir: &Path,
-        initialize: Option<BTreeSet<NodeId>>,
+        initialize: Option<Initialize>,
         network: &ShardNetwork,
         registry: &GroupRegistry,
         config: &GroupConfig,
@@ -182,20 +182,10 @@ impl PartitionRaft {
             network.clone(),
         );
         crate::restart::supervise(&this);
-        if let Some(members) = initialize {
-            let empty = {
-                let m = now.raft.metrics();
-                let m = m.borrow();
-                m.last_log_index.is_none() && m.current_term == 0
-            };
-            if empty {
-                match now.raft.initialize(members).await {
-                    Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-                    Err(e) => {
-                        this.shutdown().await;
-                        return Err(err(&format!("group {group}: initialize"), e));
-                    }
-                }
+        if let Some(init) = initialize {
+            if let Err(e) = crate::group_start::start(&this, init).await {
+                this.shutdown().await;
+                return Err(e);
             }
         }
         Ok(this)

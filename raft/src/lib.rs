@@ -28,6 +28,8 @@
 //!   failed (a full disk), once the disk takes writes.
 //! - `group_instance`: one openraft instance of a replica and what is
 //!   built over it (store, state machine, Proposer).
+//! - `group_start`: `Initialize`, how a new partition's group starts (the
+//!   preferred replica first).
 //! - `proposer`: `Proposer`, a leader's produce queue: concurrent produces
 //!   coalesced into one entry per round; `ProduceError`, the answers.
 //! - `replica_stats`: `ReplicaStats`, a replica's counters.
@@ -47,6 +49,7 @@ pub mod election_timer;
 pub mod entry;
 pub mod group;
 mod group_instance;
+mod group_start;
 pub mod limits;
 pub mod log_store;
 pub mod mem_store;
@@ -71,6 +74,7 @@ pub mod types;
 pub use config::partition_config;
 pub use entry::{Applied, EntryBatch, EsEntry, EsPayload, Proposal};
 pub use group::{BatchRules, GroupConfig, MetricsWatch, PartitionRaft};
+pub use group_start::Initialize;
 pub use log_store::LogStore;
 pub use meta::RaftMeta;
 pub use partition_sm::PartitionSm;

@@ -75,15 +75,19 @@ impl Drop for Round {
     }
 }
 
-/// One pre-vote round of `clock`'s group: asks every other voter (each
-/// answer awaited at most the minimum election timeout) and, with a
-/// majority of grants and no leader heard from meanwhile, starts an
-/// election. The only voter starts one at once.
-pub(crate) async fn campaign(clock: Rc<Clock>, stats: Rc<PreVoteStats>) {
+/// One pre-vote round of `clock`'s group, due since `due`: asks every
+/// other voter (each answer awaited at most the minimum election
+/// timeout) and, with a majority of grants, starts an election unless
+/// since `due` a leader was heard from (or a vote granted) or the term
+/// moved: another replica is campaigning or leads, and a term of this
+/// one's would depose it. The only voter starts one at once.
+pub(crate) async fn campaign(clock: Rc<Clock>, stats: Rc<PreVoteStats>, due: Instant) {
     clock.campaigning.set(true);
     let round = Round(clock);
     let clock = &round.0;
-    let started = Instant::now();
+    // The scan's instant, not the task's start: a vote granted between
+    // the two (a busy executor) must stop the round too.
+    let started = due;
     let (me, term, joint) = {
         let m = clock.metrics.borrow();
         let joint = m.membership_config.membership().get_joint_config().clone();
@@ -128,8 +132,13 @@ pub(crate) async fn campaign(clock: Rc<Clock>, stats: Rc<PreVoteStats>) {
             tracing::debug!(group = clock.group, ?granted, term = req.term, "pre-vote lost");
             return;
         }
-        // A leader heard from meanwhile is alive: no election.
-        if clock.heard() > started {
+        // A leader heard from meanwhile is alive, a vote granted or a
+        // term seen meanwhile is another's campaign: no election.
+        if clock.heard() > started || clock.metrics.borrow().current_term != term {
+            tracing::debug!(
+                group = clock.group,
+                "pre-vote won, but another replica stood first"
+            );
             return;
         }
     }

@@ -326,6 +326,14 @@ impl SnapshotReceiver {
         if start.is_some() {
             crate::replica_stats::bump(&self.stats.whole_log_installs);
         }
+        tracing::info!(
+            group = d.group,
+            last = %t.last,
+            end_offset = t.end_offset,
+            whole_log = start.is_some(),
+            bytes = t.written,
+            "installed a snapshot"
+        );
         Ok(resp.vote)
     }
 }

@@ -63,9 +63,13 @@ impl Node {
     }
 
     /// Makes this node a cluster member: the flags of shared raft spec
-    /// §4.7, with the short timeouts of the cluster tests.
+    /// §4.7, with the short timeouts of the cluster tests, and a cleanup
+    /// pass every second, so retention (`workload::CLUSTER_RETENTION_BYTES`)
+    /// deletes behind a node that is down and it catches up by snapshot.
     pub fn join(&mut self, m: &Membership) {
         self.cluster = [
+            "--cleanup-interval-ms",
+            "1000",
             "--raft-addr",
             &m.raft.to_string(),
             "--peers",
@@ -194,6 +198,12 @@ impl Node {
         process::terminate(&mut child, STOP_TIMEOUT)
     }
 
+    /// How many times the broker's log says it installed a snapshot from
+    /// its leader's transfer, across all its starts.
+    pub fn snapshot_installs(&self) -> usize {
+        std::fs::read(&self.log).map_or(0, |b| count_lines_with(&b, SNAPSHOT_INSTALLED))
+    }
+
     /// The end of the broker's log, for error messages.
     pub fn log_tail(&self) -> String {
         process::log_tail(&self.log)
@@ -204,6 +214,17 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// What a broker logs when it installed a snapshot (`raft/src/snapshot_recv.rs`).
+const SNAPSHOT_INSTALLED: &str = "installed a snapshot";
+
+/// Lines of `log` that contain `what`.
+fn count_lines_with(log: &[u8], what: &str) -> usize {
+    String::from_utf8_lossy(log)
+        .lines()
+        .filter(|l| l.contains(what))
+        .count()
 }
 
 /// Clap's words for a flag it does not know.

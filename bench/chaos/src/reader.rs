@@ -2,8 +2,10 @@
 //! from their log start. With one partition it long-polls at the high
 //! watermark; with many it asks the topics' high watermarks
 //! (`GET /v1/topics/{t}`) each round and fetches only the partitions that
-//! have records it has not read. Its positions are its own (no seeks), so
-//! its whole run is one session per partition.
+//! have records it has not read. Its positions are its own (no seeks): a
+//! partition's session lasts until retention deletes the records at its
+//! position (`offset_out_of_range`, a replica that installed a snapshot
+//! starting past it), and the next one starts at the log start.
 //!
 //! In a cluster a reader tails a follower (a replica that does not lead
 //! its first partition, as far as known), and moves to another replica
@@ -35,11 +37,13 @@ const FETCH_BYTES_MAX: u32 = 1 << 20;
 /// watermark requests must not crowd out the producers).
 const IDLE_ROUND_MS: u64 = 200;
 const BUSY_ROUND_MS: u64 = 100;
+/// The refusal of a fetch below the replica's log start.
+const OFFSET_OUT_OF_RANGE: &str = "offset_out_of_range";
 
 pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
     let process = format!("r{index}");
     let mut conns = Conns::new(&process);
-    let mut at: HashMap<Part, Option<u64>> = parts.iter().map(|p| (p.clone(), None)).collect();
+    let mut at: HashMap<Part, Position> = parts.iter().map(|p| (p.clone(), Position::default())).collect();
     let Some(first) = parts.first() else { return };
     // Which follower: the reader's index, then the next after a failure.
     let mut skip = index as usize;
@@ -68,7 +72,7 @@ pub fn run(ctx: &Ctx, index: u32, parts: &[Part]) {
         let mut fetched = false;
         for part in parts {
             let pos = at.get_mut(part).expect("every part has a position");
-            let behind = match (*pos, hws.get(part)) {
+            let behind = match (pos.at, hws.get(part)) {
                 (None, _) => true,
                 (Some(p), Some(&hw)) => p < hw,
                 (Some(_), None) => false,
@@ -109,27 +113,42 @@ fn high_watermarks(ctx: &Ctx, http: &mut HttpConn) -> Option<HashMap<Part, u64>>
     Some(out)
 }
 
-/// One fetch of `part` from `at` (the log start when `None`), recorded;
-/// `at` moves past what it read. False when it failed.
+/// A reader's place in a partition: its session (the checks' unit of
+/// consecutive reads) and the next offset (the log start when `None`).
+#[derive(Clone, Copy, Debug)]
+struct Position {
+    session: u64,
+    at: Option<u64>,
+}
+
+impl Default for Position {
+    fn default() -> Self {
+        Position { session: 1, at: None }
+    }
+}
+
+/// One fetch of `part` from `pos` (the log start when `None`), recorded;
+/// `pos` moves past what it read, or to the log start in a new session
+/// when retention deleted what is there. False when it failed.
 fn poll(
     ctx: &Ctx,
     bin: &mut BinConn,
     node: u32,
     process: &str,
     (topic, partition): &Part,
-    at: &mut Option<u64>,
+    pos: &mut Position,
     wait_ms: u32,
 ) -> bool {
     let _op = ctx.observed.operation();
     let mut invoke = Event::new(process, Type::Invoke, F::Poll).on(topic, *partition);
-    invoke.session = Some(1);
-    invoke.offset = *at;
+    invoke.session = Some(pos.session);
+    invoke.offset = pos.at;
     invoke.node = Some(node);
     let invoke = ctx.rec.record(invoke);
     let fetch = Fetch {
         topic: topic.clone(),
         partition: *partition,
-        offset: *at,
+        offset: pos.at,
         max_records: FETCH_RECORDS_MAX,
         max_bytes: FETCH_BYTES_MAX,
         wait_ms,
@@ -145,7 +164,7 @@ fn poll(
                 ctx.observed.saw(topic, *partition, *o);
             }
             ctx.observed.saw_hw(topic, *partition, ok.high_watermark);
-            *at = Some(ok.next_offset);
+            pos.at = Some(ok.next_offset);
             let mut done = invoke.complete(Type::Ok);
             done.records = records;
             done.hw = Some(ok.high_watermark);
@@ -159,6 +178,14 @@ fn poll(
                 &Outcome::Unknown("unexpected answer to a fetch".into()),
             );
             false
+        }
+        Err(Outcome::Refused(code)) if code == OFFSET_OUT_OF_RANGE => {
+            record_failure(ctx, &invoke, &Outcome::Refused(code));
+            *pos = Position {
+                session: pos.session + 1,
+                at: None,
+            };
+            true
         }
         Err(e) => {
             record_failure(ctx, &invoke, &e);

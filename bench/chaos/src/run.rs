@@ -159,9 +159,6 @@ pub fn run(args: &Args) -> Result<Results, String> {
             ));
         }
     }
-    for (processes, why) in workload::LEFT_OUT_IN_CLUSTER.iter().filter(|_| clustered) {
-        println!("es-chaos: cluster run: {processes} left out: {why}");
-    }
     let load = Workload::start(ctx.clone())?;
     let plan = Plan {
         kinds,
@@ -177,10 +174,6 @@ pub fn run(args: &Args) -> Result<Results, String> {
         return Err(format!("interrupted; what ran is in {}", out.display()));
     }
     let mut extra = serde_json::Map::new();
-    extra.insert(
-        "workload".into(),
-        json!({"left_out": workload::left_out(clustered)}),
-    );
     if clustered {
         let settled = cluster::settle(&ctx);
         println!("es-chaos: replicas after the heal: {settled}");
@@ -208,6 +201,14 @@ pub fn run(args: &Args) -> Result<Results, String> {
     for node in &mut nodes {
         let status = node.stop();
         exits.push(json!({"node": node.id, "exit": status.map(|s| s.to_string())}));
+    }
+    if clustered {
+        let installs: serde_json::Map<String, serde_json::Value> = nodes
+            .iter()
+            .map(|n| (n.id.to_string(), json!(n.snapshot_installs())))
+            .collect();
+        println!("es-chaos: snapshots installed, per node: {}", json!(installs));
+        extra.insert("snapshot_installs".into(), installs.into());
     }
     let history = history::read(&out.join("history.jsonl"))?;
     let results = checker::check(&history, &finals, &faults);

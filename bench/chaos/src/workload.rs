@@ -8,8 +8,9 @@
 //! In a cluster run (`--nodes 3`) producers send each partition to its
 //! leader (leaders.rs), readers tail followers, and a watcher (`l0`)
 //! describes the topics every second so that leader changes are seen even
-//! when no client is refused. The idempotent producers are left out of a
-//! cluster run ([`LEFT_OUT_IN_CLUSTER`]); the group members follow the
+//! when no client is refused. Idempotent producers ask any node for
+//! their producer id (the controller group issues it) and retry a send
+//! across failovers with the same sequence; the group members follow the
 //! group coordinator (the controller leader's node).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -33,6 +34,12 @@ use crate::{consumer, producer, reader};
 /// default segment size; `chaos-roll` rolls a segment every 16 KiB, so
 /// recovery meets many segments.
 pub const TOPICS: [(&str, Option<u64>); 2] = [("chaos", None), ("chaos-roll", Some(16384))];
+/// In a cluster run, `chaos-roll` keeps about this much per partition
+/// (its active segment and at most one closed one: seconds of the
+/// workload), so a replica that was down or cut off for a fault comes
+/// back behind its leader's log start and catches up by snapshot
+/// (`results.json`: `snapshot_installs`). `chaos` keeps everything.
+pub const CLUSTER_RETENTION_BYTES: u64 = 16384;
 /// Most assign-mode reader threads; past this, each tails several
 /// partitions.
 const READERS_MAX: usize = 6;
@@ -42,28 +49,6 @@ pub const GROUP: &str = "chaos-group";
 const WATCH_EVERY_MS: u64 = 1000;
 /// How long a describe may take.
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The workload's processes a cluster run leaves out, each with why:
-/// es-broker refuses idempotent produce on a cluster node (Raft phase 2b
-/// wires it). The group members run: their commits go to the controller
-/// group, and they follow `not_coordinator` to its leader. Printed at the
-/// start and kept in `results.json` (`workload.left_out`).
-pub const LEFT_OUT_IN_CLUSTER: [(&str, &str); 1] = [(
-    "w3,w4",
-    "idempotent producers: es-broker refuses idempotent produce on a cluster node until producer state is replicated (Raft phase 2b)",
-)];
-
-/// What ran of the workload: the processes a cluster run left out and why
-/// (empty on one node), for `results.json`.
-pub fn left_out(cluster: bool) -> serde_json::Value {
-    if !cluster {
-        return json!([]);
-    }
-    LEFT_OUT_IN_CLUSTER
-        .iter()
-        .map(|(p, why)| json!({"processes": p, "why": why}))
-        .collect()
-}
 
 /// A node's id and client addresses.
 #[derive(Clone, Debug)]
@@ -175,6 +160,9 @@ pub fn create_topics(http: &[String], partitions: u32, replication: Option<u32>)
         let mut body = json!({"name": name, "partitions": partitions});
         if let Some(bytes) = segment_bytes {
             body["config"] = json!({"segment_bytes": bytes});
+            if replication.is_some() {
+                body["config"]["retention_bytes"] = json!(CLUSTER_RETENTION_BYTES);
+            }
         }
         if let Some(rf) = replication {
             body["replication_factor"] = json!(rf);
@@ -246,9 +234,6 @@ impl Workload {
         .into_iter()
         .enumerate()
         {
-            if via == Via::Idempotent && ctx.cluster() {
-                continue;
-            }
             let c = ctx.clone();
             spawn(
                 format!("w{i}"),

@@ -172,7 +172,9 @@ pub async fn open_replica(
         let _ = log.close().await;
         return Err(ApiError::storage(e));
     }
-    let members = initialize.then(|| replicas.iter().copied().collect());
+    let members = initialize
+        .then(|| es_raft::Initialize::from_replicas(replicas))
+        .flatten();
     let opened = es_raft::PartitionRaft::open(
         shard.config.node_id,
         group,

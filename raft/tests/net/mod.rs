@@ -109,13 +109,12 @@ impl Ctx {
         let (log, _) = PartitionLog::open(&dir.join("log"), log_config, FsyncBatcher::new())
             .await
             .expect("open the partition log");
-        let members: BTreeSet<NodeId> = ids.iter().copied().collect();
         PartitionRaft::open(
             self.id,
             group,
             log,
             &dir.join("raft"),
-            Some(members),
+            es_raft::Initialize::from_replicas(ids),
             &self.net,
             &self.registry,
             cfg,
