@@ -115,13 +115,17 @@ jepsen-cluster:
 	$(JEPSEN_BUILD)
 	CHAOS_NODES=3 CHAOS_JOBS=1 ./bench/chaos/seeds.sh "$(JEPSEN_CLUSTER_SEEDS)" $(JEPSEN_CLUSTER_TIME) 8-12 $(JEPSEN_CLUSTER_NEMESIS) jepsen-cluster
 
-# The same for SOAK_MIN minutes per seed of SOAK_SEEDS, a fault every 3-6 s,
-# then SOAK_WIDE_SEED with 1,000 partitions (500 per topic).
+# The same for SOAK_MIN minutes per seed of SOAK_SEEDS on SOAK_NODES brokers
+# (3: a cluster, every fault, the single-node ones included), a fault every
+# 3-6 s, SOAK_JOBS seeds at once, then SOAK_WIDE_SEED on one broker with
+# 1,000 partitions (500 per topic).
 SOAK_MIN ?= 30
 SOAK_SEEDS ?= 11 12 13
+SOAK_NODES ?= 3
+SOAK_JOBS ?= 1
 SOAK_WIDE_SEED ?= 14
 jepsen-soak:
 	$(JEPSEN_BUILD)
-	./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak; a=$$?; \
+	CHAOS_NODES=$(SOAK_NODES) CHAOS_JOBS=$(SOAK_JOBS) ./bench/chaos/seeds.sh "$(SOAK_SEEDS)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak; a=$$?; \
 	CHAOS_ARGS="--partitions 500" ./bench/chaos/seeds.sh "$(SOAK_WIDE_SEED)" $(SOAK_MIN)m 3-6 $(JEPSEN_NEMESIS) soak-wide; b=$$?; \
 	exit $$(( a > b ? a : b ))

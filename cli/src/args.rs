@@ -151,7 +151,7 @@ pub struct ProduceArgs {
     pub gzip: bool,
     /// Produce without an idempotent producer. By default es gets a producer id, sends each batch to one
     /// partition with a sequence number, and on a lost connection or an `unavailable` error reconnects (up
-    /// to 10 times, backing off from 100 ms to 5 s) and resends every unacknowledged batch, which the broker
+    /// to 30 times, backing off from 100 ms to 1 s) and resends every unacknowledged batch, which the broker
     /// writes once. Without it, nothing is retried and the broker picks keyless records' partitions.
     #[arg(long)]
     pub no_idempotence: bool,

@@ -8,7 +8,7 @@
 //! On a transient failure (the connection is lost, or the broker answers
 //! `unavailable`) the answers still due on the old connection are
 //! collected, then the producer reconnects, with a backoff doubling from
-//! 100 ms to 5 s, at most 10 times in a row, and resends every
+//! 100 ms to 1 s, at most 30 times in a row, and resends every
 //! unacknowledged batch, in the order first sent, with its ORIGINAL
 //! sequence: a batch the broker already wrote is answered with its original
 //! offsets and not written again, the others are appended in order. At

@@ -35,13 +35,14 @@ pub const PRODUCE_FLUSH_RECORDS_MAX: u64 = 1 << 20;
 /// Unacknowledged batches per partition of the idempotent producer: the
 /// broker's window, so that every retry is recognised.
 pub const PARTITION_BATCHES_INFLIGHT_MAX: usize = BROKER_PRODUCER_WINDOW_BATCHES;
-/// Reconnect attempts in a row before giving up.
-pub const RECONNECT_ATTEMPTS_MAX: u32 = 10;
+/// Reconnect attempts in a row before giving up: 30 span about 28 s, a
+/// broker's restart or several elections.
+pub const RECONNECT_ATTEMPTS_MAX: u32 = 30;
 /// The first reconnect backoff; each attempt doubles it.
 pub const RECONNECT_BACKOFF_FIRST_MS: u64 = 100;
-/// The longest reconnect backoff: a broker back after a restart is found
-/// within seconds.
-pub const RECONNECT_BACKOFF_MAX_MS: u64 = 5_000;
+/// The longest reconnect backoff: a broker back after a restart, or a new
+/// leader after a failover, is found at most this late.
+pub const RECONNECT_BACKOFF_MAX_MS: u64 = 1_000;
 
 // --- es consume ---------------------------------------------------------------
 

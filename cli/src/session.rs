@@ -109,7 +109,8 @@ impl Session {
 
     /// A JSON request, sent where the cluster says it belongs: a
     /// `not_leader` (`not_coordinator`) naming a leader is followed (at most REDIRECTS_MAX
-    /// times), `leader_not_available` waited out (at most LEADER_WAITS_MAX
+    /// times), `leader_not_available` (or a named leader that refuses
+    /// connections: it is down) waited out (at most LEADER_WAITS_MAX
     /// times, backing off). The error comes with the address that gave it.
     pub fn admin_routed(&self, kind: Kind, body: Value) -> std::result::Result<Value, (String, ClientError)> {
         self.routed(kind, body).map(|(_, _, v)| v)
@@ -143,12 +144,20 @@ impl Session {
                 Next::Redirect(leader) if redirects < REDIRECTS_MAX => {
                     redirects += 1;
                     let options = redirect_options(&self.options);
-                    client = match connect_to(&leader.binary_addr, &options) {
-                        Ok(c) => Arc::new(c),
+                    match connect_to(&leader.binary_addr, &options) {
+                        Ok(c) => {
+                            client = Arc::new(c);
+                            addr = leader.binary_addr;
+                        }
+                        // The leader the cluster still names is down: ask
+                        // again here once it has elected another.
+                        Err(Failed::Client(ClientError::Io(_))) if waits < LEADER_WAITS_MAX => {
+                            std::thread::sleep(leader_wait(waits));
+                            waits += 1;
+                        }
                         Err(Failed::Client(e)) => return Err((leader.binary_addr, e)),
                         Err(Failed::Resolve(e)) => return Err((leader.binary_addr, ClientError::Io(e))),
-                    };
-                    addr = leader.binary_addr;
+                    }
                 }
                 Next::Redirect(_) => {
                     return Err((addr, gave_up(e, &format!("after {REDIRECTS_MAX} redirects"))))

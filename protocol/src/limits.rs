@@ -44,17 +44,18 @@ pub(crate) const TRIM_THRESHOLD_BYTES: usize = 64 << 20;
 #[cfg(feature = "client")]
 pub const REDIRECTS_MAX: usize = 3;
 /// Times one request waits out `leader_not_available` (or a `not_leader`
-/// that knows no leader) before it gives up.
+/// that knows no leader, or names one that is down) before it gives up.
 #[cfg(feature = "client")]
-pub const LEADER_WAITS_MAX: u32 = 8;
+pub const LEADER_WAITS_MAX: u32 = 20;
 /// The first wait for a leader; each further wait doubles it, up to
-/// [`LEADER_WAIT_MS_MAX`]. 8 waits span about 9 s: several election
+/// [`LEADER_WAIT_MS_MAX`]. 20 waits span about 9 s: several election
 /// timeouts (1.5 s by default).
 #[cfg(feature = "client")]
 pub const LEADER_WAIT_MS_FIRST: u64 = 100;
-/// The longest single wait for a leader.
+/// The longest single wait for a leader: a new leader is found at most
+/// this late (a wait costs the cluster one small request).
 #[cfg(feature = "client")]
-pub const LEADER_WAIT_MS_MAX: u64 = 2_000;
+pub const LEADER_WAIT_MS_MAX: u64 = 500;
 
 // The waits for a leader grow from the first to the longest.
 #[cfg(feature = "client")]

@@ -50,15 +50,13 @@ fn values(b: &Rc<RefCell<Broker>>, p: u32) -> Vec<String> {
 }
 
 #[test]
-fn backoff_doubles_from_100ms_to_5s() {
+fn backoff_doubles_from_100ms_to_1s() {
     let waits: Vec<u64> = (1..=RECONNECT_ATTEMPTS_MAX)
         .map(|a| backoff(a).as_millis() as u64)
         .collect();
-    assert_eq!(
-        waits,
-        vec![100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]
-    );
-    assert_eq!(backoff(u32::MAX), Duration::from_secs(5));
+    assert_eq!(waits[..5], [100, 200, 400, 800, 1000]);
+    assert!(waits[5..].iter().all(|&w| w == 1000));
+    assert_eq!(backoff(u32::MAX), Duration::from_secs(1));
 }
 
 #[test]

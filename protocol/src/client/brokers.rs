@@ -6,8 +6,10 @@
 //! version 2). [`Brokers::call`] sends the request there, at most
 //! [`REDIRECTS_MAX`] times per request (brokers that keep pointing
 //! elsewhere are refused, not followed forever); waits out
-//! `leader_not_available` (and a `not_leader` that knows no leader) with a
-//! doubling backoff, at most [`LEADER_WAITS_MAX`] times; and returns
+//! `leader_not_available` (and a `not_leader` that knows no leader, or
+//! names one that refuses connections: it is down, and an election
+//! follows) with a doubling backoff, at most [`LEADER_WAITS_MAX`] times;
+//! and returns
 //! `outcome_unknown`, and every other error, as it came: a produce whose
 //! outcome is unknown is never sent again behind the caller's back. Both
 //! `not_leader` and `leader_not_available` are definite (nothing was
@@ -164,8 +166,18 @@ impl Brokers {
             match next_step(&err) {
                 Next::Redirect(leader) if redirects < REDIRECTS_MAX => {
                     redirects += 1;
-                    let client = connect_to(&leader.binary_addr, &redirect_options(&self.options))?;
-                    *self.current.lock().expect("lock") = (Arc::new(client), leader.binary_addr);
+                    match connect_to(&leader.binary_addr, &redirect_options(&self.options)) {
+                        Ok(client) => {
+                            *self.current.lock().expect("lock") = (Arc::new(client), leader.binary_addr);
+                        }
+                        // The leader the cluster still names is down:
+                        // ask again here once it has elected another.
+                        Err(ClientError::Io(_)) if waits < LEADER_WAITS_MAX => {
+                            std::thread::sleep(leader_wait(waits));
+                            waits += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Next::Redirect(_) => return Err(gave_up(err, &format!("after {REDIRECTS_MAX} redirects"))),
                 Next::Wait if waits < LEADER_WAITS_MAX => {
@@ -354,6 +366,19 @@ mod tests {
         let b = Brokers::connect(&[addr], Options::default()).unwrap();
         assert_eq!(b.call(&req()).unwrap(), ok());
         assert_eq!(seen.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_named_leader_that_is_down_is_waited_out() {
+        let dead = closed();
+        let (addr, seen) = fake(move |n| match n {
+            0 | 1 => not_leader(Some(&dead)),
+            _ => ok(),
+        });
+        let b = Brokers::connect(std::slice::from_ref(&addr), Options::default()).unwrap();
+        assert_eq!(b.call(&req()).unwrap(), ok());
+        assert_eq!(seen.load(Ordering::SeqCst), 3, "asked again after each wait");
+        assert_eq!(b.addr(), addr, "still on the broker that answered");
     }
 
     #[test]
