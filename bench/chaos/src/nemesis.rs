@@ -275,7 +275,7 @@ impl<'a> Nemesis<'a> {
                         .join("topics")
                         .join(&part.0)
                         .join(part.1.to_string());
-                    match torn::tear(&dir, seen, &mut self.rng) {
+                    match torn::tear(&dir, seen, !self.ctx.cluster(), &mut self.rng) {
                         Ok(t) => {
                             torn_any = true;
                             detail.push(json!({"partition": part_name(part), "seen": seen,
