@@ -274,7 +274,11 @@ impl SnapshotReceiver {
             }
         };
         let _ = self.turn.send((0, 0));
-        let whole = t.at == Some((t.last, true)) && t.next_offset == t.end_offset;
+        // A whole-log transfer whose leader keeps nothing below the
+        // snapshot's end (its retention deleted it all) stages nothing:
+        // the log restarts empty at that end.
+        let empty_whole = t.whole_from == Some(t.end_offset) && t.first.is_none();
+        let whole = (empty_whole || t.at == Some((t.last, true))) && t.next_offset == t.end_offset;
         if !whole {
             return Err(refuse(format!(
                 "done after {:?} at offset {}: the snapshot ends at {} (offset {})",
@@ -303,6 +307,13 @@ impl SnapshotReceiver {
                 offset,
                 index: first.index,
             }),
+            (Some(offset), None) if empty_whole => {
+                self.store
+                    .restart_at(offset, t.last.index + 1)
+                    .await
+                    .map_err(|e| failed(format!("starting the log again at offset {offset}: {e}")))?;
+                None
+            }
             (Some(_), None) => return Err(refuse("a whole-log transfer with nothing staged".into())),
             _ => None,
         };
@@ -310,7 +321,7 @@ impl SnapshotReceiver {
             descriptor: d.descriptor.to_vec(),
             after: t.after,
             start,
-            staged: (!t.name.is_empty()).then_some(t.name),
+            staged: (!t.name.is_empty() && !empty_whole).then_some(t.name),
         };
         let resp = raft
             .install_full_snapshot(
@@ -323,14 +334,14 @@ impl SnapshotReceiver {
             .await
             .map_err(|e| failed(format!("install: {e}")))?;
         crate::replica_stats::bump(&self.stats.snapshots_installed);
-        if start.is_some() {
+        if t.whole_from.is_some() {
             crate::replica_stats::bump(&self.stats.whole_log_installs);
         }
         tracing::info!(
             group = d.group,
             last = %t.last,
             end_offset = t.end_offset,
-            whole_log = start.is_some(),
+            whole_log = t.whole_from.is_some(),
             bytes = t.written,
             "installed a snapshot"
         );
