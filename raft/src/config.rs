@@ -25,7 +25,12 @@ pub fn openraft_timeouts(election_ms: u64) -> (u64, u64) {
 /// draws its election timeout from: the election timeout to twice that
 /// (Raft's spread, so one replica usually campaigns alone).
 pub fn election_draw(config: &Config) -> (Duration, Duration) {
-    let min = Duration::from_millis(config.election_timeout_min);
+    election_bounds(config.election_timeout_min)
+}
+
+/// The bounds of the draw for an election timeout of `election_ms`.
+pub fn election_bounds(election_ms: u64) -> (Duration, Duration) {
+    let min = Duration::from_millis(election_ms);
     (min, min * 2)
 }
 

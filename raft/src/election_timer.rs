@@ -76,8 +76,8 @@ pub(crate) struct Clock {
 /// An election timeout drawn as a clock of a group with `config` draws
 /// one: between the election timeout and twice that.
 pub(crate) fn draw_timeout(config: &crate::group::GroupConfig) -> Duration {
-    let min = Duration::from_millis(config.election_timeout_ms);
-    draw(min, min * 2)
+    let (min, max) = crate::config::election_bounds(config.election_timeout_ms);
+    draw(min, max)
 }
 
 fn draw(min: Duration, max: Duration) -> Duration {
